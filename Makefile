@@ -1,0 +1,43 @@
+# The README's commands. Each target creates .venv when missing and installs
+# the project (editable) with what that target needs; re-installs only when
+# pyproject.toml changes.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
+PYTEST_ARGS ?=
+
+.PHONY: eval test lint bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	@touch $@
+
+# Main job: offline evaluation on the bundled dataset -> reports/latest/
+eval: $(STAMP)
+	$(BIN)/memkit eval run --preset bundled --out reports/latest
+
+# Every test: ruff, pytest (unit, property, integration) and the notebooks under nbval.
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
+		$(PYTEST_ARGS) tests notebooks
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: $(BENCH_STAMP)
+	$(BIN)/memkit bench store
+	$(BIN)/memkit bench assemble
+	$(BIN)/memkit bench harness
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

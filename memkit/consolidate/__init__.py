@@ -1,0 +1,1 @@
+"""Rollout consolidation (SPEC §7): staging, shaping, parsing, validation, passes."""

@@ -1,0 +1,95 @@
+"""Every tunable of SPEC.md, with the reference defaults.
+
+A researcher overrides one field (`dataclasses.replace(RecallParams(), floor=0.3)`)
+and the defaults reproduce the reference behaviour exactly. Fields marked
+(memkit) go beyond the reference; their defaults are documented in SPEC.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DAY = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class RecallParams:
+    """Store ranking (SPEC §4)."""
+
+    floor: float = 0.25
+    """Vector-path relevance floor: rows with cosine below it are dropped."""
+    half_life_days: float = 30.0
+    """Recency decay half-life, from last_seen_at (fallback created_at)."""
+    recency_share: float = 0.3
+    """Share of the score that recency can move: weight = (1-share) + share*decay."""
+    confidence_min: float = 0.6
+    confidence_max: float = 1.0
+    candidate_cap: int | None = None
+    """(memkit) None = all live rows; 500 reproduces the reference cap."""
+    keyword_default_limit: int = 8
+    """Keyword path: limit <= 0 or > keyword_max_limit becomes this."""
+    keyword_max_limit: int = 50
+
+
+@dataclass(frozen=True, slots=True)
+class FoldParams:
+    """Write-time fold-in (SPEC §3)."""
+
+    threshold: float = 0.65
+    """pg_trgm similarity at or above which a write folds into a live row."""
+    window_days: float = 14.0
+    """A target must have been seen strictly within this many days."""
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionParams:
+    """(memkit) Write-time redaction (SPEC §3.1)."""
+
+    secrets: bool = True
+    pii: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyParams:
+    """The recalled block (SPEC §5)."""
+
+    limit: int = 8
+    dedup_threshold: float = 0.80
+    entry_bytes: int = 600
+    block_bytes: int = 6000
+    overflow: Literal["stop", "skip"] = "stop"
+    """`stop` (reference): the first entry that overflows ends admission;
+    `skip` (memkit): later entries that still fit are admitted."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationParams:
+    """Rollout staging and one consolidation pass (SPEC §7)."""
+
+    # staging
+    final_bytes: int = 8000
+    evidence_messages: int = 32
+    evidence_bytes: int = 32_000
+    message_bytes: int = 4000
+    tool_calls_annotated: int = 8
+    tool_name_bytes: int = 64
+    tool_args_bytes: int = 1024
+    name_bytes: int = 64
+    tool_call_id_bytes: int = 128
+    # one pass
+    max_rollouts: int = 4
+    snapshot_size: int = 32
+    snapshot_policy: Literal["recent", "relevant"] = "recent"
+    request_bytes: int = 60_000
+    output_tokens: int = 2048
+    timeout_s: float = 60.0
+    # validation
+    max_changes: int = 16
+    max_ids: int = 32
+    content_bytes: int = 8192
+    max_tags: int = 32
+    tags_joined_bytes: int = 2048
+    # parsing
+    lenient: bool = False
+    """(memkit) Repair a fenced / wrapped JSON answer; reported apart from strict."""

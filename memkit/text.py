@@ -1,0 +1,214 @@
+"""Byte-exact text helpers: truncation, dedup word sets, pg_trgm trigrams, keywords.
+
+Every length is a UTF-8 byte count and every cut falls on a code-point
+boundary (SPEC §2), because the budgets they enforce are paid in bytes.
+All functions are pure.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+
+TRUNCATED_MARKER = "\n…[truncated]"
+"""Appended by truncate_bytes; exactly 15 UTF-8 bytes."""
+
+_MIDDLE_RESERVE = 64
+
+
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def _back_to_start(b: bytes, i: int) -> int:
+    """Largest code-point start <= i (i may equal len(b))."""
+    while 0 < i < len(b) and _is_continuation(b[i]):
+        i -= 1
+    return i
+
+
+def _forward_to_start(b: bytes, i: int) -> int:
+    """Smallest code-point start >= i."""
+    while i < len(b) and _is_continuation(b[i]):
+        i += 1
+    return i
+
+
+def byte_len(s: str) -> int:
+    """UTF-8 length of s."""
+    return len(s.encode("utf-8"))
+
+
+def truncate_bytes(s: str, n: int) -> str:
+    """Keep at most n-15 bytes of s and append the truncation marker (SPEC §2).
+
+    Unchanged when n <= 0 or s already fits. When n <= 15 there is no room
+    for the marker inside n; the reference then keeps n bytes and still
+    appends it, and so do we.
+    """
+    if n <= 0:
+        return s
+    b = s.encode("utf-8")
+    if len(b) <= n:
+        return s
+    keep = n - len(TRUNCATED_MARKER.encode("utf-8"))
+    if keep <= 0:
+        keep = n
+    keep = _back_to_start(b, keep)
+    return b[:keep].decode("utf-8") + TRUNCATED_MARKER
+
+
+def truncate_middle(s: str, n: int) -> str:
+    """Keep the head (2/3) and tail (1/3) of s around a marker naming the cut (SPEC §2).
+
+    For n >= 66 the result never exceeds n bytes.
+    """
+    if n <= 0:
+        return s
+    b = s.encode("utf-8")
+    if len(b) <= n:
+        return s
+    budget = n - _MIDDLE_RESERVE
+    if budget < 2:
+        return truncate_bytes(s, n)
+    head = _back_to_start(b, budget * 2 // 3)
+    tail_start = _forward_to_start(b, len(b) - (budget - head))
+    removed = tail_start - head
+    return (
+        b[:head].decode("utf-8")
+        + f"\n…[{removed} bytes truncated]…\n"
+        + b[tail_start:].decode("utf-8")
+    )
+
+
+# --- dedup word sets (SPEC §5.2) -------------------------------------------
+
+
+def fold_accents(s: str) -> str:
+    """NFD, drop combining marks (Mn), NFC, and map đ/Đ to d/D."""
+    decomposed = unicodedata.normalize("NFD", s)
+    stripped = "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
+    return unicodedata.normalize("NFC", stripped).replace("đ", "d").replace("Đ", "D")
+
+
+def word_set(s: str) -> frozenset[str]:
+    """The accent-folded, lowercased word set used for paraphrase dedup.
+
+    Token characters are ASCII a-z, 0-9 and any non-ASCII character; every
+    other character separates tokens.
+    """
+    folded = fold_accents(s).lower()
+    words: set[str] = set()
+    cur: list[str] = []
+    for c in folded:
+        if ("a" <= c <= "z") or ("0" <= c <= "9") or ord(c) > 127:
+            cur.append(c)
+        elif cur:
+            words.add("".join(cur))
+            cur = []
+    if cur:
+        words.add("".join(cur))
+    return frozenset(words)
+
+
+def containment(a: frozenset[str], b: frozenset[str]) -> float:
+    """|A∩B| / min(|A|,|B|); 0 when either is empty."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
+
+
+# --- pg_trgm trigram similarity (SPEC §3.3) ---------------------------------
+
+
+def _words_alnum(s: str) -> list[str]:
+    words: list[str] = []
+    cur: list[str] = []
+    for c in s:
+        if c.isalnum():
+            cur.append(c)
+        elif cur:
+            words.append("".join(cur))
+            cur = []
+    if cur:
+        words.append("".join(cur))
+    return words
+
+
+def trigrams(s: str) -> frozenset[str]:
+    """pg_trgm's trigram set: lowercase, words padded "  w ", 3-char windows."""
+    grams: set[str] = set()
+    for w in _words_alnum(s.lower()):
+        padded = f"  {w} "
+        for i in range(len(padded) - 2):
+            grams.add(padded[i : i + 3])
+    return frozenset(grams)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """|A∩B| / |A∪B|; 0 when both are empty (as pg_trgm)."""
+    if not a or not b:
+        return 0.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
+
+
+def trigram_similarity(a: str, b: str) -> float:
+    """pg_trgm `similarity(a, b)`."""
+    return jaccard(trigrams(a), trigrams(b))
+
+
+# --- keywords (SPEC §4.2) ---------------------------------------------------
+
+STOPWORDS_EN: frozenset[str] = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been
+    before being below between both but by can cannot could couldn did didn do does doesn
+    doing don down during each few for from further had hadn has hasn have haven having he
+    her here hers herself him himself his how i if in into is isn it its itself just let
+    ll me might more most must mustn my myself no nor not now of off on once only or other
+    ought our ours ourselves out over own re same shall shan she should shouldn so some such
+    than that the their theirs them themselves then there these they this those through to
+    too under until up ve very was wasn we were weren what when where which while who whom
+    why will with won would wouldn you your yours yourself yourselves also get got please
+    tell know want need use used using ok okay yes yeah hi hello thanks thank
+    """.split()
+)
+"""English stopwords: function words and question words, which carry no topic."""
+
+STOPWORDS_VI: frozenset[str] = frozenset(
+    """
+    và của là có không những các cho với được trong này đó một người khi thì mà để đã sẽ
+    đang rất cũng như nào gì ai đâu sao thế vậy nhé ạ ơi à ừ vâng dạ bị bởi tại từ trên
+    dưới về ra vào lên xuống nữa lại còn hay hoặc nhưng nếu vì nên thôi chỉ mới vẫn đều
+    cái chiếc con những mình tôi bạn anh chị em họ chúng ta nó ấy kia đây này ở theo
+    """.split()
+)
+"""Vietnamese stopwords, with diacritics only: unaccented forms such as "lai" are
+often content words (names), so they are deliberately not listed."""
+
+STOPWORDS: frozenset[str] = STOPWORDS_EN | STOPWORDS_VI
+
+
+def _keyword_tokens(s: str) -> Iterable[str]:
+    cur: list[str] = []
+    for c in s:
+        if c.isalpha() or c.isdecimal():
+            cur.append(c)
+        elif cur:
+            yield "".join(cur)
+            cur = []
+    if cur:
+        yield "".join(cur)
+
+
+def keywords(query: str, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
+    """Query keywords: split on non letter/digit, lowercase, drop <2 chars and
+    stopwords, dedupe keeping first occurrence (SPEC §4.2)."""
+    seen: dict[str, None] = {}
+    for tok in _keyword_tokens(query):
+        t = tok.lower()
+        if len(t) < 2 or t in stopwords or t in seen:
+            continue
+        seen[t] = None
+    return list(seen)

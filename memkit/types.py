@@ -1,0 +1,141 @@
+"""Records shared by the store, the assembler, the tools and consolidation.
+
+All records are frozen dataclasses: a recalled memory or a staged rollout is a
+value, never a live handle into the store, so evaluations can keep them, hash
+them and compare them without aliasing surprises. Timestamps are UTC epoch
+seconds (float); `None` means "unknown".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+KINDS: tuple[str, ...] = ("fact", "preference", "procedure", "learning", "outcome")
+"""The five memory kinds of SPEC §1."""
+
+Kind = Literal["fact", "preference", "procedure", "learning", "outcome"]
+
+CONFIDENCE_CHOSEN = 0.7
+"""Confidence when the model chose to remember (learn, memory_edit update)."""
+CONFIDENCE_INFERRED = 0.6
+"""Confidence when a reflection or consolidation pass inferred the memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One row of the store; `superseded_by is None` means live (SPEC §1)."""
+
+    id: str
+    scope_id: str
+    kind: str
+    content: str
+    tags: tuple[str, ...] = ()
+    confidence: float = CONFIDENCE_CHOSEN
+    source_run_id: str | None = None
+    created_at: float | None = None
+    seen_count: int = 1
+    last_seen_at: float | None = None
+    superseded_by: str | None = None
+    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def live(self) -> bool:
+        return self.superseded_by is None
+
+    @property
+    def retracted(self) -> bool:
+        """Retracted with no successor: the row points at itself."""
+        return self.superseded_by == self.id
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """A recalled memory with the score breakdown that explains its rank (SPEC §4.4).
+
+    `path` is "vector" or "keyword". On the vector path `cosine`,
+    `confidence_weight` (clamped confidence) and `decay` are set and
+    `score = cosine * confidence_weight * (1 - recency_share + recency_share * decay)`.
+    On the keyword path `keywords_matched` is set and `score` equals it.
+    """
+
+    memory: Memory
+    path: Literal["vector", "keyword"]
+    score: float
+    cosine: float | None = None
+    confidence_weight: float | None = None
+    decay: float | None = None
+    keywords_matched: int | None = None
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+    @property
+    def kind(self) -> str:
+        return self.memory.kind
+
+    @property
+    def content(self) -> str:
+        return self.memory.content
+
+
+@dataclass(frozen=True, slots=True)
+class RememberResult:
+    """Outcome of a write: the row's id and whether it folded into an existing row."""
+
+    id: str
+    folded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """Staged evidence of one finished run (SPEC §1, §7)."""
+
+    id: str
+    scope_id: str
+    messages: tuple[dict[str, Any], ...]
+    final: str
+    staged_at: float | None = None
+    consumed_at: float | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """The memory a change proposes to write (already validated)."""
+
+    content: str
+    kind: str = "fact"
+    tags: tuple[str, ...] = ()
+    confidence: float = CONFIDENCE_INFERRED
+    scope_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One item of a consolidation proposal (SPEC §1): add, merge or retract."""
+
+    ids: tuple[str, ...] = ()
+    entry: Entry | None = None
+
+    @property
+    def op(self) -> Literal["add", "merge", "retract", "invalid"]:
+        if self.ids and self.entry is not None:
+            return "merge"
+        if self.ids:
+            return "retract"
+        if self.entry is not None:
+            return "add"
+        return "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What one committed pass did: ids written, ids retired, rollouts consumed."""
+
+    added: tuple[str, ...] = ()
+    retired: tuple[str, ...] = ()
+    consumed: tuple[str, ...] = ()

@@ -1,0 +1,36 @@
+"""`import memkit` is free: no litellm, no network, no files (DESIGN.md)."""
+
+import subprocess
+import sys
+import textwrap
+
+
+def test_import_memkit_loads_no_litellm_and_opens_no_files():
+    code = textwrap.dedent(
+        """
+        import builtins, socket, sys
+        opened = []
+        real_open = builtins.open
+        def spy_open(*a, **k):
+            opened.append(a[0] if a else k.get("file"))
+            return real_open(*a, **k)
+        builtins.open = spy_open
+        def no_net(*a, **k):
+            raise AssertionError("network touched at import")
+        socket.socket.connect = no_net
+        import memkit
+        builtins.open = real_open
+        assert "litellm" not in sys.modules, "litellm imported"
+        assert not opened, f"files opened at import: {opened}"
+        print("ok", len(memkit.__all__))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("ok")
+
+
+def test_public_names_are_sorted_and_resolve_lazily():
+    import memkit
+
+    assert memkit.__all__ == sorted(memkit.__all__)
+    assert memkit.truncate_bytes("abc", 2) == "ab\n…[truncated]"
