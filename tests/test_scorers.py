@@ -1,0 +1,230 @@
+"""Each metric against hand-computed fixtures: empty recall, no relevant facts,
+ties, duplicates and a block the clamp stopped."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evals.scorers import (
+    Write,
+    attempt_validity,
+    budget_waste,
+    dedup_counts,
+    extraction_counts,
+    fold_outcomes,
+    leaked,
+    ndcg_at_k,
+    precision_at_k,
+    precision_of_returned,
+    recall_at_k,
+    reciprocal_rank,
+    reciprocal_rank_pessimistic,
+    relevant_shut_out,
+    rows_per_fact,
+)
+from memkit.errors import ConfigError
+
+nan = math.isnan
+REL = {"f1", "f2"}
+
+
+# --- precision ---------------------------------------------------------------
+
+
+def test_precision_of_returned_fixtures():
+    assert nan(precision_of_returned([], REL))  # empty recall: undefined
+    assert precision_of_returned(["f1", "x", None, "f2"], REL) == 0.5
+    assert precision_of_returned(["x", "y"], set()) == 0.0  # no relevant facts
+    assert precision_of_returned(["f1", "f1"], REL) == 1.0  # duplicates count
+
+
+def test_precision_at_k_fixtures():
+    assert precision_at_k([], REL, 3) == 0.0  # empty list: all misses
+    assert precision_at_k(["f1", "x", "f2", "f2"], REL, 2) == 0.5
+    assert precision_at_k(["f1"], REL, 4) == 0.25  # short list padded
+    assert precision_at_k(["f1"], set(), 1) == 0.0
+
+
+def test_precision_differs_from_p_at_k():
+    labels = ["f1"]
+    assert precision_of_returned(labels, REL) == 1.0
+    assert precision_at_k(labels, REL, 8) == 0.125
+
+
+def test_k_bound():
+    assert precision_at_k(["f1"], REL, 1) == 1.0
+    with pytest.raises(ConfigError, match="0"):
+        precision_at_k(["f1"], REL, 0)
+    with pytest.raises(ConfigError):
+        recall_at_k(["f1"], REL, 0)
+    with pytest.raises(ConfigError):
+        ndcg_at_k(["f1"], REL, 0)
+
+
+# --- recall@k ----------------------------------------------------------------
+
+
+def test_recall_at_k_fixtures():
+    assert recall_at_k([], REL, 8) == 0.0
+    assert nan(recall_at_k(["f1"], set(), 8))  # no relevant facts
+    assert recall_at_k(["x", "f1", "f1", "f2"], REL, 3) == 0.5  # repeats count once
+    assert recall_at_k(["x", "f1", "f1", "f2"], REL, 4) == 1.0
+
+
+# --- MRR ----------------------------------------------------------------------
+
+
+def test_reciprocal_rank_fixtures():
+    assert reciprocal_rank([], REL) == 0.0
+    assert nan(reciprocal_rank(["f1"], set()))
+    assert reciprocal_rank(["x", None, "f2"], REL) == pytest.approx(1 / 3)
+    assert reciprocal_rank(["f2", "f1"], REL) == 1.0
+
+
+def test_ties_change_mrr():
+    labels, scores = ["x", "f1", "y"], [0.5, 0.5, 0.1]
+    assert reciprocal_rank(labels, REL) == 0.5  # returned order breaks the tie
+    assert reciprocal_rank_pessimistic(labels, scores, REL) == 0.5
+    # relevant first in returned order, but tied with two misses
+    labels, scores = ["f1", "x", "y"], [0.5, 0.5, 0.5]
+    assert reciprocal_rank(labels, REL) == 1.0
+    assert reciprocal_rank_pessimistic(labels, scores, REL) == pytest.approx(1 / 3)
+
+
+def test_pessimistic_rr_fixtures():
+    assert reciprocal_rank_pessimistic([], [], REL) == 0.0
+    assert nan(reciprocal_rank_pessimistic(["f1"], [1.0], set()))
+    assert reciprocal_rank_pessimistic(["x", "f2"], [0.9, 0.3], REL) == 0.5
+    with pytest.raises(ConfigError, match="2 labels but 1 scores"):
+        reciprocal_rank_pessimistic(["x", "f2"], [0.9], REL)
+
+
+# --- nDCG ----------------------------------------------------------------------
+
+
+def test_ndcg_fixtures():
+    assert ndcg_at_k([], REL, 8) == 0.0
+    assert nan(ndcg_at_k(["f1"], set(), 8))
+    assert ndcg_at_k(["f1", "f2"], REL, 8) == 1.0
+    # hit at rank 2 only, ideal has two hits: (1/log2 3) / (1 + 1/log2 3)
+    g = 1 / math.log2(3)
+    assert ndcg_at_k(["x", "f1"], REL, 8) == pytest.approx(g / (1 + g))
+    # repeat of f1 gains nothing: DCG = 1, IDCG = 1 + g
+    assert ndcg_at_k(["f1", "f1"], REL, 8) == pytest.approx(1 / (1 + g))
+    # k=1 cuts both the list and the ideal
+    assert ndcg_at_k(["f1", "x"], REL, 1) == 1.0
+
+
+# --- leakage -------------------------------------------------------------------
+
+
+def test_leaked_fixtures():
+    assert leaked([], {"old"}) is False
+    assert leaked(["f1", None], {"old"}) is False
+    assert leaked(["f1", "old"], {"old"}) is True
+    assert leaked(["old"], set()) is False
+
+
+# --- budget waste ----------------------------------------------------------------
+
+
+def test_budget_waste_fixtures():
+    empty = budget_waste([], REL)
+    assert empty.admitted == 0 and nan(empty.share)
+    w = budget_waste([("f1", 100), ("f1", 50), ("x", 30), (None, 20), ("old", 40)], REL, {"old"})
+    assert (w.admitted, w.duplicate, w.irrelevant, w.superseded) == (240, 50, 50, 40)
+    assert w.share == pytest.approx(140 / 240)
+    # no relevant facts: every byte is irrelevant
+    assert budget_waste([("x", 10), ("y", 5)], set()).share == 1.0
+    # a stale fact repeated is counted as superseded both times, never twice
+    w = budget_waste([("old", 10), ("old", 10)], {"old"}, {"old"})
+    assert (w.superseded, w.duplicate, w.irrelevant) == (20, 0, 0)
+    with pytest.raises(ConfigError, match="-1"):
+        budget_waste([("f1", -1)], REL)
+
+
+def test_relevant_shut_out_by_clamp():
+    # recall returned f1, f2, x; the clamp stopped after f1
+    assert relevant_shut_out(["f1", "f2", "x"], ["f1"], REL) == 1
+    assert relevant_shut_out([], [], REL) == 0
+    assert relevant_shut_out(["f1", "f2"], ["f1", "f2"], REL) == 0
+    assert relevant_shut_out(["f1", "f2"], [], set()) == 0  # no relevant facts
+
+
+# --- fold-in ---------------------------------------------------------------------
+
+
+def test_fold_outcomes_fixtures():
+    assert nan(fold_outcomes([]).fold_recall)
+    writes = [
+        Write("a", False, "r1", False, None),
+        Write("a", True, "r1", True, "a"),  # folded into own row
+        Write("a", True, "r2", False, None),  # missed fold: a second row
+        Write("b", False, "r1", True, "a"),  # distinct fact folded into a's row
+    ]
+    c = fold_outcomes(writes)
+    assert (c.restatements, c.folded_restatements, c.writes, c.false_folds) == (2, 1, 4, 1)
+    assert c.fold_recall == 0.5 and c.false_fold_rate == 0.25
+    assert rows_per_fact(writes) == {"a": 2, "b": 1}
+    # a restatement that folded into the wrong row is not a fold hit
+    c = fold_outcomes([Write("a", True, "r9", True, "z")])
+    assert (c.folded_restatements, c.false_folds) == (0, 1)
+
+
+# --- dedup -----------------------------------------------------------------------
+
+
+def test_dedup_counts_fixtures():
+    empty = dedup_counts([], [])
+    assert nan(empty.recall) and nan(empty.precision) and empty.bytes_saved == 0
+    c = dedup_counts([("a", 10), ("a", 12), ("b", 7), ("a", 9)], [False, True, True, False])
+    assert (c.true_duplicates, c.removed, c.removed_true, c.bytes_saved) == (2, 2, 1, 19)
+    assert c.recall == 0.5 and c.precision == 0.5
+    # unmatched entries are never true duplicates
+    c = dedup_counts([(None, 5), (None, 5)], [False, True])
+    assert (c.true_duplicates, c.precision) == (0, 0.0)
+    with pytest.raises(ConfigError, match="2 entries but 1"):
+        dedup_counts([("a", 1), ("a", 1)], [True])
+
+
+# --- proposal validity ---------------------------------------------------------------
+
+
+def test_attempt_validity_fixtures():
+    snap, scope = {"m1", "m2"}, "s"
+    ok = attempt_validity("strict", None, [{"ids": [], "entry": {"content": "x"}}], snap, scope)
+    assert ok.strict_valid and ok.valid_after_repair and ok.ops == {"add": 1}
+    fenced = attempt_validity("repaired", None, [], snap, scope)
+    assert not fenced.strict_valid and fenced.valid_after_repair and fenced.changes == 0
+    bad = attempt_validity(
+        "repaired",
+        "unknown_id",
+        [
+            {"ids": ["m1", "zz", "yy"], "entry": {"content": "c", "scope_id": "other"}},
+            {"ids": ["m2"], "entry": None},
+            {"ids": [], "entry": None},
+        ],
+        snap,
+        scope,
+    )
+    assert not bad.valid_after_repair and bad.error_code == "unknown_id"
+    assert bad.hallucinated_ids == 2 and bad.widening == 1
+    assert bad.ops == {"merge": 1, "retract": 1, "invalid": 1} and bad.changes == 3
+    failed = attempt_validity("failed", "parse", None, snap, scope)
+    assert not failed.valid_after_repair and failed.changes == 0
+    with pytest.raises(ConfigError, match="'lenient'"):
+        attempt_validity("lenient", None, [], snap, scope)
+
+
+# --- extraction --------------------------------------------------------------------
+
+
+def test_extraction_counts_fixtures():
+    empty = extraction_counts([], set())
+    assert nan(empty.precision) and nan(empty.recall)
+    c = extraction_counts(["a", "a", None, "old"], {"a", "b"}, {"old"})
+    assert (c.rows, c.rows_matched, c.gold, c.gold_covered, c.stale_rows) == (4, 2, 2, 1, 1)
+    assert c.precision == 0.5 and c.recall == 0.5
+    assert extraction_counts([], {"a"}).recall == 0.0
