@@ -1,0 +1,114 @@
+"""Pure recall scoring (SPEC §4) on numpy arrays and plain values.
+
+The store gathers candidates; these functions decide. Keeping them free of
+SQLite lets evaluations re-rank recorded candidates under other tunables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from memkit.params import DAY, RecallParams
+
+
+def decay(age_s: np.ndarray, half_life_days: float) -> np.ndarray:
+    """0.5 ** (age / half-life); NaN age (no timestamp) gives 0, age <= 0 gives 1."""
+    age = np.asarray(age_s, dtype=np.float64)
+    out = np.zeros_like(age)
+    known = ~np.isnan(age)
+    hl = half_life_days * DAY
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        vals = np.power(0.5, age[known] / hl) if hl > 0 else np.where(age[known] <= 0, 1.0, 0.0)
+    out[known] = vals
+    out[known & (age <= 0)] = 1.0
+    return out
+
+
+def confidence_weight(confidence: np.ndarray, params: RecallParams = RecallParams()) -> np.ndarray:
+    """clamp(confidence, min, max): legacy 0 and anything below 0.6 count as 0.6."""
+    c = np.nan_to_num(np.asarray(confidence, dtype=np.float64), nan=params.confidence_min)
+    return np.clip(c, params.confidence_min, params.confidence_max)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRanking:
+    """Ranked survivors of the floor: positions into the candidate arrays plus breakdown."""
+
+    order: np.ndarray
+    cosine: np.ndarray
+    confidence_weight: np.ndarray
+    decay: np.ndarray
+    score: np.ndarray
+
+
+def rank_vector(
+    cosine: np.ndarray,
+    confidence: np.ndarray,
+    recency_ts: np.ndarray,
+    confirmed_ts: np.ndarray,
+    tiebreak: np.ndarray,
+    now: float,
+    params: RecallParams = RecallParams(),
+) -> VectorRanking:
+    """Drop rows with cosine below the floor, score the rest, sort descending.
+
+    `recency_ts` is last_seen_at falling back to created_at (NaN when neither),
+    `confirmed_ts` orders ties (most recently confirmed first, NaN last) and
+    `tiebreak` (e.g. rowid, larger first) makes the order total.
+    Returned arrays are aligned with `order`.
+    """
+    cosine = np.asarray(cosine, dtype=np.float64)
+    keep = np.flatnonzero(cosine >= params.floor)
+    cos = cosine[keep]
+    cw = confidence_weight(np.asarray(confidence)[keep], params)
+    dec = decay(now - np.asarray(recency_ts, dtype=np.float64)[keep], params.half_life_days)
+    share = params.recency_share
+    score = cos * cw * ((1.0 - share) + share * dec)
+    conf_ts = np.nan_to_num(np.asarray(confirmed_ts, dtype=np.float64)[keep], nan=-np.inf)
+    tb = np.asarray(tiebreak)[keep]
+    idx = np.lexsort((-tb, -conf_ts, -score))
+    return VectorRanking(
+        order=keep[idx],
+        cosine=cos[idx],
+        confidence_weight=cw[idx],
+        decay=dec[idx],
+        score=score[idx],
+    )
+
+
+def cosine_scores(query: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Cosine of a normalised query against normalised rows; 0 for a mismatched length."""
+    q = np.asarray(query, dtype=np.float32).ravel()
+    if matrix.shape[0] == 0:
+        return np.zeros(0, dtype=np.float64)
+    if matrix.ndim != 2 or q.shape[0] != matrix.shape[1]:
+        return np.zeros(matrix.shape[0], dtype=np.float64)
+    return (matrix @ q).astype(np.float64)
+
+
+def keyword_matches(keywords: Sequence[str], content: str, tags: Sequence[str]) -> int:
+    """Distinct keywords that are case-insensitive substrings of content or any tag."""
+    text = content.lower()
+    ltags = [t.lower() for t in tags]
+    return sum(1 for k in keywords if k in text or any(k in t for t in ltags))
+
+
+def keyword_order(
+    matched: Sequence[int], confirmed_ts: Sequence[float | None], tiebreak: Sequence[int]
+) -> list[int]:
+    """Positions of rows with at least one match: more keywords first, then most
+    recently confirmed (None last), then larger tiebreak."""
+    pos = [i for i, m in enumerate(matched) if m > 0]
+    ts = [(-np.inf if confirmed_ts[i] is None else confirmed_ts[i]) for i in range(len(matched))]
+    pos.sort(key=lambda i: (-matched[i], -ts[i], -tiebreak[i]))
+    return pos
+
+
+def keyword_limit(limit: int, params: RecallParams = RecallParams()) -> int:
+    """limit <= 0 or > max becomes the default (SPEC §4.2)."""
+    if limit <= 0 or limit > params.keyword_max_limit:
+        return params.keyword_default_limit
+    return limit

@@ -1,0 +1,90 @@
+"""SQLite schema as numbered, append-only migrations.
+
+`PRAGMA user_version` records how many migrations a database has applied;
+opening a store applies the missing ones in order, each in its own
+transaction. Never edit a shipped migration: append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (
+        1,
+        """
+        CREATE TABLE meta (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE memories (
+            rowid         INTEGER PRIMARY KEY,
+            id            TEXT NOT NULL UNIQUE,
+            scope_id      TEXT NOT NULL,
+            kind          TEXT NOT NULL,
+            content       TEXT NOT NULL,
+            tags          TEXT NOT NULL DEFAULT '[]',
+            confidence    REAL NOT NULL,
+            source_run_id TEXT,
+            created_at    REAL,
+            seen_count    INTEGER NOT NULL DEFAULT 1,
+            last_seen_at  REAL,
+            superseded_by TEXT,
+            embedding     BLOB,
+            ngrams        INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX memories_live
+            ON memories (scope_id, last_seen_at) WHERE superseded_by IS NULL;
+        CREATE INDEX memories_scope ON memories (scope_id);
+        CREATE INDEX memories_successor ON memories (superseded_by);
+        -- pg_trgm postings of live rows only (fold-in targets must be live).
+        CREATE TABLE trigrams (
+            gram TEXT NOT NULL,
+            row  INTEGER NOT NULL,
+            PRIMARY KEY (gram, row)
+        ) WITHOUT ROWID;
+        -- document frequency of each gram, to probe the rarest grams first.
+        CREATE TABLE grams (
+            gram TEXT PRIMARY KEY,
+            df   INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE rollouts (
+            seq         INTEGER PRIMARY KEY,
+            id          TEXT NOT NULL UNIQUE,
+            scope_id    TEXT NOT NULL,
+            run_id      TEXT,
+            messages    TEXT NOT NULL,
+            final       TEXT NOT NULL,
+            staged_at   REAL NOT NULL,
+            consumed_at REAL
+        );
+        CREATE INDEX rollouts_pending
+            ON rollouts (scope_id, staged_at, seq) WHERE consumed_at IS NULL;
+        """,
+    ),
+)
+"""(version, DDL) pairs; version n is applied when user_version < n."""
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply missing migrations (connection must be in autocommit mode); return version."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"database schema version {current} is newer than this memkit ({SCHEMA_VERSION})"
+            )
+        for version, ddl in MIGRATIONS:
+            if version > current:
+                for stmt in ddl.split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
+                conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return SCHEMA_VERSION

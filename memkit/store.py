@@ -1,0 +1,981 @@
+"""SQLiteStore: the reference store (SPEC §1-4) and the store side of consolidation (§7).
+
+The only sqlite3 user in memkit. Design choices, each for a measured reason:
+
+* WAL, autocommit connection, explicit `BEGIN IMMEDIATE` for every write, so
+  fold detection and the write it decides are one transaction even across
+  processes (SPEC §3.7), and readers never block writers.
+* Fold-in never compares against every row: live rows' pg_trgm trigrams are
+  indexed (`trigrams`, with document frequencies in `grams`) and a write
+  probes only its rarest grams. Prefix filtering makes that exact: a row with
+  Jaccard >= t shares at least ceil(t|A|) grams with A, so it must share one
+  of A's |A| - ceil(t|A|) + 1 rarest grams. Candidates are then scored exactly.
+* Vector recall scores a per-scope in-memory float32 matrix of live
+  embeddings with one matrix-vector product. Own writes patch it; writes by
+  other connections are noticed through `PRAGMA data_version` and drop it.
+* Ranking itself is the pure code in `memkit.rank`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memkit import rank
+from memkit.consolidate.validate import validate_changes
+from memkit.embed import Embedder, get_embedder, normalize_rows
+from memkit.errors import (
+    AlreadyConsumed,
+    ConfigError,
+    EmbedderMismatch,
+    NotFound,
+    StaleSnapshot,
+)
+from memkit.params import (
+    DAY,
+    ConsolidationParams,
+    FoldParams,
+    RecallParams,
+    RedactionParams,
+)
+from memkit.redact import redact
+from memkit.schema import migrate
+from memkit.text import keywords, trigrams
+from memkit.types import KINDS, Change, CommitResult, Memory, Recalled, RememberResult, Rollout
+
+_COLS = (
+    "rowid, id, scope_id, kind, content, tags, confidence, source_run_id, "
+    "created_at, seen_count, last_seen_at, superseded_by"
+)
+_BUSY_TIMEOUT_MS = 60_000
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _row_to_memory(r: Sequence[Any], embedding: np.ndarray | None = None) -> Memory:
+    return Memory(
+        id=r[1],
+        scope_id=r[2],
+        kind=r[3],
+        content=r[4],
+        tags=tuple(json.loads(r[5]) if r[5] else ()),
+        confidence=r[6],
+        source_run_id=r[7],
+        created_at=r[8],
+        seen_count=r[9],
+        last_seen_at=r[10],
+        superseded_by=r[11],
+        embedding=embedding,
+    )
+
+
+def _blob(vec: np.ndarray | None) -> bytes | None:
+    return None if vec is None else np.asarray(vec, dtype=np.float32).tobytes()
+
+
+def _nan(x: float | None) -> float:
+    return math.nan if x is None else float(x)
+
+
+# --- per-scope vector cache ----------------------------------------------------
+
+
+@dataclass
+class _ScopeVectors:
+    """Live embedded rows of one scope: a growable float32 matrix plus row facts.
+
+    Removal swaps the last row into the hole, so every operation is O(dim).
+    """
+
+    dim: int
+    n: int = 0
+    mat: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    rowid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    conf: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    last_seen: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    created: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    pos: dict[int, int] = field(default_factory=dict)
+
+    def _grow(self, need: int) -> None:
+        cap = self.mat.shape[0]
+        if need <= cap:
+            return
+        new = max(need, cap * 2, 64)
+        mat = np.zeros((new, self.dim), dtype=np.float32)
+        if self.n:
+            mat[: self.n] = self.mat[: self.n]
+        self.mat = mat
+        for name in ("rowid", "conf", "last_seen", "created"):
+            old = getattr(self, name)
+            arr = np.zeros(new, dtype=old.dtype)
+            arr[: self.n] = old[: self.n]
+            setattr(self, name, arr)
+
+    def put(self, rowid: int, vec: np.ndarray, conf: float, last_seen, created) -> None:
+        i = self.pos.get(rowid)
+        if i is None:
+            self._grow(self.n + 1)
+            i = self.n
+            self.n += 1
+            self.pos[rowid] = i
+        v = np.asarray(vec, dtype=np.float32).ravel()
+        self.mat[i] = v if v.shape[0] == self.dim else 0.0  # mismatched length: cosine 0
+        self.rowid[i] = rowid
+        self.conf[i] = conf
+        self.last_seen[i] = _nan(last_seen)
+        self.created[i] = _nan(created)
+
+    def drop(self, rowid: int) -> None:
+        i = self.pos.pop(rowid, None)
+        if i is None:
+            return
+        last = self.n - 1
+        if i != last:
+            moved = int(self.rowid[last])
+            self.mat[i] = self.mat[last]
+            for name in ("rowid", "conf", "last_seen", "created"):
+                arr = getattr(self, name)
+                arr[i] = arr[last]
+            self.pos[moved] = i
+        self.n = last
+
+
+# --- the store -------------------------------------------------------------------
+
+
+class SQLiteStore:
+    """The reference memory store. Open with `SQLiteStore.open(path)`.
+
+    Thread-safe (one lock around the connection). Several processes may share
+    one database file; writes serialise on SQLite's write lock.
+    """
+
+    supports_curation: bool = True
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        path: str,
+        embedder: Embedder | None,
+        clock: Callable[[], float],
+        fold: FoldParams,
+        redaction: RedactionParams,
+    ):
+        self._conn = conn
+        self.path = path
+        self.embedder = embedder
+        self.clock = clock
+        self.fold = fold
+        self.redaction = redaction
+        self._lock = threading.RLock()
+        self._vectors: dict[str, _ScopeVectors] = {}
+        self._data_version = -1
+
+    # -- lifecycle --------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str = ":memory:",
+        *,
+        embedder: str | Embedder | None = "wordllama",
+        clock: Callable[[], float] = time.time,
+        fold: FoldParams = FoldParams(),
+        redaction: RedactionParams = RedactionParams(),
+    ) -> SQLiteStore:
+        """Open (creating and migrating) a store.
+
+        The embedder's name and dimension are recorded on first use; opening
+        with another one raises EmbedderMismatch. `embedder=None` opens any
+        store keyword-only: nothing is embedded, new rows carry no vector.
+        """
+        emb = get_embedder(embedder)
+        conn = sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1e3
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            if str(path) != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn)
+            cls._check_embedder(conn, emb, str(path))
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction)
+
+    @staticmethod
+    def _check_embedder(conn: sqlite3.Connection, emb: Embedder | None, path: str) -> None:
+        if emb is None:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            name, dim = meta.get("embedder"), meta.get("embedder_dim")
+            if name is None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder', ?), "
+                    "('embedder_dim', ?)",
+                    (emb.name, str(int(emb.dim))),
+                )
+            elif name != emb.name or (int(dim or 0) and emb.dim and int(dim) != int(emb.dim)):
+                raise EmbedderMismatch(
+                    f"store {path!r} was built with embedder {name!r} (dim {dim}); "
+                    f"refusing to open it with {emb.name!r} (dim {emb.dim})"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self._vectors.clear()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _embed_one(self, text: str) -> np.ndarray | None:
+        """Embed for a write; failure is not an error (SPEC §3.2)."""
+        if self.embedder is None:
+            return None
+        try:
+            return normalize_rows(self.embedder.embed([text]))[0]
+        except Exception:
+            return None
+
+    def _redact(self, content: str, tags: Iterable[str]) -> tuple[str, list[str]]:
+        return redact(content, self.redaction), [redact(t, self.redaction) for t in tags]
+
+    def _tx(self):
+        return _Transaction(self._conn)
+
+    def _index_grams(self, rowid: int, grams: Iterable[str]) -> None:
+        g = [(x,) for x in grams]
+        if not g:
+            return
+        c = self._conn
+        c.executemany(f"INSERT OR IGNORE INTO trigrams (gram, row) VALUES (?, {int(rowid)})", g)
+        c.executemany(
+            "INSERT INTO grams (gram, df) VALUES (?, 1) "
+            "ON CONFLICT (gram) DO UPDATE SET df = df + 1",
+            g,
+        )
+
+    def _unindex_grams(self, rowid: int, content: str) -> None:
+        g = [(x,) for x in trigrams(content)]
+        if not g:
+            return
+        c = self._conn
+        c.executemany(f"DELETE FROM trigrams WHERE gram = ? AND row = {int(rowid)}", g)
+        c.executemany("UPDATE grams SET df = df - 1 WHERE gram = ?", g)
+
+    def _insert(
+        self,
+        scope_id: str,
+        kind: str,
+        content: str,
+        tags: Sequence[str],
+        confidence: float,
+        source_run_id: str | None,
+        now: float,
+        vec: np.ndarray | None,
+    ) -> tuple[str, int]:
+        grams = trigrams(content)
+        mid = _new_id()
+        cur = self._conn.execute(
+            "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, source_run_id, "
+            "created_at, seen_count, last_seen_at, superseded_by, embedding, ngrams) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, ?, ?)",
+            (
+                mid,
+                scope_id,
+                kind,
+                content,
+                json.dumps(list(tags), ensure_ascii=False),
+                float(confidence),
+                source_run_id,
+                now,
+                now,
+                _blob(vec),
+                len(grams),
+            ),
+        )
+        rowid = int(cur.lastrowid)
+        self._index_grams(rowid, grams)
+        return mid, rowid
+
+    def _retire(self, rowid: int, content: str, successor: str) -> None:
+        self._conn.execute(
+            "UPDATE memories SET superseded_by = ? WHERE rowid = ?", (successor, rowid)
+        )
+        self._unindex_grams(rowid, content)
+
+    def _live_row(self, scope_id: str, memory_id: str) -> tuple | None:
+        return self._conn.execute(
+            f"SELECT {_COLS} FROM memories WHERE id = ? AND scope_id = ? AND superseded_by IS NULL",
+            (memory_id, scope_id),
+        ).fetchone()
+
+    @staticmethod
+    def _check_write(kind: str, content: str, confidence: float) -> None:
+        if kind not in KINDS:
+            raise ConfigError(f"unknown kind {kind!r} (want one of {', '.join(KINDS)})")
+        if not isinstance(content, str) or not content.strip():
+            raise ConfigError(f"content must be a non-blank string, got {content!r:.80}")
+        if (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, int | float)
+            or not 0.0 <= confidence <= 1.0
+        ):
+            raise ConfigError(f"confidence {confidence!r} outside [0, 1]")
+
+    # -- fold-in ----------------------------------------------------------------------
+
+    def _fold_target(
+        self, scope_id: str, kind: str, grams: frozenset[str], now: float
+    ) -> tuple | None:
+        """The single best live row to fold into, or None (SPEC §3.3). Inside a tx."""
+        t = self.fold.threshold
+        window = self.fold.window_days * DAY
+        c = self._conn
+        if not grams and t > 0:
+            return None  # pg_trgm similarity of an empty set is 0
+        cutoff = now - window - 1.0  # loose SQL bound; the exact test is below
+        if t <= 0:
+            rows = c.execute(
+                f"SELECT {_COLS} FROM memories WHERE scope_id = ? AND kind = ? "
+                "AND superseded_by IS NULL AND last_seen_at > ?",
+                (scope_id, kind, cutoff),
+            ).fetchall()
+        else:
+            n = len(grams)
+            need = max(1, math.ceil(t * n - 1e-9))
+            prefix_len = n - need + 1
+            glist = sorted(grams)
+            ph = ",".join("?" * len(glist))
+            df = dict(c.execute(f"SELECT gram, df FROM grams WHERE gram IN ({ph})", glist))
+            probe = sorted(glist, key=lambda g: (df.get(g, 0), g))[:prefix_len]
+            probe = [g for g in probe if df.get(g, 0) > 0]
+            if not probe:
+                return None
+            lo = math.floor(t * n - 1e-9)
+            hi = math.ceil(n / t + 1e-9)
+            ph = ",".join("?" * len(probe))
+            rows = c.execute(
+                f"SELECT {_COLS} FROM memories WHERE rowid IN "
+                f"(SELECT DISTINCT row FROM trigrams WHERE gram IN ({ph})) "
+                "AND scope_id = ? AND kind = ? AND superseded_by IS NULL "
+                "AND last_seen_at > ? AND ngrams BETWEEN ? AND ?",
+                (*probe, scope_id, kind, cutoff, lo, hi),
+            ).fetchall()
+        best, best_key = None, None
+        for r in rows:
+            last_seen = r[10]
+            if last_seen is None or not (now - last_seen) < window:
+                continue
+            b = trigrams(r[4])
+            inter = len(grams & b)
+            union = len(grams) + len(b) - inter
+            sim = inter / union if union else 0.0
+            if sim < t:
+                continue
+            key = (sim, last_seen, r[0])
+            if best_key is None or key > best_key:
+                best, best_key = r, key
+        return best
+
+    # -- public API: writes -----------------------------------------------------------
+
+    def remember(
+        self,
+        scope_id: str,
+        content: str,
+        *,
+        kind: str = "fact",
+        confidence: float = 0.7,
+        tags: Sequence[str] = (),
+        source_run_id: str | None = None,
+    ) -> RememberResult:
+        """Write a memory, folding it into a near-identical live row (SPEC §3)."""
+        self._check_write(kind, content, confidence)
+        content, tag_list = self._redact(content, tags)
+        vec = self._embed_one(content)
+        grams = trigrams(content)
+        tags_json = json.dumps(tag_list, ensure_ascii=False)
+        with self._lock:
+            with self._tx():
+                now = float(self.clock())
+                target = self._fold_target(scope_id, kind, grams, now)
+                if target is None:
+                    mid, rowid = self._insert(
+                        scope_id, kind, content, tag_list, confidence, source_run_id, now, vec
+                    )
+                    folded, conf, created = False, float(confidence), now
+                else:
+                    rowid, mid = target[0], target[1]
+                    conf = max(float(target[6]), float(confidence))
+                    created = target[8]
+                    self._conn.execute(
+                        "UPDATE memories SET seen_count = seen_count + 1, last_seen_at = ?, "
+                        "confidence = ?, content = ?, tags = ?, embedding = ?, ngrams = ?, "
+                        "source_run_id = COALESCE(?, source_run_id) WHERE rowid = ?",
+                        (
+                            now,
+                            conf,
+                            content,
+                            tags_json,
+                            _blob(vec),
+                            len(grams),
+                            source_run_id,
+                            rowid,
+                        ),
+                    )
+                    if target[4] != content:
+                        self._unindex_grams(rowid, target[4])
+                        self._index_grams(rowid, grams)
+                    folded = True
+            self._patch(scope_id, rowid, vec, conf, now, created)
+        return RememberResult(id=mid, folded=folded)
+
+    def update(
+        self,
+        scope_id: str,
+        memory_id: str,
+        content: str,
+        *,
+        tags: Sequence[str] | None = None,
+        confidence: float = 0.7,
+    ) -> str:
+        """Insert a successor (same scope and kind, seen_count 1) and retire the old
+        row to it, in one transaction. `tags=None` keeps the old tags. Returns the
+        successor id; NotFound unless the id is live in this scope."""
+        if not isinstance(content, str) or not content.strip():
+            raise ConfigError(f"update content must be a non-blank string, got {content!r:.80}")
+        self._check_write("fact", content, confidence)
+        content, tag_list = self._redact(content, tags or ())
+        vec = self._embed_one(content)
+        with self._lock:
+            with self._tx():
+                old = self._live_row(scope_id, memory_id)
+                if old is None:
+                    raise NotFound(memory_id, scope_id)
+                if tags is None:
+                    tag_list = list(json.loads(old[5]))
+                now = float(self.clock())
+                new_id, rowid = self._insert(
+                    scope_id, old[3], content, tag_list, confidence, None, now, vec
+                )
+                self._retire(old[0], old[4], new_id)
+            self._drop(scope_id, old[0])
+            self._patch(scope_id, rowid, vec, float(confidence), now, now)
+        return new_id
+
+    def retract(self, scope_id: str, memory_id: str) -> None:
+        """Soft-delete: superseded_by = own id. NotFound unless live in this scope."""
+        with self._lock:
+            with self._tx():
+                old = self._live_row(scope_id, memory_id)
+                if old is None:
+                    raise NotFound(memory_id, scope_id)
+                self._retire(old[0], old[4], old[1])
+            self._drop(scope_id, old[0])
+
+    # -- vector cache -------------------------------------------------------------------
+
+    def _patch(self, scope_id, rowid, vec, conf, last_seen, created) -> None:
+        sv = self._vectors.get(scope_id)
+        if sv is None:
+            return
+        if vec is None:
+            sv.drop(rowid)
+        else:
+            sv.put(rowid, vec, conf, last_seen, created)
+
+    def _drop(self, scope_id: str, rowid: int) -> None:
+        sv = self._vectors.get(scope_id)
+        if sv is not None:
+            sv.drop(rowid)
+
+    def _scope_vectors(self, scope_id: str) -> _ScopeVectors:
+        """The scope's live embedded rows, reloaded if another connection wrote."""
+        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._vectors.clear()
+            self._data_version = version
+        sv = self._vectors.get(scope_id)
+        if sv is None:
+            dim = int(self.embedder.dim) if self.embedder is not None else 0
+            rows = self._conn.execute(
+                "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM memories "
+                "WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL",
+                (scope_id,),
+            ).fetchall()
+            if not dim and rows:
+                dim = len(rows[0][4]) // 4
+            sv = _ScopeVectors(dim=dim)
+            sv._grow(len(rows))
+            blobs = [r[4] for r in rows]
+            if rows and all(len(b) == 4 * dim for b in blobs):
+                mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim)
+                sv.mat[: len(rows)] = normalize_rows(mat.copy())
+                sv.n = len(rows)
+                sv.rowid[: sv.n] = [r[0] for r in rows]
+                sv.conf[: sv.n] = [r[1] for r in rows]
+                sv.last_seen[: sv.n] = [_nan(r[2]) for r in rows]
+                sv.created[: sv.n] = [_nan(r[3]) for r in rows]
+                sv.pos = {int(r[0]): i for i, r in enumerate(rows)}
+            else:
+                for r in rows:
+                    v = np.frombuffer(r[4], dtype=np.float32)
+                    sv.put(int(r[0]), normalize_rows(v.copy())[0], r[1], r[2], r[3])
+            self._vectors[scope_id] = sv
+        return sv
+
+    # -- public API: reads --------------------------------------------------------------
+
+    def _fetch_rowids(self, rowids: Sequence[int]) -> dict[int, Memory]:
+        out: dict[int, Memory] = {}
+        ids = [int(x) for x in rowids]
+        for i in range(0, len(ids), 900):
+            chunk = ids[i : i + 900]
+            ph = ",".join("?" * len(chunk))
+            for r in self._conn.execute(
+                f"SELECT {_COLS} FROM memories WHERE rowid IN ({ph})", chunk
+            ):
+                out[int(r[0])] = _row_to_memory(r)
+        return out
+
+    def recall(
+        self,
+        scope_id: str,
+        query: str,
+        limit: int = 8,
+        params: RecallParams = RecallParams(),
+        *,
+        query_embedding: np.ndarray | None = None,
+    ) -> list[Recalled]:
+        """Ranked live memories of one scope (SPEC §4), each with its score breakdown.
+
+        Vector path first (when an embedder is set, or `query_embedding` is
+        given, and the query is non-empty); if it fails or nothing clears the
+        floor, the keyword path answers.
+        """
+        with self._lock:
+            if (
+                query
+                and query.strip()
+                and (self.embedder is not None or query_embedding is not None)
+            ):
+                hits = self._recall_vector(scope_id, query, limit, params, query_embedding)
+                if hits:
+                    return hits
+            return self._recall_keyword(scope_id, query, limit, params)
+
+    def _recall_vector(self, scope_id, query, limit, params, query_embedding) -> list[Recalled]:
+        if query_embedding is None:
+            try:
+                q = normalize_rows(self.embedder.embed([query]))[0]
+            except Exception:
+                return []
+        else:
+            q = normalize_rows(np.array(query_embedding, dtype=np.float32))[0]
+        sv = self._scope_vectors(scope_id)
+        n = sv.n
+        if n == 0:
+            return []
+        sel = slice(0, n)
+        mat, rowid = sv.mat[sel], sv.rowid[sel]
+        conf, last_seen, created = sv.conf[sel], sv.last_seen[sel], sv.created[sel]
+        if params.candidate_cap is not None and params.candidate_cap < n:
+            cap = max(params.candidate_cap, 0)
+            ts = np.nan_to_num(last_seen, nan=-np.inf)
+            keep = np.lexsort((-rowid, -ts))[:cap]
+            mat, rowid, conf = mat[keep], rowid[keep], conf[keep]
+            last_seen, created = last_seen[keep], created[keep]
+        cos = rank.cosine_scores(q, mat)
+        recency = np.where(np.isnan(last_seen), created, last_seen)
+        ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, float(self.clock()), params)
+        if ranked.order.size == 0:
+            return []
+        k = ranked.order.size if limit <= 0 else min(limit, ranked.order.size)
+        top = rowid[ranked.order[:k]]
+        rows = self._fetch_rowids(top)
+        out: list[Recalled] = []
+        for j in range(k):
+            m = rows.get(int(top[j]))
+            if m is None or not m.live or m.scope_id != scope_id:
+                continue  # cache raced a foreign write; never return a non-live row
+            out.append(
+                Recalled(
+                    memory=m,
+                    path="vector",
+                    score=float(ranked.score[j]),
+                    cosine=float(ranked.cosine[j]),
+                    confidence_weight=float(ranked.confidence_weight[j]),
+                    decay=float(ranked.decay[j]),
+                )
+            )
+        return out
+
+    def _recall_keyword(self, scope_id, query, limit, params) -> list[Recalled]:
+        lim = rank.keyword_limit(limit, params)
+        kws = keywords(query or "")
+        if not kws:
+            rows = self._conn.execute(
+                f"SELECT {_COLS} FROM memories WHERE scope_id = ? AND superseded_by IS NULL "
+                "ORDER BY last_seen_at DESC, rowid DESC LIMIT ?",
+                (scope_id, lim),
+            ).fetchall()
+            return [
+                Recalled(memory=_row_to_memory(r), path="keyword", score=0.0, keywords_matched=0)
+                for r in rows
+            ]
+        rows = self._conn.execute(
+            "SELECT rowid, content, tags, last_seen_at FROM memories "
+            "WHERE scope_id = ? AND superseded_by IS NULL",
+            (scope_id,),
+        ).fetchall()
+        matched = [rank.keyword_matches(kws, r[1], json.loads(r[2]) if r[2] else ()) for r in rows]
+        order = rank.keyword_order(matched, [r[3] for r in rows], [r[0] for r in rows])[:lim]
+        mems = self._fetch_rowids([rows[i][0] for i in order])
+        return [
+            Recalled(
+                memory=mems[rows[i][0]],
+                path="keyword",
+                score=float(matched[i]),
+                keywords_matched=matched[i],
+            )
+            for i in order
+        ]
+
+    def get(self, scope_id: str, memory_id: str) -> Memory:
+        """Any row of this scope, live or not (with its embedding); NotFound otherwise."""
+        with self._lock:
+            r = self._conn.execute(
+                f"SELECT {_COLS}, embedding FROM memories WHERE id = ? AND scope_id = ?",
+                (memory_id, scope_id),
+            ).fetchone()
+        if r is None:
+            raise NotFound(memory_id, scope_id)
+        emb = None if r[12] is None else np.frombuffer(r[12], dtype=np.float32).copy()
+        return _row_to_memory(r, emb)
+
+    def history(self, scope_id: str, memory_id: str) -> list[Memory]:
+        """Every row linked to this one by update/merge (predecessors and successors,
+        transitively), oldest first. NotFound if the id is missing or foreign."""
+        with self._lock:
+            c = self._conn
+            start = c.execute(
+                f"SELECT {_COLS} FROM memories WHERE id = ? AND scope_id = ?",
+                (memory_id, scope_id),
+            ).fetchone()
+            if start is None:
+                raise NotFound(memory_id, scope_id)
+            seen = {start[1]: start}
+            todo = [start]
+            while todo:
+                r = todo.pop()
+                links = []
+                if r[11] and r[11] != r[1]:
+                    links += c.execute(
+                        f"SELECT {_COLS} FROM memories WHERE id = ? AND scope_id = ?",
+                        (r[11], scope_id),
+                    ).fetchall()
+                links += c.execute(
+                    f"SELECT {_COLS} FROM memories WHERE superseded_by = ? AND scope_id = ? "
+                    "AND id != ?",
+                    (r[1], scope_id, r[1]),
+                ).fetchall()
+                for x in links:
+                    if x[1] not in seen:
+                        seen[x[1]] = x
+                        todo.append(x)
+        rows = sorted(seen.values(), key=lambda r: (_nan(r[8]) if r[8] is not None else -1, r[0]))
+        return [_row_to_memory(r) for r in rows]
+
+    def live(self, scope_id: str, *, limit: int | None = None) -> list[Memory]:
+        """Live rows of a scope, most recently confirmed first."""
+        sql = (
+            f"SELECT {_COLS} FROM memories WHERE scope_id = ? AND superseded_by IS NULL "
+            "ORDER BY last_seen_at DESC, rowid DESC"
+        )
+        args: tuple = (scope_id,)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args += (max(int(limit), 0),)
+        with self._lock:
+            return [_row_to_memory(r) for r in self._conn.execute(sql, args)]
+
+    def stats(self, scope_id: str | None = None) -> dict[str, Any]:
+        """Row counts (live, retired, retracted, embedded, per kind) and rollout counts."""
+        where, args = ("WHERE scope_id = ?", (scope_id,)) if scope_id is not None else ("", ())
+        with self._lock:
+            c = self._conn
+            total, live, retracted, embedded, scopes = c.execute(
+                "SELECT COUNT(*), "
+                "COALESCE(SUM(superseded_by IS NULL), 0), "
+                "COALESCE(SUM(superseded_by = id), 0), "
+                "COALESCE(SUM(superseded_by IS NULL AND embedding IS NOT NULL), 0), "
+                f"COUNT(DISTINCT scope_id) FROM memories {where}",
+                args,
+            ).fetchone()
+            by_kind = dict(
+                c.execute(
+                    f"SELECT kind, COUNT(*) FROM memories {where} "
+                    f"{'AND' if where else 'WHERE'} superseded_by IS NULL GROUP BY kind",
+                    args,
+                ).fetchall()
+            )
+            pending, consumed = c.execute(
+                "SELECT COALESCE(SUM(consumed_at IS NULL), 0), "
+                f"COALESCE(SUM(consumed_at IS NOT NULL), 0) FROM rollouts {where}",
+                args,
+            ).fetchone()
+            meta = dict(c.execute("SELECT key, value FROM meta").fetchall())
+        return {
+            "scope_id": scope_id,
+            "scopes": scopes,
+            "rows": total,
+            "live": live,
+            "superseded": total - live - retracted,
+            "retracted": retracted,
+            "embedded": embedded,
+            "by_kind": {k: by_kind.get(k, 0) for k in KINDS},
+            "rollouts_pending": pending,
+            "rollouts_consumed": consumed,
+            "embedder": meta.get("embedder"),
+            "embedder_dim": int(meta["embedder_dim"]) if "embedder_dim" in meta else None,
+        }
+
+    # -- consolidation, store side (SPEC §7) --------------------------------------------
+
+    def stage_rollout(self, rollout: Rollout) -> bool:
+        """Persist a rollout; False (no change) when that id is already staged."""
+        with self._lock:
+            staged_at = rollout.staged_at if rollout.staged_at is not None else float(self.clock())
+            cur = self._conn.execute(
+                "INSERT OR IGNORE INTO rollouts (id, scope_id, run_id, messages, final, "
+                "staged_at, consumed_at) VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                (
+                    rollout.id,
+                    rollout.scope_id,
+                    rollout.run_id,
+                    json.dumps(list(rollout.messages), ensure_ascii=False),
+                    rollout.final,
+                    staged_at,
+                ),
+            )
+            return cur.rowcount == 1
+
+    def pending_rollouts(self, scope_id: str, limit: int = 4) -> list[Rollout]:
+        """Unconsumed rollouts of a scope, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, scope_id, messages, final, staged_at, consumed_at, run_id "
+                "FROM rollouts WHERE scope_id = ? AND consumed_at IS NULL "
+                "ORDER BY staged_at, seq LIMIT ?",
+                (scope_id, max(int(limit), 0)),
+            ).fetchall()
+        return [
+            Rollout(
+                id=r[0],
+                scope_id=r[1],
+                messages=tuple(json.loads(r[2])),
+                final=r[3],
+                staged_at=r[4],
+                consumed_at=r[5],
+                run_id=r[6],
+            )
+            for r in rows
+        ]
+
+    def snapshot(
+        self, scope_id: str, limit: int = 32, *, policy: str = "recent", query: str = ""
+    ) -> list[Memory]:
+        """Live memories shown to a consolidator. "recent" (reference): the `limit`
+        most recently confirmed. "relevant": recalled against `query`, padded with
+        recent rows up to `limit`."""
+        if policy not in ("recent", "relevant"):
+            raise ConfigError(f"unknown snapshot policy {policy!r} (want 'recent' or 'relevant')")
+        if policy == "recent" or not query.strip() or limit <= 0:
+            return self.live(scope_id, limit=max(limit, 0))
+        picked: dict[str, Memory] = {}
+        for hit in self.recall(scope_id, query, limit=limit):
+            picked.setdefault(hit.id, hit.memory)
+        if len(picked) < limit:
+            for m in self.live(scope_id, limit=limit + len(picked)):
+                if len(picked) >= limit:
+                    break
+                picked.setdefault(m.id, m)
+        return list(picked.values())[:limit]
+
+    def commit_pass(
+        self,
+        scope_id: str,
+        rollout_ids: Sequence[str],
+        snapshot: Sequence[Memory],
+        changes: Any,
+        params: ConsolidationParams = ConsolidationParams(),
+    ) -> CommitResult:
+        """Apply one validated consolidation pass atomically (SPEC §7.7).
+
+        In one BEGIN IMMEDIATE transaction: every rollout must exist in this
+        scope unconsumed (else AlreadyConsumed), every snapshot row must still
+        be live and unchanged (else StaleSnapshot), `changes` is re-validated,
+        then adds insert (they do not fold, as in the reference), merges insert
+        and retire the named rows to the new id, retracts point rows at
+        themselves, and exactly these rollouts are marked consumed. Any failure
+        mutates nothing.
+        """
+        rollout_ids = list(rollout_ids)
+        snapshot = list(snapshot)
+        # Validate once outside the lock to embed entries before taking the write lock.
+        pre = _safe_validate(scope_id, rollout_ids, snapshot, changes, params)
+        vecs = self._embed_entries(pre) if pre is not None else {}
+        with self._lock:
+            with self._tx():
+                c = self._conn
+                for rid in rollout_ids:
+                    r = c.execute(
+                        "SELECT consumed_at FROM rollouts WHERE id = ? AND scope_id = ?",
+                        (rid, scope_id),
+                    ).fetchone()
+                    if r is None:
+                        raise AlreadyConsumed(
+                            f"rollout {rid!r} is not staged in scope {scope_id!r}"
+                        )
+                    if r[0] is not None:
+                        raise AlreadyConsumed(f"rollout {rid!r} was already consumed")
+                live_rows: dict[str, tuple] = {}
+                for m in snapshot:
+                    if m.scope_id != scope_id:
+                        continue  # validation below rejects it as snapshot_scope
+                    r = self._live_row(scope_id, m.id)
+                    if r is None:
+                        raise StaleSnapshot(f"snapshot memory {m.id!r} is no longer live")
+                    if (
+                        r[4] != m.content
+                        or tuple(json.loads(r[5])) != tuple(m.tags)
+                        or r[6] != m.confidence
+                        or r[9] != m.seen_count
+                        or r[10] != m.last_seen_at
+                    ):
+                        raise StaleSnapshot(f"snapshot memory {m.id!r} changed since the snapshot")
+                    live_rows[m.id] = r
+                typed = validate_changes(scope_id, rollout_ids, snapshot, changes, params)
+                now = float(self.clock())
+                added: list[str] = []
+                retired: list[str] = []
+                patches: list[tuple[int, np.ndarray | None, float]] = []
+                drops: list[int] = []
+                for ch in typed:
+                    new_id = None
+                    if ch.entry is not None:
+                        e = ch.entry
+                        content, tag_list = self._redact(e.content, e.tags)
+                        vec = vecs.get(e.content) if e.content in vecs else self._embed_one(content)
+                        new_id, rowid = self._insert(
+                            scope_id, e.kind, content, tag_list, e.confidence, None, now, vec
+                        )
+                        added.append(new_id)
+                        patches.append((rowid, vec, e.confidence))
+                    for mid in ch.ids:
+                        r = live_rows[mid]
+                        self._retire(r[0], r[4], new_id or mid)
+                        retired.append(mid)
+                        drops.append(int(r[0]))
+                if rollout_ids:
+                    ph = ",".join("?" * len(rollout_ids))
+                    c.execute(
+                        f"UPDATE rollouts SET consumed_at = ? WHERE id IN ({ph})",
+                        (now, *rollout_ids),
+                    )
+            for rowid in drops:
+                self._drop(scope_id, rowid)
+            for rowid, vec, conf in patches:
+                self._patch(scope_id, rowid, vec, conf, now, now)
+        return CommitResult(added=tuple(added), retired=tuple(retired), consumed=tuple(rollout_ids))
+
+    def _embed_entries(self, changes: Sequence[Change]) -> dict[str, np.ndarray | None]:
+        texts = [ch.entry.content for ch in changes if ch.entry is not None]
+        return {t: self._embed_one(redact(t, self.redaction)) for t in texts}
+
+    # -- bulk load (benchmarks) ------------------------------------------------------------
+
+    def _bulk_load(
+        self,
+        scope_id: str,
+        contents: Sequence[str],
+        embeddings: np.ndarray | None,
+        *,
+        kind: str = "fact",
+        confidence: float = 0.7,
+        timestamps: Sequence[float] | None = None,
+        index_trigrams: bool = True,
+    ) -> None:
+        """Insert many rows without fold-in, in one transaction (benchmarks and
+        fixtures only). `embeddings` rows are normalised; `timestamps` sets
+        created_at = last_seen_at per row (default: now)."""
+        now = float(self.clock())
+        if embeddings is not None:
+            embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
+        with self._lock:
+            with self._tx():
+                for i, content in enumerate(contents):
+                    ts = now if timestamps is None else float(timestamps[i])
+                    vec = None if embeddings is None else embeddings[i]
+                    grams = trigrams(content) if index_trigrams else frozenset()
+                    mid = _new_id()
+                    cur = self._conn.execute(
+                        "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, "
+                        "created_at, seen_count, last_seen_at, embedding, ngrams) "
+                        "VALUES (?, ?, ?, ?, '[]', ?, ?, 1, ?, ?, ?)",
+                        (mid, scope_id, kind, content, confidence, ts, ts, _blob(vec), len(grams)),
+                    )
+                    if grams:
+                        self._index_grams(int(cur.lastrowid), grams)
+            self._vectors.pop(scope_id, None)
+
+
+def _safe_validate(scope_id, rollout_ids, snapshot, changes, params) -> tuple[Change, ...] | None:
+    try:
+        return validate_changes(scope_id, rollout_ids, snapshot, changes, params)
+    except Exception:
+        return None  # the authoritative validation runs inside the transaction
+
+
+class _Transaction:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, rolled back on any exception."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self._conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self._conn.execute("COMMIT")
+        else:
+            self._conn.execute("ROLLBACK")
