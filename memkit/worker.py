@@ -14,7 +14,10 @@ on a model call. The scheduler is deliberately small and deterministic:
   for one scope; the earliest due wins, ties by admission order; a
   continuation takes a fresh order number so a backlog yields to waiters;
 * a timed-out pass gets one retry after `retry_delay_s`, waiting as an
-  ordinary queue entry so the delay holds no slot; nothing else is retried;
+  ordinary queue entry so the delay holds no slot; nothing else is retried
+  (a notification that arrived *during* a failed pass still earns one more
+  pass: it stands for a later successful run, which SPEC §8 says re-admits
+  the scope);
 * a drained worker sleeps on an `asyncio.Event`: no timers, no polling.
 
 Everything the worker learns about a pass goes through `PassRecord`; model
@@ -92,12 +95,17 @@ PassFn = Callable[[str], Awaitable[Any]]
 
 @dataclass(frozen=True, slots=True)
 class PassOutcome:
-    """A pass result reduced to what scheduling and accounting need."""
+    """A pass result reduced to what scheduling and accounting need.
+
+    `timeout` is set when the pass failed because its model call timed out
+    even if the pass reported a coarser code (e.g. "provider").
+    """
 
     outcome: str
     error_code: str | None = None
     consumed: int = 0
     usage: Mapping[str, float] = field(default_factory=dict)
+    timeout: bool = False
 
     @property
     def ok(self) -> bool:
@@ -105,7 +113,11 @@ class PassOutcome:
 
     @property
     def timed_out(self) -> bool:
-        return self.outcome == "error" and self.error_code == TIMEOUT
+        return self.outcome == "error" and (self.timeout or self.error_code == TIMEOUT)
+
+
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cost_usd", "cost")
+"""Numeric attempt fields summed into background usage."""
 
 
 def _count(value: Any) -> int:
@@ -116,12 +128,17 @@ def _count(value: Any) -> int:
     return len(value)
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def summarize(result: Any) -> PassOutcome:
     """Reduce a pass result to a `PassOutcome`, tolerating the shapes we accept.
 
     `consumed` may be a count or a sequence of rollout ids, or come from
     `result.commit.consumed`; `usage` may be a mapping or be summed from
-    `result.attempts` (input_tokens, output_tokens, cost).
+    `result.attempts` (`USAGE_FIELDS`). A failed pass whose last attempt's
+    outcome is "timeout" counts as timed out.
     """
     if isinstance(result, PassOutcome):
         return result
@@ -131,19 +148,22 @@ def summarize(result: Any) -> PassOutcome:
     consumed = getattr(result, "consumed", None)
     if consumed is None and getattr(result, "commit", None) is not None:
         consumed = result.commit.consumed
+    attempts = tuple(getattr(result, "attempts", ()) or ())
     usage = getattr(result, "usage", None)
     if usage is None:
         usage = {}
-        for attempt in getattr(result, "attempts", ()) or ():
-            for key in ("input_tokens", "output_tokens", "cost"):
+        for attempt in attempts:
+            for key in USAGE_FIELDS:
                 v = getattr(attempt, key, None)
-                if isinstance(v, int | float) and not isinstance(v, bool):
+                if _number(v):
                     usage[key] = usage.get(key, 0) + v
+    last = getattr(attempts[-1], "outcome", None) if attempts else None
     return PassOutcome(
         outcome=outcome,
         error_code=getattr(result, "error_code", None),
         consumed=_count(consumed),
         usage=dict(usage),
+        timeout=outcome == "error" and last == TIMEOUT,
     )
 
 
@@ -161,7 +181,7 @@ def error_code_of(exc: BaseException) -> str:
 def add_usage(total: dict[str, float], usage: Mapping[str, float]) -> None:
     """Add numeric usage fields into `total` in place (non-numbers are ignored)."""
     for key, value in usage.items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if _number(value):
             total[key] = total.get(key, 0) + value
 
 

@@ -691,7 +691,8 @@ def test_summarize_accepts_counts_sequences_commits_and_attempts():
     class Attempt:
         input_tokens: int
         output_tokens: int
-        cost: float
+        cost_usd: float
+        outcome: str = "ok"
 
     @dataclass
     class Full:
@@ -702,10 +703,20 @@ def test_summarize_accepts_counts_sequences_commits_and_attempts():
 
     s = summarize(Full())
     assert s == PassOutcome(
-        "committed", None, 2, {"input_tokens": 15, "output_tokens": 3, "cost": pytest.approx(0.3)}
+        "committed",
+        None,
+        2,
+        {"input_tokens": 15, "output_tokens": 3, "cost_usd": pytest.approx(0.3)},
     )
     assert s.ok and not s.timed_out
     assert summarize(Result("error", "timeout")).timed_out
+    # a provider failure whose last attempt timed out is a timeout; others are not
+    timed = Full(outcome="error", error_code="provider", attempts=(Attempt(0, 0, 0, "timeout"),))
+    assert summarize(timed).timed_out and summarize(timed).error_code == "provider"
+    limited = Full(
+        outcome="error", error_code="provider", attempts=(Attempt(0, 0, 0, "rate_limit"),)
+    )
+    assert not summarize(limited).timed_out
     with pytest.raises(ConfigError, match="'weird'"):
         summarize(Result("weird"))
 
@@ -715,3 +726,38 @@ def test_error_codes_of_escaping_exceptions():
     assert error_code_of(ProposalError("bounds", "17 changes")) == "bounds"
     assert error_code_of(ProviderError("429", kind="rate_limit")) == "rate_limit"
     assert error_code_of(KeyError("x")) == "internal"
+
+
+def test_a_run_finishing_during_a_failed_pass_readmits_the_scope_once():
+    async def main():
+        ev = Evidence()
+        ev.stage("s")
+        gate = asyncio.Event()
+        passes = Passes(ev)
+        failed = []
+
+        async def pass_fn(scope):
+            if not failed:  # the first pass is slow, then its proposal is rejected
+                failed.append(scope)
+                await gate.wait()
+                return Result("error", "unknown_id")
+            return await passes(scope)
+
+        rec = Recorder()
+        w = ConsolidationWorker(pass_fn, FAST, on_pass=rec)
+        task = asyncio.create_task(w.run())
+        w.submit("s")
+        await asyncio.sleep(0.02)
+        ev.stage("s")  # a later successful run stages and notifies during the pass
+        assert w.submit("s")
+        gate.set()
+        await w.wait_idle()
+        assert [(r.outcome, r.next) for r in rec.records] == [
+            ("error", "continue"),
+            ("committed", "leave"),
+        ]
+        assert ev.pending["s"] == [] and len(ev.consumed["s"]) == 2
+        await w.shutdown()
+        await task
+
+    run(main())
