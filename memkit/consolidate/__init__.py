@@ -1,1 +1,80 @@
-"""Rollout consolidation (SPEC §7): staging, shaping, parsing, validation, passes."""
+"""Rollout consolidation (SPEC §7): staging, shaping, parsing, validation, passes.
+
+    run = {...transcript record...}
+    stage_run(store, run)                                   # bounded, redacted evidence
+    result = run_pass_sync(store, "scope-a", get_consolidator("heuristic"))
+    result.outcome, result.changes, result.attempts          # never raises for a bad pass
+
+Consolidators (`litellm:<model>`, `heuristic`, `oracle`, `replay:<run-dir>`)
+all answer `{"changes": [...]}` text that goes through the same
+parse -> validate -> commit path.
+"""
+
+from __future__ import annotations
+
+from memkit.consolidate.cache import ResponseCache, cache_key
+from memkit.consolidate.consolidators import (
+    Consolidator,
+    LiteLLMConsolidator,
+    OracleConsolidator,
+    ReplayConsolidator,
+    Reply,
+    get_consolidator,
+)
+from memkit.consolidate.heuristic import HeuristicConsolidator
+from memkit.consolidate.parse import Parsed, parse_response
+from memkit.consolidate.passes import run_pass, run_pass_sync
+from memkit.consolidate.request import (
+    NATIVE_PROMPT,
+    NATIVE_PROMPT_VERSION,
+    ConsolidationRequest,
+    build_request,
+    evidence_text,
+    prepare_request,
+    shape_request,
+)
+from memkit.consolidate.result import ATTEMPT_VERSION, Attempt, PassResult
+from memkit.consolidate.stage import (
+    build_rollout,
+    canonical_json,
+    eligible,
+    evidence_messages,
+    rollout_id,
+    stage_run,
+)
+from memkit.consolidate.validate import change_to_json, validate_batch, validate_changes
+
+__all__ = [
+    "ATTEMPT_VERSION",
+    "Attempt",
+    "ConsolidationRequest",
+    "Consolidator",
+    "HeuristicConsolidator",
+    "LiteLLMConsolidator",
+    "NATIVE_PROMPT",
+    "NATIVE_PROMPT_VERSION",
+    "OracleConsolidator",
+    "Parsed",
+    "PassResult",
+    "ReplayConsolidator",
+    "Reply",
+    "ResponseCache",
+    "build_request",
+    "build_rollout",
+    "cache_key",
+    "canonical_json",
+    "change_to_json",
+    "eligible",
+    "evidence_messages",
+    "evidence_text",
+    "get_consolidator",
+    "parse_response",
+    "prepare_request",
+    "rollout_id",
+    "run_pass",
+    "run_pass_sync",
+    "shape_request",
+    "stage_run",
+    "validate_batch",
+    "validate_changes",
+]

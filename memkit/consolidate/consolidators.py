@@ -1,0 +1,256 @@
+"""Consolidators: anything that turns a request into `{"changes": [...]}` text.
+
+Every consolidator answers with text, never with parsed objects, so the
+native model, the heuristic baseline, the gold oracle and a replayed run all
+go through the same parse -> validate -> commit path and are scored alike.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from memkit.consolidate.cache import ResponseCache, cache_key
+from memkit.consolidate.request import ConsolidationRequest
+from memkit.errors import ConfigError, ProviderError
+from memkit.llm import CallAttempt, RetryPolicy
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A consolidator's raw answer with the attempts that produced it."""
+
+    text: str
+    model: str
+    attempts: tuple[CallAttempt, ...] = field(default_factory=tuple)
+    cached: bool = False
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(a.input_tokens for a in self.attempts)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(a.output_tokens for a in self.attempts)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(a.cost_usd for a in self.attempts)
+
+    @property
+    def latency_s(self) -> float:
+        return sum(a.latency_s for a in self.attempts)
+
+
+@runtime_checkable
+class Consolidator(Protocol):
+    """Proposes changes for one pass. Raise ProviderError when no answer came."""
+
+    name: str
+
+    async def propose(self, request: ConsolidationRequest) -> Reply: ...
+
+
+def _local_reply(name: str, text: str, t0: float) -> Reply:
+    return Reply(
+        text=text,
+        model=name,
+        attempts=(CallAttempt(model=name, outcome="ok", latency_s=time.perf_counter() - t0),),
+    )
+
+
+class LiteLLMConsolidator:
+    """The native consolidator: the SPEC §7.4 prompt sent to any LiteLLM model.
+
+    Options: `api_base`, `api_key`, `cache_dir` (or `cache`), `json_mode`
+    (None = ask LiteLLM), `max_attempts`, `retry_cap_s`, `base_delay_s`,
+    `concurrency` (per model), and any extra litellm kwargs in `extra`
+    (e.g. `temperature`, `mock_response`). Output tokens and the timeout come
+    from the request's ConsolidationParams.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        cache_dir: str | Path | None = None,
+        cache: ResponseCache | None = None,
+        json_mode: bool | None = None,
+        max_attempts: int = 3,
+        retry_cap_s: float = 30.0,
+        base_delay_s: float = 1.0,
+        concurrency: int = 4,
+        extra: Mapping[str, Any] | None = None,
+        sleep: Callable[[float], Any] | None = None,
+    ):
+        if not model:
+            raise ConfigError(
+                "litellm consolidator needs a model, e.g. 'litellm:openai/gpt-4o-mini'"
+            )
+        self.model = model
+        self.name = f"litellm:{model}"
+        self.api_base = api_base
+        self.api_key = api_key
+        self.cache = cache if cache is not None else ResponseCache(cache_dir) if cache_dir else None
+        self.json_mode = json_mode
+        self.retry = RetryPolicy(max_attempts, retry_cap_s, base_delay_s)
+        self.concurrency = concurrency
+        self.extra = dict(extra or {})
+        self._sleep = sleep
+        self.provider_calls = 0
+        """HTTP requests actually sent (cache hits excluded)."""
+
+    def _call_params(self, request: ConsolidationRequest, json_mode: bool) -> dict[str, Any]:
+        return {
+            "max_tokens": request.params.output_tokens,
+            "timeout": request.params.timeout_s,
+            "json_mode": json_mode,
+            **{k: v for k, v in self.extra.items()},
+        }
+
+    async def propose(self, request: ConsolidationRequest) -> Reply:
+        from memkit import llm
+
+        json_mode = self.json_mode
+        if json_mode is None:
+            json_mode = llm.supports_json_mode(self.model)
+        key = None
+        if self.cache is not None:
+            key = cache_key(
+                model=self.model,
+                api_base=self.api_base,
+                messages=request.messages,
+                params=self._call_params(request, json_mode),
+                replicate=request.replicate,
+                prompt_version=request.prompt_version,
+            )
+            hit = self.cache.get(key)
+            if hit is not None:
+                att = CallAttempt(**hit["attempt"])
+                return Reply(text=hit["text"], model=self.model, attempts=(att,), cached=True)
+        kwargs: dict[str, Any] = {}
+        if self._sleep is not None:
+            kwargs["sleep"] = self._sleep
+        try:
+            done = await llm.acomplete(
+                self.model,
+                request.messages,
+                api_base=self.api_base,
+                api_key=self.api_key,
+                max_tokens=request.params.output_tokens,
+                timeout=request.params.timeout_s,
+                json_mode=json_mode,
+                retry=self.retry,
+                concurrency=self.concurrency,
+                extra=self.extra,
+                **kwargs,
+            )
+        except ProviderError as e:
+            self.provider_calls += len(getattr(e, "attempts", ()))
+            raise
+        self.provider_calls += len(done.attempts)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, {"text": done.text, "attempt": done.final.to_dict()})
+        return Reply(text=done.text, model=self.model, attempts=done.attempts)
+
+
+class OracleConsolidator:
+    """Answers with the gold changes for the batch: the ceiling that validates scorers.
+
+    `gold(request)` returns the list of change objects (the eval suite maps
+    the rollouts' `run_id`s and the snapshot to its annotations).
+    """
+
+    def __init__(
+        self, gold: Callable[[ConsolidationRequest], list[dict[str, Any]]], name: str = "oracle"
+    ):
+        if not callable(gold):
+            raise ConfigError(f"oracle consolidator needs a callable gold lookup, got {gold!r}")
+        self.gold = gold
+        self.name = name
+
+    async def propose(self, request: ConsolidationRequest) -> Reply:
+        t0 = time.perf_counter()
+        changes = list(self.gold(request))
+        return _local_reply(self.name, json.dumps({"changes": changes}, ensure_ascii=False), t0)
+
+
+class ReplayConsolidator:
+    """Serves the raw answers an earlier run recorded in `<run-dir>/attempts.jsonl`.
+
+    Keyed by (request hash, replicate), optionally filtered by `model`, so a
+    run against a real provider can be re-scored offline bit for bit. A
+    request that was never recorded raises ProviderError(kind="replay_miss").
+    """
+
+    def __init__(self, run_dir: str | Path, *, model: str | None = None):
+        self.run_dir = Path(run_dir)
+        self.model = model
+        self.name = f"replay:{self.run_dir}"
+        path = self.run_dir / "attempts.jsonl"
+        if not path.is_file():
+            raise ConfigError(f"replay: no attempts.jsonl in {str(self.run_dir)!r}")
+        self._answers: dict[tuple[str, int], tuple[str, str]] = {}
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError as e:
+                    raise ConfigError(f"replay: {path}:{lineno} is not JSON ({e})") from None
+                raw = rec.get("raw_response")
+                if raw is None or "request_hash" not in rec:
+                    continue
+                if model is not None and rec.get("model") != model:
+                    continue
+                key = (rec["request_hash"], int(rec.get("replicate", 0)))
+                self._answers[key] = (raw, str(rec.get("model") or self.name))
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    async def propose(self, request: ConsolidationRequest) -> Reply:
+        t0 = time.perf_counter()
+        hit = self._answers.get((request.request_hash, request.replicate))
+        if hit is None:
+            err = ProviderError(
+                f"replay: no recorded answer for request {request.request_hash[:12]}… "
+                f"replicate {request.replicate} in {str(self.run_dir)!r}",
+                kind="replay_miss",
+            )
+            err.attempts = (  # type: ignore[attr-defined]
+                CallAttempt(model=self.name, outcome="replay_miss", error=str(err)),
+            )
+            raise err
+        text, model = hit
+        reply = _local_reply(model, text, t0)
+        return reply
+
+
+def get_consolidator(spec: str, **options: Any) -> Consolidator:
+    """`litellm:<model>` | `heuristic` | `oracle` (needs `gold=`) | `replay:<run-dir>`."""
+    if not isinstance(spec, str) or not spec:
+        raise ConfigError(f"consolidator spec must be a non-empty string, got {spec!r}")
+    kind, _, arg = spec.partition(":")
+    if kind == "litellm":
+        return LiteLLMConsolidator(arg, **options)
+    if kind == "heuristic" and not arg:
+        from memkit.consolidate.heuristic import HeuristicConsolidator
+
+        return HeuristicConsolidator(**options)
+    if kind == "oracle" and not arg:
+        if "gold" not in options:
+            raise ConfigError("oracle consolidator needs gold=<callable(request) -> changes>")
+        return OracleConsolidator(**options)
+    if kind == "replay" and arg:
+        return ReplayConsolidator(arg, **options)
+    raise ConfigError(
+        f"unknown consolidator {spec!r} (want litellm:<model>, heuristic, oracle, replay:<dir>)"
+    )

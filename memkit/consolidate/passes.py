@@ -1,0 +1,234 @@
+"""One consolidation pass (SPEC §7 "One pass"): read, ask, parse, validate, commit.
+
+A pass never raises for an expected failure (provider, parse, validation,
+stale snapshot, oversize request): it reports the exception to `on_error`,
+returns a PassResult with `outcome="error"`, and leaves the evidence
+pending. Only cancellation propagates, so a worker can bound a pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from memkit.consolidate.consolidators import Consolidator, Reply
+from memkit.consolidate.parse import parse_response
+from memkit.consolidate.request import ConsolidationRequest, evidence_text, prepare_request
+from memkit.consolidate.result import Attempt, PassResult
+from memkit.consolidate.validate import validate_changes
+from memkit.errors import ProposalError, ProviderError, RequestTooLarge
+from memkit.llm import CallAttempt
+from memkit.params import ConsolidationParams
+from memkit.text import byte_len
+from memkit.types import CommitResult, Memory, Rollout
+
+log = logging.getLogger(__name__)
+
+
+class PassStore(Protocol):
+    """The store side of a pass (SQLiteStore implements it)."""
+
+    def pending_rollouts(self, scope_id: str, limit: int = 4) -> list[Rollout]: ...
+
+    def snapshot(
+        self, scope_id: str, limit: int = 32, *, policy: str = "recent", query: str = ""
+    ) -> list[Memory]: ...
+
+    def commit_pass(
+        self,
+        scope_id: str,
+        rollout_ids: Sequence[str],
+        snapshot: Sequence[Memory],
+        changes: Any,
+        params: ConsolidationParams = ...,
+    ) -> CommitResult: ...
+
+
+def _attempts(
+    consolidator: Consolidator,
+    request: ConsolidationRequest,
+    calls: Sequence[CallAttempt],
+    cached: bool = False,
+) -> list[Attempt]:
+    return [
+        Attempt(
+            model=c.model,
+            consolidator=consolidator.name,
+            request_hash=request.request_hash,
+            replicate=request.replicate,
+            index=i,
+            outcome=c.outcome,
+            status=c.status,
+            input_tokens=c.input_tokens,
+            output_tokens=c.output_tokens,
+            cost_usd=c.cost_usd,
+            cost_note=c.cost_note,
+            latency_s=c.latency_s,
+            cached=cached,
+            error=c.error,
+        )
+        for i, c in enumerate(calls)
+    ]
+
+
+def _error_code(exc: BaseException) -> str:
+    if isinstance(exc, ProposalError):
+        return exc.code
+    if isinstance(exc, RequestTooLarge):
+        return "request_too_large"
+    if isinstance(exc, ProviderError):
+        return "provider"
+    return "internal"
+
+
+def _report(on_error: Callable[[BaseException], Any] | None, exc: BaseException) -> None:
+    if on_error is None:
+        log.warning("consolidation pass failed: %s", exc)
+        return
+    try:
+        on_error(exc)
+    except Exception:  # a broken callback must not turn into a failed run
+        log.exception("consolidation on_error callback raised")
+
+
+async def run_pass(
+    store: PassStore,
+    scope_id: str,
+    consolidator: Consolidator,
+    params: ConsolidationParams = ConsolidationParams(),
+    *,
+    on_error: Callable[[BaseException], Any] | None = None,
+    replicate: int = 0,
+) -> PassResult:
+    """Run one pass for `scope_id`; see the module docstring for the error contract."""
+    rollouts: list[Rollout] = []
+    snapshot: list[Memory] = []
+    request: ConsolidationRequest | None = None
+    attempts: list[Attempt] = []
+    parse_mode = None
+
+    def failed(exc: BaseException) -> PassResult:
+        _report(on_error, exc)
+        return PassResult(
+            scope_id=scope_id,
+            outcome="error",
+            error_code=_error_code(exc),
+            error=str(exc),
+            rollout_ids=tuple(r.id for r in rollouts),
+            snapshot_ids=tuple(m.id for m in snapshot),
+            attempts=tuple(attempts),
+            request_hash=request.request_hash if request else None,
+            request_bytes=byte_len(request.user_text) if request else 0,
+            excerpt_size=request.excerpt_size if request else None,
+            parse_mode=parse_mode,
+        )
+
+    try:
+        rollouts = list(store.pending_rollouts(scope_id, params.max_rollouts))
+        if not rollouts:
+            return PassResult(scope_id=scope_id, outcome="nothing_pending")
+        snapshot = list(
+            store.snapshot(
+                scope_id,
+                params.snapshot_size,
+                policy=params.snapshot_policy,
+                query=evidence_text(rollouts) if params.snapshot_policy == "relevant" else "",
+            )
+        )
+        request = prepare_request(scope_id, rollouts, snapshot, params, replicate=replicate)
+        try:
+            reply: Reply = await consolidator.propose(request)
+        except ProviderError as e:
+            attempts = _attempts(consolidator, request, getattr(e, "attempts", ()))
+            raise
+        attempts = _attempts(consolidator, request, reply.attempts, reply.cached)
+        last = attempts[-1] if attempts else None
+        try:
+            parsed = parse_response(reply.text, lenient=params.lenient)
+        except ProposalError as e:
+            parse_mode = "failed"
+            if last is not None:
+                attempts[-1] = _with(
+                    last, raw=reply.text, mode="failed", perr=str(e), code=e.code, out="parse"
+                )
+            raise
+        parse_mode = parsed.mode
+        try:
+            changes = validate_changes(
+                scope_id, [r.id for r in rollouts], snapshot, parsed.changes, params
+            )
+            commit = store.commit_pass(
+                scope_id, [r.id for r in rollouts], snapshot, parsed.changes, params
+            )
+        except ProposalError as e:
+            if last is not None:
+                attempts[-1] = _with(
+                    last,
+                    raw=reply.text,
+                    mode=parsed.mode,
+                    perr=parsed.strict_error,
+                    code=e.code,
+                    out="invalid",
+                )
+            raise
+        if last is not None:
+            attempts[-1] = _with(
+                last, raw=reply.text, mode=parsed.mode, perr=parsed.strict_error, code=None
+            )
+        return PassResult(
+            scope_id=scope_id,
+            outcome="committed",
+            rollout_ids=tuple(r.id for r in rollouts),
+            snapshot_ids=tuple(m.id for m in snapshot),
+            changes=changes,
+            commit=commit,
+            attempts=tuple(attempts),
+            request_hash=request.request_hash,
+            request_bytes=byte_len(request.user_text),
+            excerpt_size=request.excerpt_size,
+            parse_mode=parsed.mode,
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        if not isinstance(exc, ProposalError | ProviderError):
+            log.exception("unexpected error in consolidation pass for %r", scope_id)
+        return failed(exc)
+
+
+def _with(
+    a: Attempt,
+    *,
+    raw: str,
+    mode: str,
+    perr: str | None,
+    code: str | None,
+    out: str | None = None,
+) -> Attempt:
+    from dataclasses import replace
+
+    return replace(
+        a,
+        raw_response=raw,
+        parse_mode=mode,
+        parse_error=perr,
+        validation_code=code,
+        outcome=out or a.outcome,
+    )
+
+
+def run_pass_sync(
+    store: PassStore,
+    scope_id: str,
+    consolidator: Consolidator,
+    params: ConsolidationParams = ConsolidationParams(),
+    *,
+    on_error: Callable[[BaseException], Any] | None = None,
+    replicate: int = 0,
+) -> PassResult:
+    """`run_pass` for callers without an event loop (one pass in the finishing run)."""
+    return asyncio.run(
+        run_pass(store, scope_id, consolidator, params, on_error=on_error, replicate=replicate)
+    )

@@ -1,0 +1,126 @@
+"""What a pass records: every attempt, and the pass outcome (SPEC §7.9).
+
+`Attempt.to_dict()` is the line format of a run's `attempts.jsonl`; the
+replay consolidator reads it back, so its field names are versioned and only
+ever extended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from memkit.consolidate.validate import change_to_json
+from memkit.types import Change, CommitResult
+
+ATTEMPT_VERSION = 1
+"""Version of `Attempt.to_dict()`; bump on any incompatible change."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One consolidator attempt inside a pass (one HTTP request for a model).
+
+    A provider retry adds an attempt; only the last attempt of a pass carries
+    the raw response and its parse/validation outcome. `cached` marks an
+    answer served from the response cache (tokens and cost are those
+    originally paid, not paid again).
+    """
+
+    model: str
+    consolidator: str
+    request_hash: str
+    replicate: int = 0
+    index: int = 0
+    outcome: str = "ok"
+    """"ok", a provider failure ("rate_limit", "server", "timeout", "connection",
+    "error", "replay_miss"), or "parse"/"invalid" when the answer was rejected."""
+    status: int | None = None
+    raw_response: str | None = None
+    parse_mode: Literal["strict", "repaired", "failed"] | None = None
+    parse_error: str | None = None
+    validation_code: str | None = None
+    """None when valid (or never validated), else the SPEC §7.6 error code."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_note: str | None = None
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": ATTEMPT_VERSION,
+            "model": self.model,
+            "consolidator": self.consolidator,
+            "request_hash": self.request_hash,
+            "replicate": self.replicate,
+            "index": self.index,
+            "outcome": self.outcome,
+            "status": self.status,
+            "raw_response": self.raw_response,
+            "parse_mode": self.parse_mode,
+            "parse_error": self.parse_error,
+            "validation_code": self.validation_code,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "cost_note": self.cost_note,
+            "latency_s": self.latency_s,
+            "cached": self.cached,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """The outcome of one consolidation pass; never raised, always returned.
+
+    `outcome` is "committed", "nothing_pending" or "error"; on error
+    `error_code` is a SPEC §7.6 code, "request_too_large", "provider" or
+    "internal", and nothing was consumed.
+    """
+
+    scope_id: str
+    outcome: Literal["committed", "nothing_pending", "error"]
+    error_code: str | None = None
+    error: str | None = None
+    rollout_ids: tuple[str, ...] = ()
+    snapshot_ids: tuple[str, ...] = ()
+    changes: tuple[Change, ...] = ()
+    commit: CommitResult | None = None
+    attempts: tuple[Attempt, ...] = field(default_factory=tuple)
+    request_hash: str | None = None
+    request_bytes: int = 0
+    excerpt_size: int | None = None
+    parse_mode: Literal["strict", "repaired", "failed"] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome != "error"
+
+    @property
+    def consumed(self) -> tuple[str, ...]:
+        return self.commit.consumed if self.commit else ()
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.commit
+        return {
+            "version": ATTEMPT_VERSION,
+            "scope_id": self.scope_id,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "error": self.error,
+            "rollout_ids": list(self.rollout_ids),
+            "snapshot_ids": list(self.snapshot_ids),
+            "changes": [change_to_json(ch) for ch in self.changes],
+            "commit": None
+            if c is None
+            else {"added": list(c.added), "retired": list(c.retired), "consumed": list(c.consumed)},
+            "attempts": [a.to_dict() for a in self.attempts],
+            "request_hash": self.request_hash,
+            "request_bytes": self.request_bytes,
+            "excerpt_size": self.excerpt_size,
+            "parse_mode": self.parse_mode,
+        }

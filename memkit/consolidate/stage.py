@@ -1,0 +1,219 @@
+"""Eligibility and evidence staging (SPEC §7, "Eligibility" and "Staging").
+
+Everything here except `stage_run` is a pure function of the transcript, so
+the id and the bounded evidence of a run can be computed, tested and compared
+without a store. The id hashes the *original* messages; the evidence is the
+redacted, truncated tail the consolidator will read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from memkit.errors import TranscriptError
+from memkit.params import ConsolidationParams, RedactionParams
+from memkit.redact import redact
+from memkit.text import byte_len, truncate_bytes, truncate_middle
+from memkit.types import Rollout
+
+NORMAL_STOP_REASONS: frozenset[str] = frozenset({"", "stop", "end_turn"})
+"""Stop reasons of a run that ended normally (SPEC §7 Eligibility)."""
+
+RUN_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "aborted", "parked"})
+
+_REQUIRED_FIELDS: tuple[str, ...] = ("run_id", "scope_id", "status", "messages")
+
+
+class StagingStore(Protocol):
+    """The part of the store staging needs."""
+
+    def stage_rollout(self, rollout: Rollout) -> bool: ...
+
+
+def canonical_json(value: Any) -> str:
+    """Key-sorted, compact, non-ASCII-preserving JSON: one text per value."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def rollout_id(messages: Iterable[Mapping[str, Any]]) -> str:
+    """SHA-256 hex of the canonical JSON of the whole message list (SPEC §7.1).
+
+    Streamed one message at a time (`[`, messages joined by `,`, `]`), so the
+    hash equals that of `canonical_json(list(messages))` without building a
+    second copy of a long transcript.
+    """
+    h = hashlib.sha256(b"[")
+    for i, m in enumerate(messages):
+        if i:
+            h.update(b",")
+        h.update(canonical_json(m).encode("utf-8"))
+    h.update(b"]")
+    return h.hexdigest()
+
+
+def eligible(run: Mapping[str, Any]) -> bool:
+    """Only a root run that succeeded, took a turn and stopped normally stages (SPEC §7)."""
+    if run.get("parent_run_id"):
+        return False
+    if run.get("status") != "succeeded":
+        return False
+    turns = run.get("turns")
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+        return False
+    stop = run.get("stop_reason")
+    return (stop or "") in NORMAL_STOP_REASONS
+
+
+def _text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a multi-part list."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, Mapping) and isinstance(p.get("text"), str):
+                parts.append(p["text"])
+            elif isinstance(p, str):
+                parts.append(p)
+        return "".join(parts)
+    return str(content)
+
+
+def _tool_call_notes(message: Mapping[str, Any], params: ConsolidationParams) -> str:
+    calls = message.get("tool_calls") or []
+    notes = []
+    for call in list(calls)[: params.tool_calls_annotated]:
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        fn = fn if isinstance(fn, Mapping) else (call if isinstance(call, Mapping) else {})
+        name = str(fn.get("name") or "")
+        args = fn.get("arguments")
+        args = args if isinstance(args, str) else canonical_json(args) if args is not None else ""
+        notes.append(
+            f"\nTool call {truncate_bytes(name, params.tool_name_bytes)}: "
+            f"{truncate_middle(args, params.tool_args_bytes)}"
+        )
+    return "".join(notes)
+
+
+def evidence_messages(
+    messages: Sequence[Mapping[str, Any]],
+    params: ConsolidationParams = ConsolidationParams(),
+    redaction: RedactionParams = RedactionParams(),
+) -> list[dict[str, Any]]:
+    """The bounded, redacted tail of a transcript, in chronological order (SPEC §7.3).
+
+    Walks backwards from the last message while fewer than
+    `evidence_messages` are kept and the byte budget is positive; system
+    messages and empty results are skipped and do not count.
+    """
+    kept: list[dict[str, Any]] = []
+    budget = params.evidence_bytes
+    for m in reversed(messages):
+        if len(kept) >= params.evidence_messages or budget <= 0:
+            break
+        role = str(m.get("role") or "")
+        if role == "system":
+            continue
+        content = _text(m.get("content")) + _tool_call_notes(m, params)
+        content = redact(content, redaction)
+        content = truncate_middle(content, min(budget, params.message_bytes))
+        if not content:
+            continue
+        out: dict[str, Any] = {"role": role}
+        if m.get("name"):
+            out["name"] = truncate_bytes(str(m["name"]), params.name_bytes)
+        if m.get("tool_call_id"):
+            out["tool_call_id"] = truncate_bytes(str(m["tool_call_id"]), params.tool_call_id_bytes)
+        out["content"] = content
+        kept.append(out)
+        budget -= byte_len(content)
+    kept.reverse()
+    return kept
+
+
+def build_rollout(
+    scope_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    final_answer: str | None,
+    params: ConsolidationParams = ConsolidationParams(),
+    run_id: str | None = None,
+    redaction: RedactionParams = RedactionParams(),
+) -> Rollout:
+    """The staged evidence of one run: id over the originals, bounded redacted evidence."""
+    final = truncate_middle(redact(final_answer or "", redaction), params.final_bytes)
+    return Rollout(
+        id=rollout_id(messages),
+        scope_id=scope_id,
+        messages=tuple(evidence_messages(messages, params, redaction)),
+        final=final,
+        run_id=run_id,
+    )
+
+
+def check_transcript(run: Mapping[str, Any]) -> None:
+    """Raise TranscriptError naming the first malformed field of a transcript record."""
+    if not isinstance(run, Mapping):
+        raise TranscriptError(f"transcript must be an object, got {type(run).__name__}")
+    for f in _REQUIRED_FIELDS:
+        if f not in run:
+            raise TranscriptError(f"transcript field {f!r} is missing")
+    for f in ("run_id", "scope_id"):
+        if not isinstance(run[f], str) or not run[f]:
+            raise TranscriptError(f"transcript field {f!r} must be a non-empty string: {run[f]!r}")
+    if run["status"] not in RUN_STATUSES:
+        raise TranscriptError(f"transcript field 'status' is {run['status']!r}")
+    parent = run.get("parent_run_id")
+    if parent is not None and not isinstance(parent, str):
+        raise TranscriptError(f"transcript field 'parent_run_id' must be a string: {parent!r}")
+    stop = run.get("stop_reason")
+    if stop is not None and not isinstance(stop, str):
+        raise TranscriptError(f"transcript field 'stop_reason' must be a string: {stop!r}")
+    turns = run.get("turns", 0)
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
+        raise TranscriptError(f"transcript field 'turns' must be a count: {turns!r}")
+    msgs = run["messages"]
+    if not isinstance(msgs, list):
+        raise TranscriptError(f"transcript field 'messages' must be a list: {type(msgs).__name__}")
+    for i, m in enumerate(msgs):
+        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+            raise TranscriptError(
+                f"transcript field 'messages[{i}]' needs a string role: {m!r:.80}"
+            )
+    final = run.get("final_answer")
+    if final is not None and not isinstance(final, str):
+        raise TranscriptError(f"transcript field 'final_answer' must be a string: {final!r:.80}")
+
+
+def stage_run(
+    store: StagingStore,
+    run: Mapping[str, Any],
+    params: ConsolidationParams = ConsolidationParams(),
+    redaction: RedactionParams | None = None,
+) -> Rollout | None:
+    """Stage a finished run's evidence; None when the run is not eligible.
+
+    Staging is idempotent by id: the same transcript twice is one rollout
+    (the store answers False the second time; the rollout is returned anyway).
+    Redaction defaults to the store's own settings, so evidence is never
+    redacted more loosely than the memories it becomes.
+    """
+    check_transcript(run)
+    if not eligible(run):
+        return None
+    if redaction is None:
+        redaction = getattr(store, "redaction", None) or RedactionParams()
+    rollout = build_rollout(
+        run["scope_id"],
+        run["messages"],
+        run.get("final_answer"),
+        params,
+        run_id=run["run_id"],
+        redaction=redaction,
+    )
+    store.stage_rollout(rollout)
+    return rollout

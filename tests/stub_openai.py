@@ -1,0 +1,246 @@
+"""A scripted, stdlib-only OpenAI-compatible chat server on 127.0.0.1, for tests.
+
+LiteLLM reaches it as `model="openai/<name>"` with `api_base=server.url`; the
+part after `openai/` selects the behaviour script for that model, so one server
+can play a well-behaved model, a rate-limited one and a fence-happy one at once
+(the eval suite uses that for two-model comparisons). Nothing leaves the host.
+
+    with StubServer(behaviours={"good": reply('{"changes": []}'),
+                                "flaky": [rate_limited(0.01), reply("{}")]}) as srv:
+        litellm.completion(model="openai/good", api_base=srv.url, api_key="x", ...)
+        srv.calls  # every request received, in order
+
+A behaviour is a `Behaviour`, a list of them (a script: each call takes the
+next; the last one repeats), or a callable `(request_body) -> Behaviour` for
+answers that depend on the request (e.g. echoing or inventing memory ids).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "Behaviour",
+    "Call",
+    "StubServer",
+    "fenced",
+    "rate_limited",
+    "reply",
+    "server_error",
+    "slow",
+    "status",
+    "truncated",
+]
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """One scripted answer.
+
+    kind: "reply" (200 with `content`), "status" (an error status with a JSON
+    error body and `headers`), "truncated" (a 200 whose body stops half way
+    while Content-Length promises more, then the connection closes).
+    `delay_s` is waited before answering (interrupted when the server stops).
+    """
+
+    kind: str = "reply"
+    content: str = '{"changes": []}'
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+
+
+Script = Behaviour | Sequence[Behaviour] | Callable[[dict[str, Any]], Behaviour] | None
+
+
+def reply(content: str, *, prompt_tokens: int = 11, completion_tokens: int = 7) -> Behaviour:
+    """A normal 200 answer whose message content is `content`."""
+    return Behaviour(
+        "reply", content, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+    )
+
+
+def fenced(content: str) -> Behaviour:
+    """A 200 answer wrapping `content` in a ```json fence, as chatty models do."""
+    return reply(f"Here you go:\n```json\n{content}\n```\n")
+
+
+def status(code: int, *, headers: Mapping[str, str] | None = None) -> Behaviour:
+    return Behaviour("status", status=code, headers=dict(headers or {}))
+
+
+def rate_limited(retry_after: float | None = None) -> Behaviour:
+    """429, with a Retry-After header (seconds) when given."""
+    h = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+    return status(429, headers=h)
+
+
+def server_error(code: int = 500) -> Behaviour:
+    return status(code)
+
+
+def slow(delay_s: float, content: str = '{"changes": []}') -> Behaviour:
+    """A valid answer that arrives only after `delay_s` seconds."""
+    return Behaviour("reply", content, delay_s=delay_s)
+
+
+def truncated(content: str = '{"changes": []}') -> Behaviour:
+    """A 200 whose body is cut half way (Content-Length promises more)."""
+    return Behaviour("truncated", content)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the stub received."""
+
+    model: str
+    body: dict[str, Any]
+    path: str
+    time: float
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages", [])
+
+
+class StubServer:
+    """Threaded HTTP server; use as a context manager. `.url` is the api_base."""
+
+    def __init__(self, behaviours: Mapping[str, Script] | None = None, *, default: Script = None):
+        self.behaviours: dict[str, Script] = dict(behaviours or {})
+        self.default = default
+        self.calls: list[Call] = []
+        self._served: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> StubServer:
+        handler = _make_handler(self)
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd.daemon_threads = True
+        httpd.block_on_close = False
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def calls_for(self, model: str) -> list[Call]:
+        return [c for c in self.calls if c.model == model]
+
+    # -- scripting -------------------------------------------------------------
+    def _next(self, model: str, body: dict[str, Any]) -> Behaviour:
+        with self._lock:
+            self.calls.append(Call(model, body, "/chat/completions", time.time()))
+            n = self._served.get(model, 0)
+            self._served[model] = n + 1
+        script = self.behaviours.get(model, self.default)
+        if script is None:
+            return Behaviour("status", status=404)
+        if isinstance(script, Behaviour):
+            return script
+        if callable(script):
+            return script(body)
+        seq = list(script)
+        return seq[min(n, len(seq) - 1)]
+
+
+def _completion_body(model: str, b: Behaviour) -> bytes:
+    return json.dumps(
+        {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": b.content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": b.prompt_tokens,
+                "completion_tokens": b.completion_tokens,
+                "total_tokens": b.prompt_tokens + b.completion_tokens,
+            },
+        }
+    ).encode()
+
+
+def _make_handler(server: StubServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:  # keep test output quiet
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b"{}"
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = {}
+            model = str(body.get("model", ""))
+            b = server._next(model, body)
+            if b.delay_s and server._stop.wait(b.delay_s):
+                self.close_connection = True
+                return
+            if b.kind == "status":
+                payload = json.dumps(
+                    {"error": {"message": f"stub status {b.status}", "type": "stub", "code": None}}
+                ).encode()
+                self.send_response(b.status)
+                for k, v in b.headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            payload = _completion_body(model, b)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if b.kind == "truncated":
+                self.wfile.write(payload[: len(payload) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(payload)
+
+    return Handler
