@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from memkit.errors import DatasetError
@@ -37,7 +38,10 @@ NORMAL_STOPS: tuple[str, ...] = ("", "stop", "end_turn")
 
 FILES: tuple[str, ...] = ("transcripts.jsonl", "facts.jsonl", "probes.jsonl", "pairs.jsonl")
 
-_NO_META: Mapping[str, Any] = {}
+
+def _no_meta() -> Mapping[str, Any]:
+    """Adapters keep source details (dialog ids, question types) in `meta`; files have none."""
+    return MappingProxyType({})
 
 
 # --- records -----------------------------------------------------------------
@@ -77,7 +81,7 @@ class Transcript:
     task: str
     messages: tuple[Mapping[str, Any], ...]
     final_answer: str
-    meta: Mapping[str, Any] = field(default=_NO_META, compare=False)
+    meta: Mapping[str, Any] = field(default_factory=_no_meta, compare=False)
 
     @property
     def is_root(self) -> bool:
@@ -121,7 +125,7 @@ class GoldFact:
     established_in: tuple[str, ...]
     retracted_in: str | None = None
     superseded_by: str | None = None
-    meta: Mapping[str, Any] = field(default=_NO_META, compare=False)
+    meta: Mapping[str, Any] = field(default_factory=_no_meta, compare=False)
 
     @property
     def live_at_end(self) -> bool:
@@ -150,7 +154,7 @@ class Probe:
     query: str
     relevant: tuple[str, ...]
     distractors: tuple[str, ...] = ()
-    meta: Mapping[str, Any] = field(default=_NO_META, compare=False)
+    meta: Mapping[str, Any] = field(default_factory=_no_meta, compare=False)
 
     @property
     def off_topic(self) -> bool:
@@ -590,7 +594,7 @@ _Parser = Callable[[dict[str, Any], _Line], Any]
 
 def _read_jsonl(
     path: Path, parse: _Parser, errors: list[DatasetError], id_key: str | None
-) -> tuple[list[Any], list[int], set[str]]:
+) -> tuple[list[Any], list[int], set[str], set[str]]:
     """Parse every line; returns good records, their line numbers, and every id seen.
 
     Ids of lines that failed other checks are still returned so that references
@@ -599,12 +603,13 @@ def _read_jsonl(
     records: list[Any] = []
     lines: list[int] = []
     seen: dict[str, int] = {}
+    scopes: set[str] = set()
     file = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         errors.append(DatasetError(file, None, None, f"not UTF-8: {e}"))
-        return records, lines, set()
+        return records, lines, set(), set()
     if text.startswith("\ufeff"):
         errors.append(
             DatasetError(file, 1, None, "starts with a byte-order mark; write plain UTF-8")
@@ -628,11 +633,13 @@ def _read_jsonl(
                 sink.err(id_key, f"duplicate id {rid!r} (first on line {seen[rid]})")
             else:
                 seen[rid] = n
+        if isinstance(obj.get("scope_id"), str):
+            scopes.add(obj["scope_id"])
         record = parse(obj, sink)
         if record is not None and not sink.bad:
             records.append(record)
             lines.append(n)
-    return records, lines, set(seen)
+    return records, lines, set(seen), scopes
 
 
 # --- cross-record checks --------------------------------------------------------
@@ -662,7 +669,7 @@ def check_records(
     *,
     origin: str = "<memory>",
     loc: _Loc | None = None,
-    known_ids: tuple[set[str], set[str]] = (set(), set()),
+    known_ids: tuple[set[str], set[str], set[str]] = (set(), set(), set()),
 ) -> list[DatasetError]:
     """Cross-record rules: ids unique and resolving within the scope, gold consistent in time.
 
@@ -675,12 +682,12 @@ def check_records(
     - every relevant fact is live once `after_run` has been replayed
       (established at or before it, not yet retracted or superseded), and no
       fact is both relevant and a distractor.
-    `known_ids` holds run and fact ids of lines rejected earlier, so a
-    reference to them is not reported a second time.
+    `known_ids` holds the run ids, fact ids and transcript scope ids of lines
+    rejected earlier, so a reference to them is not reported a second time.
     """
     loc = loc or _default_loc(len(transcripts), len(facts), len(probes), origin)
     errors: list[DatasetError] = []
-    bad_runs, bad_facts = known_ids
+    bad_runs, bad_facts, bad_scopes = known_ids
 
     def err(which: tuple[str, Sequence[int]], i: int, fld: str | None, msg: str) -> None:
         errors.append(DatasetError(which[0], which[1][i], fld, msg))
@@ -742,7 +749,8 @@ def check_records(
 
     for i, f in enumerate(facts):
         if f.scope_id not in scopes:
-            err(loc.facts, i, "scope_id", f"scope {f.scope_id!r} has no transcripts")
+            if f.scope_id not in bad_scopes:
+                err(loc.facts, i, "scope_id", f"scope {f.scope_id!r} has no transcripts")
             continue
         dup = [r for r, c in Counter(f.established_in).items() if c > 1]
         if dup:
@@ -799,7 +807,8 @@ def check_records(
             err(loc.probes, i, "probe_id", f"duplicate probe id {p.probe_id!r}")
         probe_ids.add(p.probe_id)
         if p.scope_id not in scopes:
-            err(loc.probes, i, "scope_id", f"scope {p.scope_id!r} has no transcripts")
+            if p.scope_id not in bad_scopes:
+                err(loc.probes, i, "scope_id", f"scope {p.scope_id!r} has no transcripts")
             continue
         after_ok = run_ref(loc.probes, i, "after_run", p.after_run, p.scope_id)
         for key, ids in (("relevant", p.relevant), ("distractors", p.distractors)):
@@ -914,12 +923,12 @@ def _read_all(path: str | Path) -> tuple[Dataset | None, list[DatasetError]]:
         if not p.is_file():
             if fname != "pairs.jsonl":
                 errors.append(DatasetError(str(p), None, None, "file is missing"))
-            parsed[fname] = ([], [], set())
+            parsed[fname] = ([], [], set(), set())
             continue
         parsed[fname] = _read_jsonl(p, parser, errors, key)
-    t, t_lines, t_ids = parsed["transcripts.jsonl"]
-    f, f_lines, f_ids = parsed["facts.jsonl"]
-    pr, p_lines, _ = parsed["probes.jsonl"]
+    t, t_lines, t_ids, t_scopes = parsed["transcripts.jsonl"]
+    f, f_lines, f_ids, _ = parsed["facts.jsonl"]
+    pr, p_lines, _, _ = parsed["probes.jsonl"]
     loc = _Loc(
         (str(root / "transcripts.jsonl"), t_lines),
         (str(root / "facts.jsonl"), f_lines),
@@ -927,7 +936,9 @@ def _read_all(path: str | Path) -> tuple[Dataset | None, list[DatasetError]]:
     )
     good_runs = {x.run_id for x in t}
     good_facts = {x.fact_id for x in f}
-    errors += check_records(t, f, pr, loc=loc, known_ids=(t_ids - good_runs, f_ids - good_facts))
+    errors += check_records(
+        t, f, pr, loc=loc, known_ids=(t_ids - good_runs, f_ids - good_facts, t_scopes)
+    )
     meta = meta or {}
     ds = Dataset(
         name=meta.get("name", root.name),
@@ -986,7 +997,7 @@ def load_pairs(path: str | Path) -> list[Pair]:
     p = Path(path)
     if not p.is_file():
         raise DatasetError(str(p), None, None, "file is missing")
-    pairs, _, _ = _read_jsonl(p, _parse_pair, errors, None)
+    pairs, _, _, _ = _read_jsonl(p, _parse_pair, errors, None)
     if errors:
         raise combine_errors(errors)
     return pairs
