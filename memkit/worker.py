@@ -203,6 +203,11 @@ class PassRecord:
     finished_at: float
     next: Literal["continue", "retry", "leave"]
     error: BaseException | None = field(default=None, compare=False)
+    """The exception that escaped the pass function, if any."""
+    detail: str | None = None
+    """Why it failed: the escaped exception's text or the result's `error`."""
+    result: Any = field(default=None, compare=False, repr=False)
+    """The pass function's own result (e.g. a PassResult with every attempt)."""
 
 
 @dataclass(slots=True)
@@ -390,6 +395,7 @@ class ConsolidationWorker:
     async def _pass(self, entry: _Entry) -> None:
         started = self._clock()
         error: BaseException | None = None
+        result: Any = None
         try:
             result = await asyncio.wait_for(
                 self._pass_fn(entry.scope_id), self.params.pass_timeout_s
@@ -402,10 +408,15 @@ class ConsolidationWorker:
             outcome, error = PassOutcome("error", "cancelled"), exc
         except Exception as exc:
             outcome, error = PassOutcome("error", error_code_of(exc)), exc
-        self._finish(entry, outcome, error, started)
+        self._finish(entry, outcome, started, error, result)
 
     def _finish(
-        self, entry: _Entry, outcome: PassOutcome, error: BaseException | None, started: float
+        self,
+        entry: _Entry,
+        outcome: PassOutcome,
+        started: float,
+        error: BaseException | None,
+        result: Any,
     ) -> None:
         scope = entry.scope_id
         self._tasks.pop(scope, None)
@@ -427,9 +438,15 @@ class ConsolidationWorker:
             self._entries.pop(scope, None)
             if not self._entries:
                 self._idle.set()
+        detail = getattr(result, "error", None)
+        if isinstance(error, TimeoutError) and not str(error):
+            detail = f"pass for {scope!r} exceeded pass_timeout_s={self.params.pass_timeout_s}"
+        elif error is not None:
+            detail = f"{type(error).__name__}: {error}"
         record = PassRecord(
             scope, attempt, outcome.outcome, outcome.error_code, outcome.consumed,
             dict(outcome.usage), started, now, nxt, error,
+            detail if isinstance(detail, str) else None, result,
         )  # fmt: skip
         if not outcome.ok:
             self._notify(self._on_error, record)

@@ -506,6 +506,7 @@ def test_timeout_is_retried_once_without_holding_its_slot_then_consumed():
         w.submit("t")
         await rec.until(1)
         assert rec.records[0].error_code == "timeout" and rec.records[0].next == "retry"
+        assert "'t' exceeded pass_timeout_s=0.05" in rec.records[0].detail
         assert errors == rec.records[:1]
         w.submit("h")  # one slot: h runs during t's retry delay
         await w.wait_idle()
@@ -636,7 +637,10 @@ def test_a_raising_pass_or_callback_never_kills_the_worker():
         ev.stage("y")
         passes = Passes(ev, {"x": ["boom"]})
 
+        seen: list[PassRecord] = []
+
         def bad_callback(record):
+            seen.append(record)
             raise ValueError("host bug")
 
         w = ConsolidationWorker(passes, FAST, on_error=bad_callback, on_pass=bad_callback)
@@ -646,6 +650,10 @@ def test_a_raising_pass_or_callback_never_kills_the_worker():
         await w.wait_idle()
         assert passes.calls == {"x": 1, "y": 1}
         assert ev.pending["x"] == ["r1"] and ev.pending["y"] == []
+        failed = [r for r in seen if r.scope_id == "x"]
+        assert len(failed) == 2  # on_error, then on_pass
+        assert failed[0].error_code == "internal" and failed[0].next == "leave"
+        assert failed[0].detail == "RuntimeError: disk on fire"
         assert not task.done()
         await w.shutdown()
         await task
