@@ -201,6 +201,8 @@ class Dataset:
     probes: tuple[Probe, ...]
     pairs: tuple[Pair, ...] = ()
     path: str | None = field(default=None, compare=False)
+    info: Mapping[str, Any] = field(default_factory=_no_meta, compare=False)
+    """Further `dataset.json` keys (e.g. the bundled data's per-scope agents)."""
 
     @cached_property
     def facts_by_id(self) -> dict[str, GoldFact]:
@@ -247,11 +249,11 @@ class Dataset:
         head = {"name": self.name, "version": self.version}
         h.update(_canon(head))
         for t in self.transcripts:
-            h.update(b"T" + _canon(t.as_run()))
+            h.update(b"T" + _canon({**t.as_run(), "meta": dict(t.meta)}))
         for f in self.facts:
-            h.update(b"F" + _canon(f.as_record()))
+            h.update(b"F" + _canon({**f.as_record(), "meta": dict(f.meta)}))
         for p in self.probes:
-            h.update(b"P" + _canon(p.as_record()))
+            h.update(b"P" + _canon({**p.as_record(), "meta": dict(p.meta)}))
         for pr in self.pairs:
             h.update(b"Q" + _canon(pair_record(pr)))
         return h.hexdigest()
@@ -312,38 +314,57 @@ def pairs_frame(pairs: Iterable[Pair]) -> Any:
 # --- counts ------------------------------------------------------------------
 
 
-def compute_counts(ds: Dataset) -> dict[str, Any]:
-    """Every count `dataset.json` may state; each one is checked on load.
+def compute_counts(ds: Dataset, sizes: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Every count `dataset.json` may state; each stated one is checked on load.
 
-    Keys: scopes, transcripts, root_transcripts, eligible_transcripts,
-    child_transcripts, ineligible_transcripts, by_status ({status: n}), facts,
-    facts_by_kind ({kind: n}), paraphrases, superseded, retracted,
-    superseded_or_retracted, probes, off_topic_probes, pairs, pairs_by_label.
+    scopes; runs, root_runs, eligible_runs (SPEC §7 eligibility),
+    ineligible_by_reason (child, failed, aborted, parked, zero_turns,
+    abnormal_stop; a run can have several reasons), by_status; messages,
+    tool_calls; facts, facts_by_kind, facts_by_hard_case (from a fact's
+    `hard_case` field), paraphrases, restatements (establishing runs after
+    the first), superseded, retracted, superseded_or_retracted; probes,
+    off_topic_probes (no relevant fact); pairs, pairs_by_label, hand_pairs
+    (source ending in ":hand"); bytes ({file name: size}, when `sizes` is given).
+    Tallies hold only the values that occur.
     """
-    status = Counter(t.status for t in ds.transcripts)
-    kinds = Counter(f.kind for f in ds.facts)
-    sup = sum(f.superseded_by is not None for f in ds.facts)
-    ret = sum(f.retracted_in is not None for f in ds.facts)
-    eligible = sum(t.eligible for t in ds.transcripts)
-    return {
+    tr, fa = ds.transcripts, ds.facts
+
+    def tally(values: Iterable[Any]) -> dict[str, int]:
+        return dict(sorted(Counter(v for v in values if v is not None).items()))
+
+    counts: dict[str, Any] = {
         "scopes": len(ds.scopes),
-        "transcripts": len(ds.transcripts),
-        "root_transcripts": sum(t.is_root for t in ds.transcripts),
-        "eligible_transcripts": eligible,
-        "child_transcripts": sum(not t.is_root for t in ds.transcripts),
-        "ineligible_transcripts": len(ds.transcripts) - eligible,
-        "by_status": {s: status[s] for s in STATUSES if status[s]},
-        "facts": len(ds.facts),
-        "facts_by_kind": {k: kinds[k] for k in KINDS if kinds[k]},
-        "paraphrases": sum(len(f.paraphrases) for f in ds.facts),
-        "superseded": sup,
-        "retracted": ret,
-        "superseded_or_retracted": sum(not f.live_at_end for f in ds.facts),
+        "runs": len(tr),
+        "root_runs": sum(t.is_root for t in tr),
+        "eligible_runs": sum(t.eligible for t in tr),
+        "ineligible_by_reason": {
+            "child": sum(not t.is_root for t in tr),
+            "failed": sum(t.status == "failed" for t in tr),
+            "aborted": sum(t.status == "aborted" for t in tr),
+            "parked": sum(t.status == "parked" for t in tr),
+            "zero_turns": sum(t.turns == 0 for t in tr),
+            "abnormal_stop": sum(t.stop_reason not in NORMAL_STOPS for t in tr),
+        },
+        "by_status": tally(t.status for t in tr),
+        "messages": sum(len(t.messages) for t in tr),
+        "tool_calls": sum(len(m.get("tool_calls") or []) for t in tr for m in t.messages),
+        "facts": len(fa),
+        "facts_by_kind": tally(f.kind for f in fa),
+        "facts_by_hard_case": tally(f.meta.get("hard_case") for f in fa),
+        "paraphrases": sum(len(f.paraphrases) for f in fa),
+        "restatements": sum(max(0, len(f.established_in) - 1) for f in fa),
+        "superseded": sum(f.superseded_by is not None for f in fa),
+        "retracted": sum(f.retracted_in is not None for f in fa),
+        "superseded_or_retracted": sum(not f.live_at_end for f in fa),
         "probes": len(ds.probes),
         "off_topic_probes": sum(p.off_topic for p in ds.probes),
         "pairs": len(ds.pairs),
-        "pairs_by_label": dict(Counter(p.label for p in ds.pairs)),
+        "pairs_by_label": tally(p.label for p in ds.pairs),
+        "hand_pairs": sum(p.source.endswith(":hand") for p in ds.pairs),
     }
+    if sizes is not None:
+        counts["bytes"] = dict(sorted(sizes.items()))
+    return counts
 
 
 # --- per-line checks -----------------------------------------------------------
@@ -506,6 +527,16 @@ def _check_call(
     open_calls[cid] = f"{at}.id"
 
 
+_TRANSCRIPT_FIELDS = frozenset(Transcript.__dataclass_fields__) - {"started_ts", "meta"}
+_FACT_FIELDS = frozenset(GoldFact.__dataclass_fields__) - {"meta"}
+_PROBE_FIELDS = frozenset(Probe.__dataclass_fields__) - {"meta"}
+
+
+def _extra(obj: Mapping[str, Any], known: frozenset[str]) -> Mapping[str, Any]:
+    """Fields beyond the format (e.g. a fact's `hard_case`) are kept, read-only, in `meta`."""
+    return MappingProxyType({k: v for k, v in obj.items() if k not in known})
+
+
 def _parse_transcript(obj: dict[str, Any], s: _Line) -> Transcript | None:
     run_id = s.get(obj, "run_id", str, nonempty=True)
     scope_id = s.get(obj, "scope_id", str, nonempty=True)
@@ -537,6 +568,7 @@ def _parse_transcript(obj: dict[str, Any], s: _Line) -> Transcript | None:
         task=task,
         messages=tuple(messages),
         final_answer=final,
+        meta=_extra(obj, _TRANSCRIPT_FIELDS),
     )
 
 
@@ -558,7 +590,15 @@ def _parse_fact(obj: dict[str, Any], s: _Line) -> GoldFact | None:
     if s.bad:
         return None
     return GoldFact(
-        fact_id, scope_id, kind, content, paraphrases, established, retracted, superseded
+        fact_id,
+        scope_id,
+        kind,
+        content,
+        paraphrases,
+        established,
+        retracted,
+        superseded,
+        meta=_extra(obj, _FACT_FIELDS),
     )
 
 
@@ -573,7 +613,9 @@ def _parse_probe(obj: dict[str, Any], s: _Line) -> Probe | None:
         return None
     if distractors is _MISSING or distractors is None:
         distractors = ()
-    return Probe(probe_id, scope_id, after, query, relevant, distractors)
+    return Probe(
+        probe_id, scope_id, after, query, relevant, distractors, meta=_extra(obj, _PROBE_FIELDS)
+    )
 
 
 def _parse_pair(obj: dict[str, Any], s: _Line) -> Pair | None:
@@ -859,6 +901,9 @@ _META_FIELDS: tuple[tuple[str, type], ...] = (
 )
 
 
+_META_KEYS = frozenset(k for k, _ in _META_FIELDS)
+
+
 def _read_meta(path: Path, errors: list[DatasetError]) -> dict[str, Any] | None:
     file = str(path)
     if not path.is_file():
@@ -951,9 +996,12 @@ def _read_all(path: str | Path) -> tuple[Dataset | None, list[DatasetError]]:
         probes=tuple(pr),
         pairs=tuple(parsed["pairs.jsonl"][0]),
         path=str(root),
+        info=MappingProxyType({k: v for k, v in meta.items() if k not in _META_KEYS}),
     )
     if isinstance(meta.get("counts"), dict) and not errors:
-        errors += _check_counts(meta["counts"], compute_counts(ds), str(root / "dataset.json"))
+        sizes = {n: (root / n).stat().st_size for n in FILES if (root / n).is_file()}
+        actual = compute_counts(ds, sizes)
+        errors += _check_counts(meta["counts"], actual, str(root / "dataset.json"))
     return ds, errors
 
 

@@ -98,7 +98,7 @@ def valid_records() -> dict[str, Any]:
         _fact("s1:old", "s1", ["s1:r1"], superseded_by="s1:new"),
         _fact("s1:new", "s1", ["s1:r2"], kind="procedure"),
         _fact("s1:gone", "s1", ["s1:r1"], retracted_in="s1:r2", kind="preference"),
-        _fact("s2:a", "s2", ["s2:r1"], kind="learning"),
+        _fact("s2:a", "s2", ["s2:r1"], kind="learning", hard_case="negation"),
     ]
     probes = [
         {
@@ -139,7 +139,7 @@ def valid_records() -> dict[str, Any]:
         "version": "1",
         "description": "fixture",
         "license": "CC0",
-        "counts": {"scopes": 2, "transcripts": 4, "facts": 4, "probes": 3, "pairs": 2},
+        "counts": {"scopes": 2, "runs": 4, "facts": 4, "probes": 3, "pairs": 2},
     }
     return {
         "dataset.json": meta,
@@ -176,6 +176,7 @@ def test_valid_fixture_loads_with_records_and_helpers(tmp_path):
     run["messages"].clear()  # a copy: the record is untouched
     assert len(r1.messages) == 5
     assert ds.facts_by_id["s1:new"].kind == "procedure"
+    assert ds.facts_by_id["s2:a"].meta == {"hard_case": "negation"}  # extra fields kept
     assert ds.fold_groups() == {"s1:new": ["s1:old"]}
     assert [p.probe_id for p in ds.probes if p.off_topic] == ["s2:p1"]
     assert ds.pairs[1].score == 0.5 and ds.pairs[0].score is None
@@ -189,8 +190,19 @@ def test_valid_fixture_loads_with_records_and_helpers(tmp_path):
 def test_counts_are_computed():
     recs = valid_records()
     counts = compute_counts(_ds(recs))
-    assert counts["eligible_transcripts"] == 3
-    assert counts["child_transcripts"] == 1
+    assert (counts["runs"], counts["root_runs"], counts["eligible_runs"]) == (4, 3, 3)
+    assert counts["ineligible_by_reason"] == {
+        "child": 1,
+        "failed": 1,
+        "aborted": 0,
+        "parked": 0,
+        "zero_turns": 0,
+        "abnormal_stop": 1,
+    }
+    assert (counts["messages"], counts["tool_calls"]) == (14, 1)
+    assert counts["restatements"] == 0 and counts["paraphrases"] == 8
+    assert counts["facts_by_hard_case"] == {"negation": 1}
+    assert counts["pairs_by_label"] == {"distinct": 1, "paraphrase": 1}
     assert counts["by_status"] == {"succeeded": 3, "failed": 1}
     assert counts["facts_by_kind"] == {"fact": 1, "preference": 1, "procedure": 1, "learning": 1}
     assert (counts["superseded"], counts["retracted"], counts["off_topic_probes"]) == (1, 1, 1)
@@ -578,6 +590,14 @@ CASES: list[tuple[str, Mut, str, int | None, str | None, str]] = [
         None,
         "counts.facts",
         "states 5 but the files hold 4",
+    ),
+    (
+        "count bytes",
+        _set(M, 0, "counts.bytes", {"facts.jsonl": 1}),
+        M,
+        None,
+        "counts.bytes",
+        "states",
     ),
     ("count unknown", _set(M, 0, "counts.widgets", 1), M, None, "counts.widgets", "unknown count"),
 ]
