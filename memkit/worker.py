@@ -285,7 +285,10 @@ class ConsolidationWorker:
         async def pass_fn(scope_id: str) -> Any:
             from memkit.consolidate import run_pass
 
-            return await run_pass(pick(scope_id), scope_id, consolidator, consolidation)
+            # failures come back in the PassResult; the worker reports them once
+            return await run_pass(
+                pick(scope_id), scope_id, consolidator, consolidation, on_error=_ignore
+            )
 
         return cls(pass_fn, params, **options)
 
@@ -449,6 +452,10 @@ class ConsolidationWorker:
             detail if isinstance(detail, str) else None, result,
         )  # fmt: skip
         if not outcome.ok:
+            if self._on_error is None:
+                log.warning(
+                    "consolidation pass for %r failed (%s): %s", scope, outcome.error_code, detail
+                )
             self._notify(self._on_error, record)
         self._notify(self._on_pass, record)
         self._wake.set()
@@ -472,6 +479,10 @@ class ConsolidationWorker:
         self._tasks.clear()
         self._entries.clear()
         self._idle.set()
+
+
+def _ignore(_exc: BaseException) -> None:
+    return None
 
 
 def _store_picker(store: Any) -> Callable[[str], Any]:
@@ -549,20 +560,18 @@ def _begin(
     errors: list,
 ) -> tuple[FinishResult, bool]:
     """Stage and submit; returns the partial result and whether a sync pass is due."""
-    scope = run.get("scope_id")
-    if not isinstance(scope, str) or not scope:
-        raise ConfigError(f"run has no usable scope_id: {scope!r}")
-    usage = dict(run.get("usage") or {})
-    rollout = _stage(store, run, params, errors)
+    usage = dict(run.get("usage") or {})  # a copy: background work never touches it
+    rollout = _stage(store, run, params, errors)  # validates the transcript, scope included
     rid = getattr(rollout, "id", None)
+    scope = rollout.scope_id if rollout is not None else str(run.get("scope_id") or "")
     base = FinishResult(scope, run.get("run_id"), rid, "skipped", usage=usage)
     if rollout is None:
         return base, False
     if worker is not None:
         if worker.submit(scope):
-            return _with(base, consolidation="submitted"), False
+            return replace(base, consolidation="submitted"), False
         errors.append(SubmitRefused(scope, rid))
-        return _with(base, consolidation="refused"), False
+        return replace(base, consolidation="refused"), False
     return base, consolidator is not None
 
 
@@ -574,30 +583,18 @@ def _in_loop() -> bool:
     return True
 
 
-def _with(result: FinishResult, **changes: Any) -> FinishResult:
-    return replace(result, **changes)
-
-
 def _close(
     result: FinishResult, errors: list, on_error: Callable[[BaseException], None] | None
 ) -> FinishResult:
     for exc in errors:
         _report(on_error, exc)
-    return _with(result, errors=tuple(errors))
+    return replace(result, errors=tuple(errors))
 
 
-def _sync_outcome(result: FinishResult, pass_result: Any, errors: list) -> FinishResult:
-    outcome = summarize(pass_result)
-    if not outcome.ok:
-        err = getattr(pass_result, "error", None)
-        errors.append(
-            err
-            if isinstance(err, BaseException)
-            else MemkitError(f"consolidation pass for {result.scope_id!r}: {outcome.error_code}")
-        )
-    return _with(
-        result, consolidation="sync", pass_result=pass_result, background_usage=outcome.usage
-    )
+def _sync_outcome(result: FinishResult, pass_result: Any) -> FinishResult:
+    """Fold a synchronous pass into the result (run_pass reported any failure)."""
+    usage = summarize(pass_result).usage
+    return replace(result, consolidation="sync", pass_result=pass_result, background_usage=usage)
 
 
 async def afinish_run(
@@ -616,8 +613,10 @@ async def afinish_run(
         from memkit.consolidate import run_pass
 
         try:
-            pass_result = await run_pass(store, result.scope_id, consolidator, params)
-            result = _sync_outcome(result, pass_result, errors)
+            pass_result = await run_pass(
+                store, result.scope_id, consolidator, params, on_error=errors.append
+            )
+            result = _sync_outcome(result, pass_result)
         except Exception as exc:
             errors.append(exc)
     return _close(result, errors, on_error)
@@ -649,8 +648,10 @@ def finish_run(
         from memkit.consolidate import run_pass
 
         try:
-            pass_result = asyncio.run(run_pass(store, result.scope_id, consolidator, params))
-            result = _sync_outcome(result, pass_result, errors)
+            pass_result = asyncio.run(
+                run_pass(store, result.scope_id, consolidator, params, on_error=errors.append)
+            )
+            result = _sync_outcome(result, pass_result)
         except Exception as exc:
             errors.append(exc)
     return _close(result, errors, on_error)
