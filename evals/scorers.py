@@ -401,3 +401,218 @@ def extraction_counts(
     stale = sum(1 for f in row_labels if f is not None and f in stale_gold)
     covered = len({f for f in row_labels if f in live})
     return ExtractionCounts(len(row_labels), matched, len(live), covered, stale)
+
+
+# --- aggregation over run-file rows (value + bootstrap CI per metric) ------------
+
+K_VALUES: tuple[int, ...] = (1, 3, 8)
+
+DEFINITIONS: dict[str, str] = {
+    "precision_returned": "mean over probes with a non-empty list of relevant returned / returned",
+    "p_at_{k}": "mean over probes of relevant in top {k} / {k} (short lists padded with misses)",
+    "recall_at_{k}": (
+        "mean over probes with relevant facts: distinct relevant in top {k} / relevant"
+    ),
+    "mrr": "mean reciprocal rank of the first relevant item, ties broken by returned order",
+    "mrr_pessimistic": "mean reciprocal rank with score ties broken against relevant items",
+    "ndcg_at_8": "mean nDCG@8, binary gains, repeats of a fact gain 0",
+    "empty_recall": "share of probes where recall returned nothing",
+    "supersede_leakage": "share of probes whose block admits a retracted or superseded fact",
+    "budget_waste": (
+        "wasted / admitted entry bytes, pooled over probes (superseded+duplicate+irrelevant)"
+    ),
+    "waste_irrelevant": "irrelevant / admitted entry bytes, pooled over probes",
+    "waste_duplicate": "bytes of a fact already admitted in the block / admitted bytes, pooled",
+    "waste_superseded": "bytes of retracted or superseded facts / admitted bytes, pooled",
+    "relevant_shut_out": "mean per probe of relevant facts recalled but not admitted",
+    "clamp_stopped": "share of probes whose block the byte budget stopped",
+    "dedup_recall": "removed true duplicates / true duplicates in recalled lists, pooled",
+    "dedup_precision": "removed true duplicates / entries removed as paraphrases, pooled",
+    "dedup_bytes_saved": "mean per probe of clamped bytes of entries removed as paraphrases",
+    "fold_recall": "restatements folded into their own fact's row / restatements, pooled by fact",
+    "false_fold_rate": "writes folded into another fact's row / writes, pooled by fact",
+    "rows_per_fact": "mean over facts of distinct rows the fact's writes landed in (1 is ideal)",
+    "strict_validity": "share of answered attempts parsed strictly and valid",
+    "valid_after_repair": "share of answered attempts valid after the lenient repair",
+    "error_{code}": "share of answered attempts rejected with code {code}",
+    "hallucinated_ids": "mean per answered attempt of ids not in the pass snapshot",
+    "hallucinating_attempts": "share of answered attempts naming at least one unknown id",
+    "widening_attempts": "share of answered attempts with an entry naming another scope",
+    "op_{op}": "share of proposed changes that are {op}s, pooled over attempts",
+    "changes_per_proposal": "mean changes per parsed proposal",
+    "provider_failures": "share of attempts without an answer (provider error)",
+    "input_tokens": "mean input tokens per attempt",
+    "output_tokens": "mean output tokens per attempt",
+    "cost_usd": "mean USD per attempt (LiteLLM bundled price map)",
+    "latency_p50_s": "median attempt latency, seconds",
+    "latency_p95_s": "95th percentile attempt latency, seconds",
+    "extraction_precision": "share of live rows matched to a live gold fact (matcher)",
+    "extraction_recall": "share of expected live gold facts covered by a live row (matcher)",
+    "stale_rows": "share of live rows holding a retracted or superseded gold fact",
+    "matcher_precision": "matcher rule as paraphrase classifier on labelled pairs: precision",
+    "matcher_recall": "matcher rule as paraphrase classifier on labelled pairs: recall",
+}
+
+
+def definition(metric: str) -> str:
+    """The printed definition of a metric name (templated names resolved)."""
+    if metric in DEFINITIONS:
+        return DEFINITIONS[metric]
+    for key, text in DEFINITIONS.items():
+        if "{" not in key:
+            continue
+        prefix = key.split("{")[0]
+        if metric.startswith(prefix):
+            arg = metric[len(prefix) :]
+            return text.replace("{k}", arg).replace("{code}", arg).replace("{op}", arg)
+    return ""
+
+
+def _labels(row: Mapping[str, Any]) -> list[Label]:
+    return [r["fact"] for r in row["recalled"]]
+
+
+def probe_metrics(probes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
+    """Per-probe unit values for every probe metric.
+
+    Returns metric -> (values, None) for means, or (numerators, denominators)
+    for pooled ratios; `evals.stats` turns each into an Estimate.
+    """
+    out: dict[str, tuple[list, list | None]] = {}
+
+    def add(name: str, v: float, den: float | None = None) -> None:
+        nums, dens = out.setdefault(name, ([], None if den is None else []))
+        nums.append(v)
+        if dens is not None:
+            dens.append(den)
+
+    for row in probes:
+        labels = _labels(row)
+        rel = set(row["relevant"])
+        stale = set(row.get("stale") or ())
+        scores = [r["score"] for r in row["recalled"]]
+        admitted = [a["fact"] for a in row["admitted"]]
+        add("precision_returned", precision_of_returned(labels, rel))
+        for k in K_VALUES:
+            add(f"p_at_{k}", precision_at_k(labels, rel, k))
+        for k in K_VALUES[1:]:
+            add(f"recall_at_{k}", recall_at_k(labels, rel, k))
+        add("mrr", reciprocal_rank(labels, rel))
+        add("mrr_pessimistic", reciprocal_rank_pessimistic(labels, scores, rel))
+        add("ndcg_at_8", ndcg_at_k(labels, rel, 8))
+        add("empty_recall", float(not labels))
+        add("supersede_leakage", float(leaked(admitted, stale)))
+        w = budget_waste([(a["fact"], a["bytes"]) for a in row["admitted"]], rel, stale)
+        add("budget_waste", w.wasted, w.admitted)
+        add("waste_irrelevant", w.irrelevant, w.admitted)
+        add("waste_duplicate", w.duplicate, w.admitted)
+        add("waste_superseded", w.superseded, w.admitted)
+        add("relevant_shut_out", relevant_shut_out(labels, admitted, rel))
+        add("clamp_stopped", float(bool(row.get("stopped"))))
+        d = dedup_counts(
+            [(r["fact"], r["bytes"]) for r in row["recalled"]],
+            [bool(r.get("removed")) for r in row["recalled"]],
+        )
+        add("dedup_recall", d.removed_true, d.true_duplicates)
+        add("dedup_precision", d.removed_true, d.removed)
+        add("dedup_bytes_saved", d.bytes_saved)
+    return out
+
+
+def write_metrics(writes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
+    """Per-fact unit values for the fold-in metrics (facts are the resampled unit)."""
+    by_fact: dict[tuple[str, str], list[Write]] = {}
+    for w in writes:
+        key = (w["scope_id"], w["fact"])
+        by_fact.setdefault(key, []).append(
+            Write(w["fact"], bool(w["restatement"]), w["row"], bool(w["folded"]), w["row_fact"])
+        )
+    rec_n, rec_d, ff_n, ff_d, rows = [], [], [], [], []
+    for key in sorted(by_fact):
+        ws = by_fact[key]
+        c = fold_outcomes(ws)
+        rec_n.append(c.folded_restatements)
+        rec_d.append(c.restatements)
+        ff_n.append(c.false_folds)
+        ff_d.append(c.writes)
+        rows.append(next(iter(rows_per_fact(ws).values())))
+    return {
+        "fold_recall": (rec_n, rec_d),
+        "false_fold_rate": (ff_n, ff_d),
+        "rows_per_fact": (rows, None),
+    }
+
+
+def attempt_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
+    """Per-attempt unit values for validity, op mix and cost metrics.
+
+    "Answered" attempts are those that returned text (a provider failure has
+    no proposal to judge; it counts only in `provider_failures`).
+    """
+    from memkit.errors import PROPOSAL_CODES
+
+    out: dict[str, tuple[list, list | None]] = {}
+
+    def add(name: str, v: float, den: float | None = None) -> None:
+        nums, dens = out.setdefault(name, ([], None if den is None else []))
+        nums.append(v)
+        if dens is not None:
+            dens.append(den)
+
+    for a in attempts:
+        answered = a.get("raw_response") is not None
+        add("provider_failures", float(not answered))
+        add("input_tokens", float(a.get("input_tokens") or 0))
+        add("output_tokens", float(a.get("output_tokens") or 0))
+        add("cost_usd", float(a.get("cost_usd") or 0.0))
+        add("latency_s", float(a.get("latency_s") or 0.0))
+        if not answered:
+            continue
+        mode = a.get("parse_mode") or "failed"
+        code = a.get("validation_code")
+        if mode == "failed" and code is None:
+            code = "parse"
+        s = attempt_validity(
+            mode, code, a.get("parsed_changes"), set(a.get("snapshot_ids") or ()), a["scope_id"]
+        )
+        add("strict_validity", float(s.strict_valid))
+        add("valid_after_repair", float(s.valid_after_repair))
+        for c in PROPOSAL_CODES:
+            add(f"error_{c}", float(s.error_code == c))
+        add("hallucinated_ids", float(s.hallucinated_ids))
+        add("hallucinating_attempts", float(s.hallucinated_ids > 0))
+        add("widening_attempts", float(s.widening > 0))
+        for op in ("add", "merge", "retract"):
+            add(f"op_{op}", float(s.ops.get(op, 0)), float(s.changes))
+        if mode != "failed":
+            add("changes_per_proposal", float(s.changes))
+    return out
+
+
+def extraction_metrics(
+    extraction: Sequence[Mapping[str, Any]],
+) -> dict[str, tuple[list, list | None]]:
+    """Rows and gold facts as units for extraction precision / recall."""
+    prec, rec, stale = [], [], []
+    for e in extraction:
+        live, old = set(e["live_gold"]), set(e["stale_gold"])
+        labels = [r["fact"] for r in e["rows"]]
+        prec.extend(float(f is not None and f in live) for f in labels)
+        stale.extend(float(f is not None and f in old) for f in labels)
+        covered = {f for f in labels if f in live}
+        rec.extend(float(f in covered) for f in sorted(live))
+    return {
+        "extraction_precision": (prec, None),
+        "extraction_recall": (rec, None),
+        "stale_rows": (stale, None),
+    }
+
+
+def estimate(values: tuple[list, list | None], *, seed: int = 0, resamples: int = 1000) -> Any:
+    """An `Estimate` from (values, None) or (numerators, denominators)."""
+    from evals.stats import bootstrap_mean, bootstrap_ratio
+
+    nums, dens = values
+    if dens is None:
+        return bootstrap_mean(nums, seed=seed, resamples=resamples)
+    return bootstrap_ratio(nums, dens, seed=seed, resamples=resamples)

@@ -1,0 +1,599 @@
+"""Replay a dataset through memkit: store mode and pipeline mode.
+
+Both modes walk each scope's transcripts in time order (`started_at`, then
+`run_id`) on a simulated clock set to the run's start, and run each probe
+right after its `after_run`: recall with the probe's query, then assembly.
+They return plain JSON-ready rows (one per probe, per write, per attempt),
+which the runner writes to run files and `evals.metrics` scores.
+
+- **Store mode** (no model): each run writes the gold facts it establishes,
+  the canonical content on a fact's first evidence and the next paraphrase on
+  each restatement (as a live agent re-deriving it), through `remember` and
+  so through fold-in. A fact that supersedes another is first written as an
+  `update` of the old fact's row; a fact's `retracted_in` run retracts its
+  row. Row → fact provenance is exact (we wrote the rows), so no matcher is
+  involved. Several (recall, assembly) variants can be probed on the same
+  replay: a floor or budget sweep costs one replay, not one per point.
+- **Pipeline mode**: each run is staged (`stage_run`) and consolidation
+  passes run with the chosen consolidator until nothing is pending or a pass
+  fails (failed evidence waits for the scope's next run, as with the worker;
+  a final drain runs after the scope's last run). Rows are labelled with gold
+  facts by `evals.matcher`.
+
+Side effects stay here and in the store; everything scored is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from evals.matcher import Matcher
+from memkit.errors import ConfigError, NotFound
+from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
+from memkit.text import truncate_bytes
+
+MAX_DRAIN_PASSES = 64
+"""Safety bound on passes per scope drain (each pass consumes >= 1 rollout)."""
+
+
+# --- record access (dataset records may be dataclasses or dicts) ---------------
+
+
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def as_mapping(obj: Any) -> dict[str, Any]:
+    """A transcript record as the dict `stage_run` expects."""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    for attr in ("as_run", "to_dict", "as_dict"):
+        if hasattr(obj, attr):
+            return dict(getattr(obj, attr)())
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)
+    return dict(vars(obj))
+
+
+def epoch(value: Any) -> float:
+    """`started_at` (ISO 8601 string, datetime or epoch seconds) as epoch seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    raise ConfigError(f"started_at must be ISO 8601 or epoch seconds, got {value!r}")
+
+
+class SimClock:
+    """A settable clock injected into the store: replay decides what 'now' is."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CachingEmbedder:
+    """Wrap an embedder so each distinct text is embedded once per embedder.
+
+    Sweeps replay the same texts many times; the vectors never change, so a
+    shared cache makes every replay after the first embedding-free.
+    """
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._cache: dict[str, np.ndarray] = {}
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            self.calls += 1
+            vecs = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            for t, v in zip(missing, vecs, strict=True):
+                self._cache[t] = v
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts])
+
+
+# --- dataset views -----------------------------------------------------------------
+
+
+@dataclass
+class ScopeData:
+    scope_id: str
+    runs: list[Any]
+    facts: list[Any]
+    probes: list[Any]
+    time: dict[str, float] = field(default_factory=dict)
+
+
+def scopes_of(dataset: Any, scopes: Iterable[str] | None = None) -> list[ScopeData]:
+    """Group a dataset by scope, runs in time order, probes by `after_run` order."""
+    want = None if scopes is None else set(scopes)
+    by: dict[str, ScopeData] = {}
+
+    def get(sid: str) -> ScopeData:
+        return by.setdefault(sid, ScopeData(sid, [], [], []))
+
+    for t in field_of(dataset, "transcripts"):
+        get(field_of(t, "scope_id")).runs.append(t)
+    for f in field_of(dataset, "facts"):
+        get(field_of(f, "scope_id")).facts.append(f)
+    for p in field_of(dataset, "probes"):
+        get(field_of(p, "scope_id")).probes.append(p)
+    out = []
+    for sid in sorted(by):
+        if want is not None and sid not in want:
+            continue
+        s = by[sid]
+        s.runs.sort(key=lambda r: (epoch(field_of(r, "started_at")), field_of(r, "run_id")))
+        s.time = {field_of(r, "run_id"): epoch(field_of(r, "started_at")) for r in s.runs}
+        order = {rid: i for i, rid in enumerate(s.time)}
+        for p in s.probes:
+            if field_of(p, "after_run") not in order:
+                raise ConfigError(
+                    f"probe {field_of(p, 'probe_id')!r}: after_run "
+                    f"{field_of(p, 'after_run')!r} is not a run of scope {sid!r}"
+                )
+        s.probes.sort(key=lambda p: (order[field_of(p, "after_run")], field_of(p, "probe_id")))
+        out.append(s)
+    return out
+
+
+def stale_facts(scope: ScopeData, done_runs: set[str], written: set[str]) -> set[str]:
+    """Gold facts retracted by a finished run or superseded by a written fact."""
+    stale = set()
+    for f in scope.facts:
+        if field_of(f, "retracted_in") in done_runs:
+            stale.add(field_of(f, "fact_id"))
+        succ = field_of(f, "superseded_by")
+        if succ is not None and succ in written:
+            stale.add(field_of(f, "fact_id"))
+    return stale
+
+
+# --- probing (both modes) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One (recall, assembly) setting probed on a replay; `name` keys the rows."""
+
+    name: str = "default"
+    recall: RecallParams = RecallParams()
+    assembly: AssemblyParams = AssemblyParams()
+
+
+def probe_row(
+    store: Any,
+    probe: Any,
+    variant: Variant,
+    label: Callable[[Any], str | None],
+    stale: set[str],
+) -> dict[str, Any]:
+    """Recall + assemble for one probe and record everything scoring needs."""
+    from memkit.assemble import assemble_block
+
+    scope = field_of(probe, "scope_id")
+    try:
+        hits = store.recall(
+            scope, field_of(probe, "query"), limit=variant.assembly.limit, params=variant.recall
+        )
+        error = None
+    except Exception as exc:  # a failing store is a finding, not a crash
+        hits, error = [], f"{type(exc).__name__}: {exc}"
+    block = assemble_block(hits, variant.assembly)
+    acc = block.account
+    labels = {h.id: label(h.memory) for h in hits}
+    removed = {rid for rid, _ in acc.removed_as_paraphrase}
+    eb = variant.assembly.entry_bytes
+    return {
+        "probe_id": field_of(probe, "probe_id"),
+        "scope_id": scope,
+        "after_run": field_of(probe, "after_run"),
+        "variant": variant.name,
+        "query": field_of(probe, "query"),
+        "relevant": sorted(field_of(probe, "relevant") or []),
+        "distractors": sorted(field_of(probe, "distractors") or []),
+        "stale": sorted(stale),
+        "recalled": [
+            {
+                "id": h.id,
+                "fact": labels[h.id],
+                "score": round(float(h.score), 6),
+                "path": h.path,
+                "cosine": None if h.cosine is None else round(float(h.cosine), 6),
+                "bytes": len(truncate_bytes(h.content.strip(), eb).encode("utf-8")),
+                "removed": h.id in removed,
+            }
+            for h in hits
+        ],
+        "admitted": [
+            {"id": i, "fact": labels.get(i), "bytes": int(n)}
+            for i, n in zip(acc.admitted, acc.admitted_bytes, strict=True)
+        ],
+        "stopped": list(acc.stopped_by_budget),
+        "account": acc.to_dict(),
+        "error": error,
+    }
+
+
+# --- store mode ------------------------------------------------------------------------
+
+
+@dataclass
+class StoreModeResult:
+    probes: list[dict[str, Any]]
+    writes: list[dict[str, Any]]
+
+
+def _open_store(embedder: Any, clock: SimClock, fold: FoldParams) -> Any:
+    from memkit.store import SQLiteStore
+
+    return SQLiteStore.open(":memory:", embedder=embedder, clock=clock, fold=fold)
+
+
+CURATION = ("latest_row", "all_rows")
+"""How store mode applies a gold supersede or retraction: to the fact's most
+recently written row only (what an agent editing the row it recalled does; a
+missed fold then leaves a stale twin live, and leakage shows it), or to every
+row holding the fact (ideal curation; leakage then isolates the store)."""
+
+
+def replay_store_scope(
+    scope: ScopeData,
+    *,
+    embedder: Any,
+    fold: FoldParams = FoldParams(),
+    variants: Sequence[Variant] = (Variant(),),
+    curation: str = "latest_row",
+) -> StoreModeResult:
+    """Store mode for one scope (see the module docstring)."""
+    if curation not in CURATION:
+        raise ConfigError(f"curation must be one of {CURATION}, got {curation!r}")
+    clock = SimClock()
+    store = _open_store(embedder, clock, fold)
+    sid = scope.scope_id
+    facts = {field_of(f, "fact_id"): f for f in scope.facts}
+    predecessor = {
+        field_of(f, "superseded_by"): field_of(f, "fact_id")
+        for f in scope.facts
+        if field_of(f, "superseded_by")
+    }
+    by_run: dict[str, list[str]] = {}
+    for fid, f in sorted(facts.items()):
+        for rid in field_of(f, "established_in") or ():
+            by_run.setdefault(rid, []).append(fid)
+    row_fact: dict[str, str] = {}
+    fact_rows: dict[str, list[str]] = {}  # live rows per fact, latest last
+    times_written: dict[str, int] = {}
+    done: set[str] = set()
+    writes: list[dict[str, Any]] = []
+    probes: list[dict[str, Any]] = []
+    pending = list(scope.probes)
+
+    def targets(fid: str) -> list[str]:
+        rows = fact_rows.get(fid, [])
+        return list(rows) if curation == "all_rows" else rows[-1:]
+
+    def retire(fid: str, rows: Iterable[str]) -> None:
+        for r in rows:
+            with contextlib.suppress(NotFound):  # already not live: nothing to retract
+                store.retract(sid, r)
+            if r in fact_rows.get(fid, []):
+                fact_rows[fid].remove(r)
+
+    try:
+        for run in scope.runs:
+            rid = field_of(run, "run_id")
+            clock.now = scope.time[rid]
+            for fid in by_run.get(rid, ()):
+                f = facts[fid]
+                n = times_written.get(fid, 0)
+                paras = list(field_of(f, "paraphrases") or ())
+                text = field_of(f, "content")
+                if n > 0 and paras:
+                    text = paras[(n - 1) % len(paras)]
+                old = predecessor.get(fid)
+                row, folded, before = None, False, None
+                if n == 0 and old is not None and fact_rows.get(old):
+                    olds = targets(old)
+                    try:
+                        row = store.update(sid, olds[-1], text)
+                        fact_rows[old].remove(olds[-1])
+                        retire(old, olds[:-1])
+                    except NotFound:  # the old row is gone: write the new fact plainly
+                        row = None
+                if row is None:
+                    res = store.remember(
+                        sid,
+                        text,
+                        kind=field_of(f, "kind") or "fact",
+                        confidence=0.7,
+                        source_run_id=rid,
+                    )
+                    row, folded = res.id, res.folded
+                    before = row_fact.get(row) if folded else None
+                    if folded and before is not None and before != fid:
+                        fact_rows[before].remove(row)
+                writes.append(
+                    {
+                        "scope_id": sid,
+                        "run_id": rid,
+                        "fact": fid,
+                        "restatement": n > 0,
+                        "row": row,
+                        "folded": bool(folded),
+                        "row_fact": before,
+                        "time": clock.now,
+                    }
+                )
+                row_fact[row] = fid
+                rows = fact_rows.setdefault(fid, [])
+                if row in rows:
+                    rows.remove(row)
+                rows.append(row)
+                times_written[fid] = n + 1
+            for fid, f in sorted(facts.items()):
+                if field_of(f, "retracted_in") == rid:
+                    retire(fid, targets(fid))
+            done.add(rid)
+            while pending and field_of(pending[0], "after_run") == rid:
+                p = pending.pop(0)
+                stale = stale_facts(scope, done, set(times_written))
+                for v in variants:
+                    probes.append(probe_row(store, p, v, lambda m: row_fact.get(m.id), stale))
+    finally:
+        store.close()
+    return StoreModeResult(probes, writes)
+
+
+def replay_store(
+    dataset: Any,
+    *,
+    embedder: Any = "wordllama",
+    fold: FoldParams = FoldParams(),
+    variants: Sequence[Variant] = (Variant(),),
+    scopes: Iterable[str] | None = None,
+    curation: str = "latest_row",
+) -> StoreModeResult:
+    """Store mode over every scope (or the named ones); rows in scope order."""
+    from memkit.embed import get_embedder
+
+    emb = embedder if not isinstance(embedder, str) else get_embedder(embedder)
+    out = StoreModeResult([], [])
+    for s in scopes_of(dataset, scopes):
+        r = replay_store_scope(s, embedder=emb, fold=fold, variants=variants, curation=curation)
+        out.probes.extend(r.probes)
+        out.writes.extend(r.writes)
+    return out
+
+
+# --- pipeline mode -----------------------------------------------------------------------
+
+
+@dataclass
+class PipelineResult:
+    probes: list[dict[str, Any]]
+    attempts: list[dict[str, Any]]
+    passes: list[dict[str, Any]]
+    extraction: list[dict[str, Any]]
+
+
+def _jsonable(v: Any) -> Any:
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {k: _jsonable(x) for k, x in dataclasses.asdict(v).items()}
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, float):
+        return round(v, 9)
+    if isinstance(v, str | int | bool) or v is None:
+        return v
+    return str(v)
+
+
+def attempt_row(attempt: Any, pass_: Any, scope_id: str, snapshot_ids: Sequence[str]) -> dict:
+    """One consolidation attempt as a run-file row (DESIGN "Run outputs")."""
+    from memkit.consolidate.parse import parse_response
+
+    raw = field_of(attempt, "raw_response")
+    try:
+        parsed = parse_response(raw, lenient=True).changes if raw is not None else None
+    except Exception:
+        parsed = None
+    row = attempt.to_dict() if hasattr(attempt, "to_dict") else _jsonable(attempt)
+    row.update(
+        {
+            "scope_id": scope_id,
+            "snapshot_ids": list(snapshot_ids),
+            "rollout_ids": list(field_of(pass_, "rollout_ids") or ()),
+            "parsed_changes": _jsonable(parsed),
+        }
+    )
+    return row
+
+
+def live_gold(scope: ScopeData, runs_done: set[str], staged_runs: set[str]) -> tuple[set, set]:
+    """Gold facts that should be live (and those that are stale) after `runs_done`.
+
+    Only evidence a consolidator could see counts: a fact is expected when
+    one of its establishing runs was staged.
+    """
+    written = {
+        field_of(f, "fact_id")
+        for f in scope.facts
+        if set(field_of(f, "established_in") or ()) & staged_runs
+    }
+    stale = stale_facts(scope, runs_done, written)
+    return written - stale, stale
+
+
+async def replay_pipeline_scope(
+    scope: ScopeData,
+    consolidator: Any,
+    *,
+    embedder: Any,
+    matcher: Matcher,
+    params: ConsolidationParams = ConsolidationParams(),
+    fold: FoldParams = FoldParams(),
+    variants: Sequence[Variant] = (Variant(),),
+    semaphore: asyncio.Semaphore | None = None,
+    on_pass: Callable[[dict], None] | None = None,
+    replicate: int = 0,
+) -> PipelineResult:
+    """Pipeline mode for one scope (see the module docstring)."""
+    from memkit.consolidate import run_pass, stage_run
+
+    clock = SimClock()
+    store = _open_store(embedder, clock, fold)
+    out = PipelineResult([], [], [], [])
+    pending = list(scope.probes)
+    done: set[str] = set()
+    staged: set[str] = set()
+    errors: list[str] = []
+
+    async def one_pass() -> Any:
+        if semaphore is None:
+            return await run_pass(store, scope.scope_id, consolidator, params, replicate=replicate)
+        async with semaphore:
+            return await run_pass(store, scope.scope_id, consolidator, params, replicate=replicate)
+
+    async def drain() -> None:
+        for _ in range(MAX_DRAIN_PASSES):
+            t0 = time.perf_counter()
+            res = await one_pass()
+            wall = time.perf_counter() - t0
+            outcome = field_of(res, "outcome")
+            if outcome == "nothing_pending":
+                return
+            snap = list(field_of(res, "snapshot_ids") or ())
+            prow = {
+                "scope_id": scope.scope_id,
+                "pass": len(out.passes),
+                "outcome": outcome,
+                "error_code": field_of(res, "error_code"),
+                "rollout_ids": list(field_of(res, "rollout_ids") or ()),
+                "snapshot_ids": snap,
+                "changes": _jsonable(list(field_of(res, "changes") or ())),
+                "wall_s": wall,
+            }
+            out.passes.append(prow)
+            for a in field_of(res, "attempts") or ():
+                out.attempts.append(attempt_row(a, res, scope.scope_id, snap))
+            if on_pass:
+                on_pass(prow)
+            if outcome != "committed":
+                errors.append(str(field_of(res, "error_code")))
+                return
+
+    def label(m: Any) -> str | None:
+        return matcher.match(m.content, scope.scope_id).fact_id
+
+    try:
+        for run in scope.runs:
+            rid = field_of(run, "run_id")
+            clock.now = scope.time[rid]
+            if stage_run(store, as_mapping(run), params) is not None:
+                staged.add(rid)
+            await drain()
+            done.add(rid)
+            while pending and field_of(pending[0], "after_run") == rid:
+                p = pending.pop(0)
+                _, stale = live_gold(scope, done, staged)
+                for v in variants:
+                    out.probes.append(probe_row(store, p, v, label, stale))
+        await drain()
+        expected, stale = live_gold(scope, done, staged)
+        rows = store.live(scope.scope_id)
+        out.extraction.append(
+            {
+                "scope_id": scope.scope_id,
+                "rows": [{"id": m.id, "fact": label(m), "content": m.content} for m in rows],
+                "live_gold": sorted(expected),
+                "stale_gold": sorted(stale),
+            }
+        )
+    finally:
+        store.close()
+    return out
+
+
+# --- the oracle's gold lookup -----------------------------------------------------------
+
+
+def oracle_gold(dataset: Any, matcher: Matcher, *, max_changes: int = 16) -> Callable:
+    """Build `gold(request) -> changes` for `get_consolidator("oracle", gold=...)`.
+
+    For each rollout of the batch (by its `run_id`), in batch order: every
+    gold fact the run establishes that no snapshot row already holds is
+    added, or, when it supersedes a fact a snapshot row holds, merged into
+    that row; every fact the run retracts is retracted if a snapshot row
+    holds it. Snapshot rows are mapped to facts with the matcher. A row is
+    named at most once, and at most `max_changes` changes are returned.
+    """
+    facts = {field_of(f, "fact_id"): f for f in field_of(dataset, "facts")}
+    established: dict[str, list[str]] = {}
+    retracted: dict[str, list[str]] = {}
+    predecessor: dict[str, str] = {}
+    for fid in sorted(facts):
+        f = facts[fid]
+        for rid in field_of(f, "established_in") or ():
+            established.setdefault(rid, []).append(fid)
+        if field_of(f, "retracted_in"):
+            retracted.setdefault(field_of(f, "retracted_in"), []).append(fid)
+        if field_of(f, "superseded_by"):
+            predecessor[field_of(f, "superseded_by")] = fid
+
+    def entry(fid: str) -> dict[str, Any]:
+        f = facts[fid]
+        return {"kind": field_of(f, "kind") or "fact", "content": field_of(f, "content")}
+
+    def gold(request: Any) -> list[dict[str, Any]]:
+        scope = request.scope_id
+        row_of: dict[str, str] = {}
+        for m in request.snapshot:
+            fid = matcher.match(m.content, scope).fact_id
+            if fid is not None:
+                row_of.setdefault(fid, m.id)
+        used: set[str] = set()
+        seen: set[str] = set()
+        changes: list[dict[str, Any]] = []
+        for r in request.rollouts:
+            run = getattr(r, "run_id", None)
+            for fid in established.get(run, ()):
+                if fid in row_of or fid in seen or field_of(facts[fid], "scope_id") != scope:
+                    continue
+                seen.add(fid)
+                old = predecessor.get(fid)
+                if old in row_of and row_of[old] not in used:
+                    used.add(row_of[old])
+                    changes.append({"ids": [row_of[old]], "entry": entry(fid)})
+                else:
+                    changes.append({"ids": [], "entry": entry(fid)})
+            for fid in retracted.get(run, ()):
+                if fid in row_of and row_of[fid] not in used:
+                    used.add(row_of[fid])
+                    changes.append({"ids": [row_of[fid]], "entry": None})
+        return changes[:max_changes]
+
+    return gold
