@@ -244,3 +244,78 @@ def test_shutdown_mid_pass_leaves_real_evidence_pending(stores):
         assert pending(stores["a"], "a") == 1 and stores["a"].live("a") == []
 
     asyncio.run(asyncio.wait_for(main(), 5))
+
+
+def test_worker_bound_timeout_on_a_real_pass_is_retried_and_consumed(stores):
+    async def main():
+        records: list[PassRecord] = []
+        consolidator = Scripted(["hang", "ok"])
+        params = dataclasses.replace(FAST, pass_timeout_s=0.05, retry_delay_s=0.02)
+        w = ConsolidationWorker.for_store(
+            stores["a"], consolidator, params, on_pass=records.append, on_error=lambda r: None
+        )
+        task = asyncio.create_task(w.run())
+        finish_run(stores["a"], make_run("a", 1), worker=w)
+        await w.wait_idle()
+        assert [(r.error_code, r.next) for r in records] == [("timeout", "retry"), (None, "leave")]
+        assert len(consolidator.requests) == 2 and pending(stores["a"], "a") == 0
+        await w.shutdown()
+        await task
+
+    asyncio.run(asyncio.wait_for(main(), 5))
+
+
+# --- through LiteLLM itself (mock_response / mock_timeout; no network) -----------
+
+
+def litellm_consolidator(**extra):
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from memkit.consolidate import LiteLLMConsolidator
+
+    return LiteLLMConsolidator("openai/gpt-4o-mini", extra=extra, max_attempts=1)
+
+
+def test_litellm_usage_is_background_usage_and_the_run_keeps_its_own(stores):
+    text = json.dumps({"changes": [{"entry": {"content": "deploys use script number 1"}}]})
+    mock = {
+        "choices": [{"message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 123, "completion_tokens": 7, "total_tokens": 130},
+    }
+    run = make_run("a", 1)
+    res = finish_run(stores["a"], run, consolidator=litellm_consolidator(mock_response=mock))
+    assert res.consolidation == "sync" and res.pass_result.outcome == "committed"
+    assert res.background_usage["input_tokens"] == 123
+    assert res.background_usage["output_tokens"] == 7
+    assert res.background_usage["cost_usd"] > 0  # LiteLLM's bundled price map
+    assert res.usage == run["usage"] == make_run("a", 1)["usage"]
+
+
+def test_litellm_timeouts_two_provider_calls_then_evidence_stays_pending(stores):
+    from memkit.params import ConsolidationParams
+
+    async def main():
+        consolidator = litellm_consolidator(mock_timeout=True)
+        records: list[PassRecord] = []
+        w = ConsolidationWorker.for_store(
+            stores["a"],
+            consolidator,
+            dataclasses.replace(FAST, retry_delay_s=0.02),
+            consolidation=ConsolidationParams(timeout_s=0.02),
+            on_pass=records.append,
+            on_error=lambda r: None,
+        )
+        task = asyncio.create_task(w.run())
+        finish_run(stores["a"], make_run("a", 1), worker=w)
+        await w.wait_idle()
+        assert [(r.attempt, r.error_code, r.next) for r in records] == [
+            (1, "provider", "retry"),
+            (2, "provider", "leave"),
+        ]
+        assert consolidator.provider_calls == 2  # exactly two model calls
+        assert pending(stores["a"], "a") == 1 and stores["a"].live("a") == []
+        await w.shutdown()
+        await task
+
+    asyncio.run(asyncio.wait_for(main(), 10))
