@@ -926,7 +926,7 @@ class SQLiteStore:
         self,
         scope_id: str,
         contents: Sequence[str],
-        embeddings: np.ndarray | None,
+        embeddings: np.ndarray | None = None,
         *,
         kind: str = "fact",
         confidence: float = 0.7,

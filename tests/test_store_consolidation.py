@@ -1,0 +1,279 @@
+"""The store side of consolidation (SPEC §7): staging, pending, snapshot, commit_pass."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from test_store_helpers import Clock
+
+from memkit.errors import AlreadyConsumed, ProposalError, StaleSnapshot
+from memkit.params import ConsolidationParams
+from memkit.store import SQLiteStore
+from memkit.types import CommitResult, Rollout
+
+
+def rid(n: int) -> str:
+    return hashlib.sha256(str(n).encode()).hexdigest()
+
+
+def rollout(n: int, scope: str = "s", **kw) -> Rollout:
+    return Rollout(
+        id=rid(n),
+        scope_id=scope,
+        messages=({"role": "user", "content": f"message {n}"},),
+        final=f"answer {n}",
+        run_id=f"run-{n}",
+        **kw,
+    )
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def store(clock):
+    s = SQLiteStore.open(":memory:", embedder="hashing", clock=clock)
+    yield s
+    s.close()
+
+
+def dump(store):
+    return (
+        store._conn.execute("SELECT * FROM memories ORDER BY rowid").fetchall(),
+        store._conn.execute("SELECT * FROM rollouts ORDER BY seq").fetchall(),
+    )
+
+
+# --- staging -------------------------------------------------------------------------------
+
+
+def test_stage_is_idempotent_by_id_and_round_trips(store, clock):
+    assert store.stage_rollout(rollout(1)) is True
+    clock.advance(5)
+    assert store.stage_rollout(rollout(1)) is False
+    (got,) = store.pending_rollouts("s")
+    want = rollout(1)
+    assert (got.id, got.scope_id, got.messages, got.final, got.run_id) == (
+        want.id,
+        "s",
+        want.messages,
+        want.final,
+        "run-1",
+    )
+    assert got.staged_at == clock.t - 5 and got.consumed_at is None
+
+
+def test_pending_oldest_first_limited_and_scoped(store, clock):
+    for n in (3, 1, 2):
+        store.stage_rollout(rollout(n))
+        clock.advance(1)
+    store.stage_rollout(rollout(9, scope="other"))
+    assert [r.id for r in store.pending_rollouts("s")] == [rid(3), rid(1), rid(2)]
+    assert [r.id for r in store.pending_rollouts("s", limit=2)] == [rid(3), rid(1)]
+    assert [r.id for r in store.pending_rollouts("other")] == [rid(9)]
+    assert len(store.pending_rollouts("s", limit=4)) == 3
+
+
+def test_pending_default_limit_is_four(store, clock):
+    for n in range(6):
+        store.stage_rollout(rollout(n))
+        clock.advance(1)
+    assert [r.id for r in store.pending_rollouts("s")] == [rid(n) for n in range(4)]
+
+
+# --- snapshot ------------------------------------------------------------------------------------
+
+
+def test_snapshot_recent_is_most_recently_confirmed(store, clock):
+    ids = []
+    for text in ("alpha one", "beta two", "gamma three", "delta four"):
+        ids.append(store.remember("s", text).id)
+        clock.advance(1)
+    assert [m.id for m in store.snapshot("s", 3)] == ids[::-1][:3]
+    assert len(store.snapshot("s")) == 4
+
+
+def test_snapshot_default_limit_is_32(store):
+    store._bulk_load("s", [f"row number {i}" for i in range(40)])
+    assert len(store.snapshot("s")) == 32
+
+
+def test_snapshot_relevant_puts_matches_first_then_pads(store, clock):
+    deploy = store.remember("s", "deploys run through ops/deploy.sh").id
+    clock.advance(1)
+    others = [store.remember("s", t).id for t in ("tea over coffee", "the office is in Hanoi")]
+    snap = store.snapshot("s", 3, policy="relevant", query="how do deploys run")
+    assert snap[0].id == deploy
+    assert {m.id for m in snap} == {deploy, *others}
+    assert len(store.snapshot("s", 2, policy="relevant", query="deploy")) == 2
+
+
+def test_snapshot_unknown_policy(store):
+    with pytest.raises(ValueError, match="'fancy'"):
+        store.snapshot("s", policy="fancy")
+
+
+# --- commit_pass ----------------------------------------------------------------------------------
+
+
+def test_commit_applies_add_merge_retract_and_consumes(store, clock):
+    a = store.remember("s", "Deploy via ops/deploy.sh").id
+    b = store.remember("s", "Deploys need VPN access", kind="procedure").id
+    c = store.remember("s", "Office is in Hanoi").id
+    for n in (1, 2):
+        store.stage_rollout(rollout(n))
+    store.stage_rollout(rollout(3))
+    snap = store.snapshot("s")
+    clock.advance(100)
+    res = store.commit_pass(
+        "s",
+        [rid(1), rid(2)],
+        snap,
+        [
+            {"ids": [], "entry": {"content": "Team uses Postgres 16", "tags": ["db"]}},
+            {
+                "ids": [a, b],
+                "entry": {"content": "Deploy via make deploy (VPN)", "kind": "procedure"},
+            },
+            {"ids": [c], "entry": None},
+        ],
+    )
+    assert isinstance(res, CommitResult)
+    added, merged = res.added
+    assert res.retired == (a, b, c) and res.consumed == (rid(1), rid(2))
+    pg, mg = store.get("s", added), store.get("s", merged)
+    assert (pg.kind, pg.confidence, pg.tags, pg.scope_id) == ("fact", 0.6, ("db",), "s")
+    assert pg.created_at == clock.t and pg.seen_count == 1
+    assert mg.kind == "procedure" and mg.live
+    assert store.get("s", a).superseded_by == merged == store.get("s", b).superseded_by
+    assert store.get("s", c).superseded_by == c
+    assert [r.id for r in store.pending_rollouts("s")] == [rid(3)]
+    assert {m.id for m in store.live("s")} == {added, merged}
+    # merged rows are linked in history
+    assert [m.id for m in store.history("s", merged)][-1] == merged
+    assert {m.id for m in store.history("s", a)} == {a, b, merged}
+    # the new rows are embedded and recallable
+    assert store.get("s", added).embedding is not None
+    assert store.recall("s", "Postgres 16")[0].id == added
+
+
+def test_adds_insert_and_do_not_fold(store):
+    a = store.remember("s", "Team uses Postgres 16 for everything").id
+    store.stage_rollout(rollout(1))
+    res = store.commit_pass(
+        "s",
+        [rid(1)],
+        store.snapshot("s"),
+        [{"entry": {"content": "Team uses Postgres 16 for everything"}}],
+    )
+    assert res.added[0] != a and len(store.live("s")) == 2
+
+
+def test_empty_changes_still_consume(store):
+    store.stage_rollout(rollout(1))
+    res = store.commit_pass("s", [rid(1)], [], [])
+    assert res == CommitResult(added=(), retired=(), consumed=(rid(1),))
+    assert store.pending_rollouts("s") == []
+
+
+def test_retried_commit_never_applies_twice(store):
+    store.stage_rollout(rollout(1))
+    changes = [{"entry": {"content": "A new durable fact"}}]
+    store.commit_pass("s", [rid(1)], [], changes)
+    before = dump(store)
+    with pytest.raises(AlreadyConsumed) as e:
+        store.commit_pass("s", [rid(1)], [], changes)
+    assert e.value.code == "consumed"
+    assert dump(store) == before
+
+
+@pytest.mark.parametrize("which", ["unknown", "foreign"])
+def test_unstaged_or_foreign_rollout_is_refused_without_mutation(store, which):
+    store.stage_rollout(rollout(1))
+    store.stage_rollout(rollout(2, scope="other"))
+    before = dump(store)
+    bad = rid(7) if which == "unknown" else rid(2)
+    with pytest.raises(AlreadyConsumed):
+        store.commit_pass("s", [rid(1), bad], [], [{"entry": {"content": "x y z"}}])
+    assert dump(store) == before
+
+
+@pytest.mark.parametrize("mutate", ["fold", "retract", "update", "confidence"])
+def test_stale_snapshot_is_refused_without_mutation(store, clock, mutate):
+    a = store.remember("s", "Deploy via ops/deploy.sh script").id
+    store.stage_rollout(rollout(1))
+    snap = store.snapshot("s")
+    clock.advance(1)
+    if mutate == "fold":
+        store.remember("s", "Deploy via ops/deploy.sh script!")
+    elif mutate == "retract":
+        store.retract("s", a)
+    elif mutate == "update":
+        store.update("s", a, "Deploy via make")
+    else:
+        store._conn.execute("UPDATE memories SET confidence = 0.9 WHERE id = ?", (a,))
+    before = dump(store)
+    with pytest.raises(StaleSnapshot) as e:
+        store.commit_pass("s", [rid(1)], snap, [{"ids": [a], "entry": None}])
+    assert e.value.code == "stale_snapshot"
+    assert dump(store) == before
+
+
+def test_invalid_changes_are_refused_without_mutation(store):
+    a = store.remember("s", "Deploy via ops/deploy.sh").id
+    store.stage_rollout(rollout(1))
+    snap = store.snapshot("s")
+    before = dump(store)
+    cases = {
+        "unknown_id": [{"ids": ["nope"], "entry": None}],
+        "scope_widening": [{"entry": {"content": "x", "scope_id": "other"}}],
+        "invalid_lesson": [{"entry": {"content": "  "}}],
+        "empty_change": [{"ids": [], "entry": None}],
+        "bounds": [{"entry": {"content": f"fact {i}"}} for i in range(17)],
+    }
+    for code, changes in cases.items():
+        with pytest.raises(ProposalError) as e:
+            store.commit_pass("s", [rid(1)], snap, [{"ids": [a], "entry": None}, *changes])
+        assert e.value.code == code
+        assert dump(store) == before
+
+
+def test_max_changes_bound_at_16(store):
+    store.stage_rollout(rollout(1))
+    res = store.commit_pass(
+        "s",
+        [rid(1)],
+        [],
+        [{"entry": {"content": f"distinct fact number {i} " * (i + 1)}} for i in range(16)],
+    )
+    assert len(res.added) == 16
+
+
+def test_commit_respects_params(store):
+    store.stage_rollout(rollout(1))
+    with pytest.raises(ProposalError) as e:
+        store.commit_pass(
+            "s", [rid(1)], [], [{"entry": {"content": "x"}}] * 2, ConsolidationParams(max_changes=1)
+        )
+    assert e.value.code == "bounds"
+
+
+def test_commit_redacts_entries(store):
+    store.stage_rollout(rollout(1))
+    (mid,) = store.commit_pass(
+        "s", [rid(1)], [], [{"entry": {"content": "staging password=hunter2 works"}}]
+    ).added
+    assert "hunter2" not in store.get("s", mid).content
+
+
+def test_foreign_snapshot_row_is_a_scope_error(store):
+    other = store.remember("other", "foreign fact").id
+    store.stage_rollout(rollout(1))
+    snap = [store.get("other", other)]
+    with pytest.raises(ProposalError) as e:
+        store.commit_pass("s", [rid(1)], snap, [{"ids": [other], "entry": None}])
+    assert e.value.code == "snapshot_scope"
+    assert store.get("other", other).live
