@@ -34,7 +34,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, Protocol
 
 from memkit.errors import ConfigError, MemkitError, ProposalError, ProviderError
@@ -226,6 +226,8 @@ class ConsolidationWorker:
     """Runs deferred consolidation passes, one scope at a time per scope (SPEC §8).
 
     `pass_fn(scope_id)` runs ONE pass and returns a `PassLike` (or raises).
+    Tunables come from `params`; keyword overrides of its fields
+    (`ConsolidationWorker(fn, capacity=1, window_s=0.01)`) are applied on top.
     Use from a single event loop: `submit` is synchronous and must be called
     from the loop's thread; start `run()` once as a task and `shutdown()` (or
     cancel that task) before closing stores.
@@ -239,10 +241,15 @@ class ConsolidationWorker:
         clock: Callable[[], float] = time.monotonic,
         on_error: Callable[[PassRecord], None] | None = None,
         on_pass: Callable[[PassRecord], None] | None = None,
+        **overrides: Any,
     ):
         if not callable(pass_fn):
             raise ConfigError(f"pass_fn must be callable, got {pass_fn!r}")
-        self.params = params
+        known = {f.name for f in fields(WorkerParams)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ConfigError(f"unknown worker parameter(s) {unknown} (want {sorted(known)})")
+        self.params = replace(params, **overrides) if overrides else params
         self._pass_fn = pass_fn
         self._clock = clock
         self._on_error = on_error

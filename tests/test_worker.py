@@ -769,3 +769,14 @@ def test_a_run_finishing_during_a_failed_pass_readmits_the_scope_once():
         await task
 
     run(main())
+
+
+def test_keyword_overrides_of_params_and_unknown_names():
+    w = ConsolidationWorker(Passes(Evidence()), FAST, capacity=1, window_s=0.5)
+    assert (w.params.capacity, w.params.window_s, w.params.retry_delay_s) == (1, 0.5, 0.05)
+    with pytest.raises(ConfigError, match="windw_s"):
+        ConsolidationWorker(Passes(Evidence()), windw_s=0.5)
+    with pytest.raises(ConfigError, match=r"capacity.*0"):
+        ConsolidationWorker(Passes(Evidence()), capacity=0)
+    with pytest.raises(ConfigError, match="pass_fn"):
+        ConsolidationWorker(None)  # type: ignore[arg-type]
