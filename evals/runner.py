@@ -1,0 +1,479 @@
+"""Run matrix: systems (store mode, pipeline mode per consolidator) x replicates x scopes.
+
+A run writes a folder (DESIGN.md "Run outputs"); reports are built from
+those files only:
+
+    manifest.json     config, package versions, git revision, dataset fingerprint,
+                      seed, start/end (the only place timestamps live)
+    probes.jsonl      per probe and system: recalled ids/facts/scores, block account
+    writes.jsonl      store mode: every fact write and where it landed (fold-in)
+    attempts.jsonl    every consolidation attempt (Attempt.to_dict() + scope,
+                      snapshot ids, parsed changes); `replay:<run-dir>` reads it
+    passes.jsonl      every consolidation pass outcome
+    extraction.jsonl  live rows at the end of each scope, matched to gold
+    matcher.json      the matcher's own precision/recall on labelled pairs
+    metrics.json      deterministic: sorted keys, rounded floats, no timestamps
+    metrics.csv       the same table
+    latency.json      wall-clock latency p50/p95 (not deterministic, kept apart)
+    units/            one file per finished (system, replicate, scope) unit
+
+Resumability: a unit's rows are written to `units/` only when the unit is
+complete; a rerun into the same folder loads finished units and replays only
+the rest, and the consolidation response cache (`cache_dir`) makes any model
+call the killed run already paid for a cache hit.
+
+Concurrency: pipeline units run as asyncio tasks; every pass of one model
+holds that model's semaphore, so a provider sees at most `concurrency`
+requests at once whatever the number of scopes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evals import scorers
+from evals.matcher import Matcher, pair_accuracy
+from evals.replay import (
+    CachingEmbedder,
+    Variant,
+    oracle_gold,
+    replay_pipeline_scope,
+    replay_store_scope,
+    scopes_of,
+)
+from evals.stats import bootstrap_mean, bootstrap_quantile
+from memkit.errors import ConfigError
+from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
+
+RUN_VERSION = 1
+"""Version of every file in a run folder."""
+DIGITS = 6
+REPO = Path(__file__).resolve().parents[1]
+PRESETS: dict[str, dict[str, Any]] = {
+    "bundled": {
+        "dataset": str(REPO / "datasets" / "bundled"),
+        "store_mode": True,
+        "consolidators": ("heuristic", "oracle"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's results (recorded in the manifest)."""
+
+    dataset: str
+    name: str = "run"
+    store_mode: bool = True
+    consolidators: tuple[str, ...] = ("heuristic", "oracle")
+    embedder: str = "wordllama"
+    replicates: int = 1
+    seed: int = 0
+    resamples: int = 1000
+    scopes: tuple[str, ...] | None = None
+    recall: Mapping[str, Any] = field(default_factory=dict)
+    assembly: Mapping[str, Any] = field(default_factory=dict)
+    fold: Mapping[str, Any] = field(default_factory=dict)
+    consolidation: Mapping[str, Any] = field(default_factory=dict)
+    curation: str = "latest_row"
+    cache_dir: str | None = None
+    model_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per consolidator spec, options for `get_consolidator` (api_base, ...)."""
+    concurrency: int = 4
+    matcher_threshold: float = 0.5
+    matcher_margin: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.replicates < 1:
+            raise ConfigError(f"replicates must be >= 1, got {self.replicates!r}")
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency!r}")
+        if not self.store_mode and not self.consolidators:
+            raise ConfigError("nothing to run: store mode off and no consolidators")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["consolidators"] = list(self.consolidators)
+        d["scopes"] = None if self.scopes is None else list(self.scopes)
+        return json.loads(json.dumps(d, default=str))
+
+    def params(self) -> tuple[RecallParams, AssemblyParams, FoldParams, ConsolidationParams]:
+        try:
+            return (
+                RecallParams(**self.recall),
+                AssemblyParams(**self.assembly),
+                FoldParams(**self.fold),
+                ConsolidationParams(**self.consolidation),
+            )
+        except TypeError as e:
+            raise ConfigError(f"unknown tunable in run config: {e}") from None
+
+
+def preset(name: str, **overrides: Any) -> RunConfig:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r} (known: {', '.join(sorted(PRESETS))})")
+    return RunConfig(**{"name": name, **PRESETS[name], **overrides})
+
+
+# --- small file helpers -------------------------------------------------------------
+
+
+def dumps(obj: Any) -> str:
+    """Canonical JSON for run files: sorted keys, UTF-8, no NaN."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
+def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(dumps({"version": RUN_VERSION, **r}) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(dumps(obj) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _git_revision() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for pkg in ("memkit", "numpy", "pandas", "litellm", "wordllama", "scikit-learn", "matplotlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+# --- progress -------------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line progress bar on stderr; silent when `quiet`."""
+
+    def __init__(self, total: int, quiet: bool = False, label: str = "eval"):
+        self.total, self.done, self.quiet, self.label = max(total, 1), 0, quiet, label
+
+    def step(self, what: str = "") -> None:
+        self.done += 1
+        if self.quiet:
+            return
+        width = 24
+        fill = int(width * self.done / self.total)
+        bar = "#" * fill + "-" * (width - fill)
+        sys.stderr.write(f"\r{self.label} [{bar}] {self.done}/{self.total} {what[:40]:<40}")
+        if self.done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    out: Path
+    metrics: pd.DataFrame
+
+
+def _unit_name(system: str, replicate: int, scope: str) -> str:
+    safe = "".join(
+        c if c.isalnum() or c in "-_." else "_" for c in f"{system}__r{replicate}__{scope}"
+    )
+    return safe[:150] + "-" + hashlib.sha256(safe.encode()).hexdigest()[:8] + ".json"
+
+
+def _model_key(spec: str) -> str:
+    return spec
+
+
+def _consolidator(spec: str, config: RunConfig, dataset: Any, matcher: Matcher) -> Any:
+    from memkit.consolidate import get_consolidator
+
+    opts = dict(config.model_options.get(spec, {}))
+    if spec == "oracle":
+        opts["gold"] = oracle_gold(dataset, matcher)
+    if spec.startswith("litellm:") and config.cache_dir and "cache_dir" not in opts:
+        opts["cache_dir"] = config.cache_dir
+    return get_consolidator(spec, **opts)
+
+
+def run_eval(
+    config: RunConfig,
+    out: str | Path,
+    *,
+    quiet: bool = False,
+    dataset: Any = None,
+    embedder: Any = None,
+    on_pass: Callable[[dict], None] | None = None,
+    report: bool = True,
+) -> RunResult:
+    """Run (or resume) the evaluation `config` into folder `out`; see module docstring.
+
+    `dataset` and `embedder` may be passed in to share them across runs (sweeps,
+    tests); `on_pass` is called after every consolidation pass.
+    """
+    from evals.datasets import load_dataset
+    from memkit.embed import get_embedder
+
+    out = Path(out)
+    units_dir = out / "units"
+    units_dir.mkdir(parents=True, exist_ok=True)
+    started = _now()
+    ds = dataset if dataset is not None else load_dataset(config.dataset)
+    emb = embedder if embedder is not None else CachingEmbedder(get_embedder(config.embedder))
+    recall, assembly, fold, cparams = config.params()
+    variant = Variant("default", recall, assembly)
+    matcher = Matcher(ds.facts, threshold=config.matcher_threshold, margin=config.matcher_margin)
+    scopes = scopes_of(ds, config.scopes)
+    systems = (["store"] if config.store_mode else []) + [
+        f"pipeline:{c}" for c in config.consolidators
+    ]
+    n_units = sum(len(scopes) * (1 if s == "store" else config.replicates) for s in systems)
+    progress = Progress(n_units, quiet)
+    results: dict[str, dict[str, Any]] = {}
+
+    def finished(name: str) -> dict[str, Any] | None:
+        p = units_dir / name
+        if p.is_file():
+            return json.loads(p.read_text(encoding="utf-8"))
+        return None
+
+    # store mode: synchronous and model-free
+    if config.store_mode:
+        for s in scopes:
+            name = _unit_name("store", 0, s.scope_id)
+            got = finished(name)
+            if got is None:
+                r = replay_store_scope(
+                    s, embedder=emb, fold=fold, variants=(variant,), curation=config.curation
+                )
+                got = {
+                    "system": "store",
+                    "replicate": 0,
+                    "scope_id": s.scope_id,
+                    "probes": r.probes,
+                    "writes": r.writes,
+                }
+                write_json(units_dir / name, got)
+            results[name] = got
+            progress.step(f"store {s.scope_id}")
+
+    # pipeline mode: one task per (consolidator, replicate, scope)
+    async def pipeline() -> None:
+        sems: dict[str, asyncio.Semaphore] = {}
+        tasks = []
+        for spec in config.consolidators:
+            cons = _consolidator(spec, config, ds, matcher)
+            sem = sems.setdefault(_model_key(spec), asyncio.Semaphore(config.concurrency))
+            for rep in range(config.replicates):
+                for s in scopes:
+                    name = _unit_name(f"pipeline:{spec}", rep, s.scope_id)
+                    got = finished(name)
+                    if got is not None:
+                        results[name] = got
+                        progress.step(f"{spec} {s.scope_id} (done)")
+                        continue
+                    tasks.append(unit(spec, cons, sem, rep, s, name))
+        for coro in asyncio.as_completed(tasks):
+            await coro
+
+    async def unit(spec, cons, sem, rep, s, name) -> None:
+        r = await replay_pipeline_scope(
+            s,
+            cons,
+            embedder=emb,
+            matcher=matcher,
+            params=cparams,
+            fold=fold,
+            variants=(variant,),
+            semaphore=sem,
+            on_pass=on_pass,
+            replicate=rep,
+        )
+        got = {
+            "system": f"pipeline:{spec}",
+            "replicate": rep,
+            "scope_id": s.scope_id,
+            "probes": r.probes,
+            "attempts": r.attempts,
+            "passes": r.passes,
+            "extraction": r.extraction,
+        }
+        write_json(units_dir / name, got)
+        results[name] = got
+        progress.step(f"{spec} {s.scope_id}")
+
+    if config.consolidators:
+        asyncio.run(pipeline())
+
+    # gather unit rows into the run files, in a deterministic order
+    order = sorted(results.values(), key=lambda u: (u["system"], u["replicate"], u["scope_id"]))
+    files: dict[str, list[dict]] = {
+        k: [] for k in ("probes", "writes", "attempts", "passes", "extraction")
+    }
+    for u in order:
+        tag = {"system": u["system"], "replicate": u["replicate"]}
+        for k in files:
+            files[k].extend({**row, **tag} for row in u.get(k, ()))
+    for k, rows in files.items():
+        write_jsonl(out / f"{k}.jsonl", rows)
+    pairs = list(getattr(ds, "pairs", ()) or ())
+    acc = pair_accuracy(pairs, threshold=config.matcher_threshold)
+    write_json(
+        out / "matcher.json",
+        {"version": RUN_VERSION, **acc.as_dict(), "margin": config.matcher_margin},
+    )
+    fingerprint = ds.fingerprint() if hasattr(ds, "fingerprint") else None
+    write_json(
+        out / "manifest.json",
+        {
+            "version": RUN_VERSION,
+            "name": config.name,
+            "config": config.to_dict(),
+            "packages": _versions(),
+            "git_revision": _git_revision(),
+            "dataset": {
+                "name": getattr(ds, "name", None),
+                "version": getattr(ds, "version", None),
+                "fingerprint": fingerprint,
+                "path": config.dataset,
+            },
+            "embedder": getattr(emb, "name", None),
+            "seed": config.seed,
+            "systems": systems,
+            "started_at": started,
+            "ended_at": _now(),
+        },
+    )
+    table = metrics_from_run(out)
+    write_metrics(out, table)
+    write_latency(out)
+    if report:
+        from evals.report import build_report
+
+        build_report(out)
+    return RunResult(out, table)
+
+
+# --- metrics from run files -------------------------------------------------------------
+
+
+def _by_system(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["system"], []).append(r)
+    return out
+
+
+def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.DataFrame:
+    """The metrics table of a run folder: one row per (system, metric)."""
+    d = Path(run_dir)
+    manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+    cfg = manifest["config"]
+    seed = cfg.get("seed", 0) if seed is None else seed
+    resamples = cfg.get("resamples", 1000)
+    groups: dict[str, dict[str, tuple[list, list | None]]] = {}
+    for sys_, rows in _by_system(read_jsonl(d / "probes.jsonl")).items():
+        groups.setdefault(sys_, {}).update(scorers.probe_metrics(rows))
+    for sys_, rows in _by_system(read_jsonl(d / "writes.jsonl")).items():
+        groups.setdefault(sys_, {}).update(scorers.write_metrics(rows))
+    for sys_, rows in _by_system(read_jsonl(d / "attempts.jsonl")).items():
+        m = scorers.attempt_metrics(rows)
+        m.pop("latency_s", None)  # wall-clock: kept out of the deterministic table
+        groups.setdefault(sys_, {}).update(m)
+    for sys_, rows in _by_system(read_jsonl(d / "extraction.jsonl")).items():
+        groups.setdefault(sys_, {}).update(scorers.extraction_metrics(rows))
+    records = []
+    for sys_ in sorted(groups):
+        for metric in sorted(groups[sys_]):
+            e = scorers.estimate(groups[sys_][metric], seed=seed, resamples=resamples)
+            records.append(
+                {
+                    "system": sys_,
+                    "metric": metric,
+                    **e.as_dict(DIGITS),
+                    "definition": scorers.definition(metric),
+                }
+            )
+    mpath = d / "matcher.json"
+    if mpath.is_file() and any(s.startswith("pipeline:") for s in groups):
+        m = json.loads(mpath.read_text(encoding="utf-8"))
+        for key in ("precision", "recall"):
+            records.append(
+                {
+                    "system": "matcher",
+                    "metric": f"matcher_{key}",
+                    "value": m[key],
+                    "lo": None,
+                    "hi": None,
+                    "n": m["n"],
+                    "definition": scorers.definition(f"matcher_{key}"),
+                }
+            )
+    return pd.DataFrame.from_records(
+        records, columns=["system", "metric", "value", "lo", "hi", "n", "definition"]
+    )
+
+
+def write_metrics(run_dir: Path, table: pd.DataFrame) -> None:
+    rows = json.loads(table.to_json(orient="records", double_precision=10))
+    write_json(run_dir / "metrics.json", {"version": RUN_VERSION, "metrics": rows})
+    table.assign(version=RUN_VERSION).to_csv(
+        run_dir / "metrics.csv", index=False, float_format=f"%.{DIGITS}f"
+    )
+
+
+def write_latency(run_dir: Path) -> None:
+    """Latency p50/p95 per system (wall clock; deliberately not in metrics.json)."""
+    out = {}
+    for sys_, rows in sorted(_by_system(read_jsonl(run_dir / "attempts.jsonl")).items()):
+        lat = [float(r.get("latency_s") or 0.0) for r in rows]
+        out[sys_] = {
+            "latency_p50_s": bootstrap_quantile(lat, 0.5).as_dict(DIGITS),
+            "latency_p95_s": bootstrap_quantile(lat, 0.95).as_dict(DIGITS),
+            "latency_mean_s": bootstrap_mean(lat).as_dict(DIGITS),
+        }
+    write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
