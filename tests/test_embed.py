@@ -1,0 +1,91 @@
+"""Embedders: offline WordLlama default, hashing baseline, LiteLLM (mocked), specs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memkit.embed import (
+    Embedder,
+    HashingEmbedder,
+    LiteLLMEmbedder,
+    WordLlamaEmbedder,
+    get_embedder,
+    normalize_rows,
+)
+from memkit.errors import ConfigError
+
+
+def test_normalize_rows_keeps_zero_rows():
+    x = normalize_rows(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    assert x.dtype == np.float32
+    np.testing.assert_allclose(x, [[0.6, 0.8], [0.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    "spec, cls, name, dim",
+    [
+        ("wordllama", WordLlamaEmbedder, "wordllama-256", 256),
+        ("hashing", HashingEmbedder, "hashing-256", 256),
+        ("hashing-64", HashingEmbedder, "hashing-64", 64),
+    ],
+)
+def test_specs(spec, cls, name, dim):
+    e = get_embedder(spec)
+    assert isinstance(e, cls) and e.name == name and e.dim == dim
+    assert isinstance(e, Embedder)
+
+
+def test_none_and_instances_pass_through():
+    assert get_embedder(None) is None
+    h = HashingEmbedder(8)
+    assert get_embedder(h) is h
+    lm = get_embedder("litellm:openai/text-embedding-3-small")
+    assert isinstance(lm, LiteLLMEmbedder) and lm.name == "litellm:openai/text-embedding-3-small"
+
+
+@pytest.mark.parametrize("spec", ["bert", "hashing-x", "litellm:", 42])
+def test_bad_specs(spec):
+    with pytest.raises(ConfigError):
+        get_embedder(spec)
+
+
+def test_hashing_is_deterministic_normalised_and_semantic_enough():
+    e = HashingEmbedder()
+    x = e.embed(["deploy the service", "deploy the service", "bake a cake", ""])
+    assert x.shape == (4, 256) and x.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(x[:3], axis=1), 1.0, rtol=1e-5)
+    assert np.array_equal(x[0], x[1])
+    assert not x[3].any()
+    assert x[0] @ HashingEmbedder().embed(["deploying services"])[0] > x[0] @ x[2]
+    assert e.embed([]).shape == (0, 256)
+
+
+def test_wordllama_offline_normalised():
+    e = WordLlamaEmbedder()
+    x = e.embed(["how do I deploy?", "The deploy script is ops/deploy.sh", "I like cake"])
+    assert x.shape == (3, 256) and x.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, rtol=1e-5)
+    assert x[0] @ x[1] > x[0] @ x[2]
+    assert e.embed([]).shape == (0, 256)
+
+
+def test_litellm_embedder_lazy_and_mocked(monkeypatch):
+    import sys
+    import types
+
+    calls = {}
+
+    def fake_embedding(model, input, **kw):
+        calls["model"] = model
+        return types.SimpleNamespace(data=[{"embedding": [3.0, 4.0]} for _ in input])
+
+    monkeypatch.setitem(sys.modules, "litellm", types.SimpleNamespace(embedding=fake_embedding))
+    e = LiteLLMEmbedder("openai/emb")
+    assert e.dim == 0
+    x = e.embed(["a", "b"])
+    assert calls["model"] == "openai/emb" and e.dim == 2
+    np.testing.assert_allclose(x, [[0.6, 0.8], [0.6, 0.8]])
+    e2 = LiteLLMEmbedder("openai/emb", dim=3)
+    with pytest.raises(ConfigError, match="dim 2"):
+        e2.embed(["a"])

@@ -1,0 +1,95 @@
+"""memkit.rank: the pure recall scoring of SPEC §4."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from memkit.params import DAY, RecallParams
+from memkit.rank import (
+    confidence_weight,
+    cosine_scores,
+    decay,
+    keyword_limit,
+    keyword_matches,
+    keyword_order,
+    rank_vector,
+)
+
+
+def test_decay_values():
+    got = decay(np.array([0.0, -5.0, 30 * DAY, 60 * DAY, math.nan]), 30.0)
+    np.testing.assert_allclose(got, [1.0, 1.0, 0.5, 0.25, 0.0])
+
+
+def test_decay_half_life_is_a_tunable():
+    assert decay(np.array([10 * DAY]), 10.0)[0] == pytest.approx(0.5)
+
+
+def test_confidence_weight_clamp():
+    got = confidence_weight(np.array([0.0, 0.59, 0.6, 0.8, 1.0, 1.5]))
+    np.testing.assert_allclose(got, [0.6, 0.6, 0.6, 0.8, 1.0, 1.0])
+    p = RecallParams(confidence_min=0.0, confidence_max=0.9)
+    np.testing.assert_allclose(confidence_weight(np.array([0.1, 0.95]), p), [0.1, 0.9])
+
+
+def test_cosine_scores_mismatched_length_is_zero():
+    m = np.eye(3, dtype=np.float32)
+    np.testing.assert_array_equal(cosine_scores(np.ones(2), m), [0, 0, 0])
+    np.testing.assert_array_equal(cosine_scores(np.array([1, 0, 0]), m), [1, 0, 0])
+    assert cosine_scores(np.ones(3), np.zeros((0, 3), np.float32)).shape == (0,)
+
+
+def _rank(cos, conf=None, ts=None, now=0.0, params=RecallParams()):
+    n = len(cos)
+    conf = np.full(n, 0.7) if conf is None else np.asarray(conf, float)
+    ts = np.zeros(n) if ts is None else np.asarray(ts, float)
+    return rank_vector(np.asarray(cos, float), conf, ts, ts, np.arange(n), now, params)
+
+
+def test_floor_inclusive():
+    r = _rank([0.25, np.nextafter(0.25, 0), 0.9])
+    assert list(r.order) == [2, 0]
+
+
+def test_score_formula_and_breakdown():
+    r = _rank([0.5], conf=[0.9], ts=[0.0], now=30 * DAY)
+    assert r.score[0] == pytest.approx(0.5 * 0.9 * (0.7 + 0.3 * 0.5))
+    assert (r.cosine[0], r.confidence_weight[0], r.decay[0]) == (0.5, 0.9, pytest.approx(0.5))
+
+
+def test_recency_share_tunable():
+    r = _rank([1.0], ts=[0.0], now=1e12, params=RecallParams(recency_share=1.0))
+    assert r.score[0] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_ties_most_recently_confirmed_then_larger_tiebreak():
+    cos = np.array([0.5, 0.5, 0.5, 0.5])
+    ts = np.array([1.0, 3.0, math.nan, 3.0])
+    r = rank_vector(
+        cos,
+        np.full(4, 0.7),
+        ts,
+        ts,
+        np.array([10, 11, 12, 13]),
+        3.0,
+        RecallParams(recency_share=0.0),
+    )
+    assert list(r.order) == [3, 1, 0, 2]
+
+
+def test_keyword_matches_substring_case_insensitive():
+    assert keyword_matches(["lead", "kiem"], "LEADERSHIP team", ["Kiem-Lai"]) == 2
+    assert keyword_matches(["lead"], "nothing", []) == 0
+
+
+def test_keyword_order():
+    assert keyword_order([1, 0, 2, 1], [5.0, 9.0, 1.0, None], [0, 1, 2, 3]) == [2, 0, 3]
+    assert keyword_order([1, 1], [5.0, 5.0], [0, 1]) == [1, 0]
+
+
+@pytest.mark.parametrize("limit, want", [(-1, 8), (0, 8), (1, 1), (50, 50), (51, 8)])
+def test_keyword_limit(limit, want):
+    assert keyword_limit(limit) == want

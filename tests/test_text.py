@@ -1,0 +1,163 @@
+"""SPEC §2, §3.3, §4.2, §5.2: byte-exact truncation, trigrams, keywords, word sets."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memkit.text import (
+    TRUNCATED_MARKER,
+    byte_len,
+    containment,
+    keywords,
+    trigram_similarity,
+    trigrams,
+    truncate_bytes,
+    truncate_middle,
+    word_set,
+)
+
+MARK = byte_len(TRUNCATED_MARKER)
+
+
+def test_marker_is_15_bytes():
+    assert MARK == 15
+
+
+# --- truncate_bytes ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, -1, -100])
+def test_truncate_bytes_nonpositive_n_is_identity(n):
+    assert truncate_bytes("x" * 100, n) == "x" * 100
+
+
+def test_truncate_bytes_at_and_past_the_bound():
+    s = "a" * 40
+    assert truncate_bytes(s, 40) == s
+    assert truncate_bytes(s + "b", 40) == "a" * 25 + TRUNCATED_MARKER
+    assert byte_len(truncate_bytes(s + "b", 40)) == 40
+
+
+@pytest.mark.parametrize("n, kept", [(15, 15), (14, 14), (1, 1), (16, 1), (17, 2)])
+def test_truncate_bytes_tiny_n_keeps_n_when_no_room(n, kept):
+    assert truncate_bytes("z" * 100, n) == "z" * kept + TRUNCATED_MARKER
+
+
+def test_truncate_bytes_backs_off_to_code_point_start():
+    s = "é" * 20  # 2 bytes each
+    out = truncate_bytes(s, 20)  # keep 5 bytes -> back off to 4
+    assert out == "éé" + TRUNCATED_MARKER
+    out = truncate_bytes("€" * 10, 19)  # 3-byte chars; keep 4 -> 3
+    assert out == "€" + TRUNCATED_MARKER
+
+
+@settings(max_examples=200)
+@given(st.text(), st.integers(16, 300))
+def test_truncate_bytes_never_exceeds_n_and_is_a_prefix(s, n):
+    out = truncate_bytes(s, n)
+    assert byte_len(out) <= n
+    if out != s:
+        assert s.startswith(out[: -len(TRUNCATED_MARKER)])
+
+
+# --- truncate_middle -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, -5])
+def test_truncate_middle_nonpositive_is_identity(n):
+    assert truncate_middle("x" * 500, n) == "x" * 500
+
+
+def test_truncate_middle_fits_unchanged():
+    assert truncate_middle("x" * 100, 100) == "x" * 100
+
+
+def test_truncate_middle_small_budget_uses_truncate_bytes():
+    s = "x" * 200
+    assert truncate_middle(s, 65) == truncate_bytes(s, 65)  # budget 1 < 2
+    assert truncate_middle(s, 66) != truncate_bytes(s, 66)  # budget 2: a real middle cut
+
+
+def test_truncate_middle_layout_and_count():
+    s = "".join(chr(ord("a") + i % 26) for i in range(1000))
+    out = truncate_middle(s, 364)  # budget 300: head 200, tail 100
+    removed = 1000 - 300
+    assert out == s[:200] + f"\n…[{removed} bytes truncated]…\n" + s[-100:]
+
+
+def test_truncate_middle_utf8_boundaries():
+    s = "é" * 500  # 1000 bytes
+    out = truncate_middle(s, 165)  # budget 101: head 67 -> 66, tail 35 -> 34
+    head, _, rest = out.partition("\n…[")
+    count, _, tail = rest.partition(" bytes truncated]…\n")
+    assert head == "é" * 33 and tail == "é" * 17
+    assert int(count) == 1000 - 66 - 34
+
+
+@settings(max_examples=200)
+@given(st.text(min_size=0, max_size=400), st.integers(66, 500))
+def test_truncate_middle_never_exceeds_n(s, n):
+    out = truncate_middle(s, n)
+    assert byte_len(out) <= n
+    out.encode("utf-8")  # valid UTF-8
+
+
+# --- pg_trgm --------------------------------------------------------------------------------
+
+
+def test_trigrams_match_pg_trgm():
+    # SELECT show_trgm('cat'); -> {"  c"," ca","at ","cat"}
+    assert trigrams("cat") == {"  c", " ca", "cat", "at "}
+    assert trigrams("Cat, CAT!") == trigrams("cat")  # lowercase, set
+    assert trigrams("a") == {"  a", " a "}
+    assert trigrams("!!") == frozenset()
+
+
+def test_trigram_similarity_values():
+    # SELECT similarity('word', 'two words'); -> 0.363636
+    assert trigram_similarity("word", "two words") == pytest.approx(4 / 11)
+    assert trigram_similarity("same", "SAME") == 1.0
+    assert trigram_similarity("", "") == 0.0
+    assert trigram_similarity("abc", "") == 0.0
+
+
+# --- keywords -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query, expect",
+    [
+        ("Who is the marketing lead for Kiem Lai?", ["marketing", "lead", "kiem", "lai"]),
+        ("D7-retention: how's the SIGNUP funnel?", ["d7", "retention", "signup", "funnel"]),
+        ("traffic traffic Traffic sources", ["traffic", "sources"]),
+        ("the of and is who", []),
+        ("", []),
+        ("a b c ? !", []),
+        ("Ai là trưởng nhóm của dự án?", ["trưởng", "nhóm", "dự", "án"]),
+        ("x ab", ["ab"]),
+    ],
+)
+def test_keywords(query, expect):
+    assert keywords(query) == expect
+
+
+def test_vietnamese_stopwords_removed():
+    assert keywords("và của là có không") == []
+
+
+# --- dedup word sets -------------------------------------------------------------------------
+
+
+def test_word_set_folds_accents_and_d_stroke():
+    assert word_set("Đà Nẵng, café!") == {"da", "nang", "cafe"}
+    assert word_set("D7-retention") == {"d7", "retention"}
+    assert word_set("...") == frozenset()
+
+
+def test_containment():
+    a, b = word_set("one two three four five"), word_set("one two three four")
+    assert containment(a, b) == 1.0
+    assert containment(a, word_set("one six")) == 0.5
+    assert containment(a, frozenset()) == 0.0
