@@ -1,0 +1,453 @@
+"""Public-benchmark adapters: mapping rules on tiny crafted files, counts on the real data."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from evals.adapters import (
+    MSC_SESSION3_START,
+    load_locomo,
+    load_longmemeval,
+    load_mrpc,
+    load_msc,
+    load_paws,
+    load_stsb,
+    pairs_frame,
+)
+from evals.datasets import check_dataset, parse_timestamp
+from memkit.errors import ConfigError, DatasetError
+
+# --- LoCoMo -----------------------------------------------------------------------
+
+
+def _locomo_conv() -> dict:
+    return {
+        "sample_id": "conv-1",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_2_date_time": "9:05 am on 3 June, 2023",
+            "session_2": [
+                {"speaker": "Bo", "dia_id": "D2:1", "text": "I moved to Oslo."},
+                {"speaker": "Ann", "dia_id": "D2:2", "text": "Wow!"},
+            ],
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bo."},
+                {
+                    "speaker": "Bo",
+                    "dia_id": "D1:2",
+                    "text": "Look at my dog.",
+                    "img_url": ["http://x"],
+                    "blip_caption": "a photo of a dog",
+                },
+            ],
+        },
+        "observation": {
+            "session_1_observation": {"Bo": [["Bo has a dog.", "D1:2"]], "Ann": []},
+            "session_2_observation": {"Bo": [["Bo moved to Oslo.", ["D2:1", "D2:2"]]]},
+        },
+        "qa": [
+            {
+                "question": "Where does Bo live?",
+                "answer": "Oslo",
+                "evidence": ["D2:1"],
+                "category": 4,
+            },
+            {
+                "question": "What pet does Bo have, and where?",
+                "answer": 2,
+                "evidence": ["D1:2; D2:1", "D:9:9"],
+                "category": 1,
+            },
+            {
+                "question": "What is Ann's cat called?",
+                "adversarial_answer": "Tom",
+                "evidence": ["D1:1"],
+                "category": 5,
+            },
+        ],
+    }
+
+
+def test_locomo_mapping(tmp_path):
+    f = tmp_path / "locomo10.json"
+    f.write_text(json.dumps([_locomo_conv()]), encoding="utf-8")
+    ds = load_locomo(tmp_path)
+    assert ds.license == "CC BY-NC 4.0" and ds.version.startswith("sha256:")
+    runs = ds.transcripts_by_scope()["locomo:conv-1"]
+    assert [r.run_id for r in runs] == ["locomo:conv-1:session_1", "locomo:conv-1:session_2"]
+    s1 = runs[0]
+    assert s1.started_ts == parse_timestamp("2023-05-08T13:56:00+00:00")
+    assert [m["role"] for m in s1.messages] == ["user", "assistant"]
+    assert s1.messages[1]["content"] == "Look at my dog. [shares a photo: a photo of a dog]"
+    assert s1.messages[1]["name"] == "Bo" and s1.meta["dia_ids"] == ("D1:1", "D1:2")
+    assert s1.eligible and s1.turns == 1 and s1.task == "Hi Bo."
+    dog, oslo = ds.facts
+    assert (dog.kind, dog.established_in, dog.meta["dia_ids"]) == (
+        "fact",
+        ("locomo:conv-1:session_1",),
+        ("D1:2",),
+    )
+    assert oslo.meta["dia_ids"] == ("D2:1", "D2:2")
+    where, both, adversarial = ds.probes
+    assert where.after_run == "locomo:conv-1:session_2"
+    assert where.relevant == (oslo.fact_id,)
+    assert both.relevant == (dog.fact_id, oslo.fact_id)  # "D1:2; D2:1" split, order kept
+    assert both.meta["evidence"] == ("D1:2", "D2:1", "D9:9")
+    assert both.meta["unmatched_evidence"] == ("D9:9",) and both.meta["answer"] == "2"
+    assert adversarial.relevant == () and adversarial.meta["adversarial"]
+    assert adversarial.meta["answer"] == "Tom" and adversarial.meta["unmapped"]
+    assert check_dataset(ds) == []
+    assert load_locomo(f, limit=0).transcripts == ()
+
+
+def test_locomo_bad_date_names_record_and_field(tmp_path):
+    conv = _locomo_conv()
+    conv["conversation"]["session_2_date_time"] = "someday"
+    (tmp_path / "locomo10.json").write_text(json.dumps([conv, conv]), encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"locomo10\.json:1:conversation\.session_2_date_time"):
+        load_locomo(tmp_path)
+
+
+def test_missing_source_is_a_clear_error(tmp_path):
+    with pytest.raises(DatasetError, match=r"locomo10\.json"):
+        load_locomo(tmp_path)
+
+
+# --- LongMemEval ----------------------------------------------------------------------
+
+
+def _turn(role: str, content: str, ans: bool = False) -> dict:
+    return {"role": role, "content": content, "has_answer": ans}
+
+
+def _lme(qid: str, qtype: str, sessions: list[tuple[str, str, list]], answer="x") -> dict:
+    return {
+        "question_id": qid,
+        "question_type": qtype,
+        "question": f"question {qid}?",
+        "answer": answer,
+        "question_date": "2023/12/20 (Wed) 22:41",
+        "haystack_session_ids": [s[0] for s in sessions],
+        "haystack_dates": [s[1] for s in sessions],
+        "haystack_sessions": [s[2] for s in sessions],
+        "answer_session_ids": [s[0] for s in sessions],
+    }
+
+
+def _write_parts(root: Path, parts: list[list[dict]]) -> None:
+    n = len(parts)
+    for k, part in enumerate(parts, start=1):
+        (root / f"longmemeval_oracle.part{k}of{n}.json").write_text(json.dumps(part), "utf-8")
+
+
+KU = _lme(
+    "ku1",
+    "knowledge-update",
+    [
+        (
+            "later",
+            "2023/11/30 (Thu) 20:25",
+            [_turn("user", "Now 25 postcards.", True), _turn("assistant", "Great!")],
+        ),
+        (
+            "early",
+            "2023/08/11 (Fri) 20:17",
+            [_turn("user", "I have 17 postcards.", True), _turn("assistant", "Nice.")],
+        ),
+    ],
+    answer=25,
+)
+PREF = _lme(
+    "pref1",
+    "single-session-preference",
+    [
+        (
+            "s",
+            "2023/05/21 (Sun) 11:54",
+            [_turn("user", "I prefer aisle seats.", True), _turn("assistant", "Noted.")],
+        )
+    ],
+)
+ONE_SESSION_KU = _lme(
+    "ku2",
+    "knowledge-update",
+    [
+        (
+            "only",
+            "2023/05/21 (Sun) 11:54",
+            [
+                _turn("user", "I had 3 cats.", True),
+                _turn("user", "Now I have 4 cats.", True),
+                _turn("assistant", "ok"),
+            ],
+        )
+    ],
+)
+
+
+def test_longmemeval_parts_join_in_part_order_and_map_updates(tmp_path):
+    _write_parts(tmp_path, [[PREF], [KU, ONE_SESSION_KU]])
+    ds = load_longmemeval(tmp_path)
+    assert [p.probe_id for p in ds.probes] == ["lme:pref1:q", "lme:ku1:q", "lme:ku2:q"]
+    assert ds.name == "longmemeval-oracle" and ds.license == "MIT"
+    pref = ds.facts_by_id["lme:pref1:s:0"]
+    assert pref.kind == "preference" and pref.content == "I prefer aisle seats."
+    # knowledge update across sessions: the earlier answer is superseded by the later one
+    early, later = ds.facts_by_id["lme:ku1:early:0"], ds.facts_by_id["lme:ku1:later:0"]
+    assert early.superseded_by == later.fact_id and later.superseded_by is None
+    ku = ds.probes[1]
+    assert ku.after_run == "lme:ku1:later"  # the latest session, not the last listed
+    assert (ku.relevant, ku.distractors) == ((later.fact_id,), (early.fact_id,))
+    assert ku.meta["answer"] == "25" and ku.meta["question_type"] == "knowledge-update"
+    # answers within one session: the data does not say which is older, nothing superseded
+    assert all(f.superseded_by is None for f in ds.facts_in("lme:ku2"))
+    assert len(ds.probes[2].relevant) == 2
+    runs = ds.transcripts_by_scope()["lme:ku1"]
+    assert [r.run_id for r in runs] == ["lme:ku1:early", "lme:ku1:later"]
+    assert runs[0].messages[0] == {"role": "user", "content": "I have 17 postcards."}
+    assert check_dataset(ds) == []
+    assert [p.probe_id for p in load_longmemeval(tmp_path, limit=2).probes] == [
+        "lme:pref1:q",
+        "lme:ku1:q",
+    ]
+
+
+def test_longmemeval_missing_part_and_bad_variant(tmp_path):
+    _write_parts(tmp_path, [[PREF], [KU], [ONE_SESSION_KU]])
+    (tmp_path / "longmemeval_oracle.part2of3.json").unlink()
+    with pytest.raises(DatasetError, match=r"part1\.\.part3of3"):
+        load_longmemeval(tmp_path)
+    with pytest.raises(ConfigError, match="'m'"):
+        load_longmemeval(tmp_path, variant="m")
+
+
+def test_longmemeval_bad_date_names_question_and_field(tmp_path):
+    bad = json.loads(json.dumps(PREF))
+    bad["haystack_dates"] = ["21 May"]
+    (tmp_path / "longmemeval_s_x.json").write_text(json.dumps([KU, bad]), "utf-8")
+    with pytest.raises(DatasetError, match=r"longmemeval_s_x\.json:2:haystack_dates\[0\]"):
+        load_longmemeval(tmp_path, variant="s")
+
+
+# --- MSC ---------------------------------------------------------------------------
+
+
+def _msc_episode() -> dict:
+    return {
+        "personas": [
+            ["I own a Jeep.", "I enjoy exercising at the gym."],
+            ["I go on runs. I may join the gym. I might get a treadmill.", "I am from Alaska."],
+        ],
+        "dialog": [
+            {"text": "Did you check out the gym?", "id": "Speaker 1"},
+            {"text": "Yes.", "id": "Speaker 2"},
+        ],
+        "metadata": {"initial_data_id": "test_0", "session_id": 2},
+        "previous_dialogs": [
+            {
+                "personas": [
+                    ["I own a Jeep.", "I enjoy exercising at the gym."],
+                    ["I am from Alaska."],
+                ],
+                "dialog": [{"text": "What car do you own?"}, {"text": "None, I walk."}],
+                "time_num": 1,
+                "time_unit": "hour",
+                "time_back": "5 days 1 hour ago",
+            },
+            {
+                "personas": [
+                    ["I like to go to the gym."],
+                    [
+                        "I go on runs. I may join the gym.",
+                        "I might get a treadmill.",
+                        "My sister is a nurse.",
+                    ],
+                ],
+                "dialog": [{"text": "Did you run today?"}, {"text": "Yes!"}],
+                "time_num": 5,
+                "time_unit": "days",
+                "time_back": "5 days ago",
+            },
+        ],
+    }
+
+
+def test_msc_sessions_personas_and_fold_in_gold(tmp_path):
+    f = tmp_path / "msc_dialogue_session_3_test.jsonl"
+    f.write_text(json.dumps(_msc_episode()) + "\n", encoding="utf-8")
+    ds = load_msc(tmp_path)
+    runs = ds.transcripts_by_scope()["msc:test_0"]
+    base = datetime.fromisoformat(MSC_SESSION3_START).timestamp()
+    assert [r.run_id for r in runs] == ["msc:test_0:s1", "msc:test_0:s2", "msc:test_0:s3"]
+    assert [r.started_ts for r in runs] == [base - 5 * 86400 - 3600, base - 5 * 86400, base]
+    assert [m["role"] for m in runs[0].messages] == ["user", "assistant"]
+    groups = ds.fold_groups()
+    sid = "msc:test_0:s"
+    assert groups["msc:test_0:merged:p2:0"] == [f"{sid}2:p2:0", f"{sid}2:p2:1"]
+    assert groups["msc:test_0:merged:p1:1"] == [f"{sid}1:p1:1", f"{sid}2:p1:0"]  # gym folds
+    assert groups["msc:test_0:merged:p2:1"] == [f"{sid}1:p2:0"]  # unchanged line
+    sister = ds.facts_by_id[f"{sid}2:p2:2"]
+    assert sister.superseded_by is None  # the merged list dropped it: it folds nowhere
+    merged = ds.facts_by_id["msc:test_0:merged:p2:0"]
+    assert merged.established_in == ("msc:test_0:s2",) and merged.meta["merged"]
+    assert merged.meta["folded_from"] == (f"{sid}2:p2:0", f"{sid}2:p2:1")
+    assert ds.facts_by_id[f"{sid}2:p1:0"].kind == "preference"  # "I like to go to the gym."
+    assert ds.facts_by_id[f"{sid}1:p1:0"].kind == "fact"
+    assert ds.probes == () and check_dataset(ds) == []
+
+
+def test_msc_bad_gap_names_line_and_field(tmp_path):
+    ep = _msc_episode()
+    ep["previous_dialogs"][1]["time_back"] = "a while ago"
+    f = tmp_path / "msc_dialogue_session_3_test.jsonl"
+    f.write_text(json.dumps(_msc_episode()) + "\n" + json.dumps(ep) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"\.jsonl:2:previous_dialogs\[1\]\.time_back"):
+        load_msc(f)
+    assert len(load_msc(f, limit=1).transcripts) == 3
+
+
+# --- pairs -----------------------------------------------------------------------------
+
+
+def test_paws_keeps_quotes_and_labels(tmp_path):
+    f = tmp_path / "paws_wiki_labeled_final_test.tsv"
+    f.write_text(
+        'id\tsentence1\tsentence2\tlabel\n1\tHe said "go .\tHe said go .\t1\n2\tA B .\tB A .\t0\n',
+        encoding="utf-8",
+    )
+    pairs = load_paws(tmp_path)
+    assert [(p.a, p.label, p.source) for p in pairs] == [
+        ('He said "go .', "paraphrase", "paws"),
+        ("A B .", "distinct", "paws"),
+    ]
+    assert load_paws(f, limit=1) == pairs[:1]
+    f.write_text("id\tsentence1\tsentence2\tlabel\n1\ta\tb\t1\n2\ta\tb\tyes\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"\.tsv:3:label: expected 0 or 1, got 'yes'"):
+        load_paws(f)
+
+
+def test_mrpc_reads_through_the_bom(tmp_path):
+    f = tmp_path / "msr_paraphrase_test.txt"
+    head = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    f.write_text("\ufeff" + head + "0\t1\t2\tIt's 5.\tIt is 6.\n", encoding="utf-8")
+    (pair,) = load_mrpc(tmp_path)
+    assert (pair.a, pair.b, pair.label, pair.source) == ("It's 5.", "It is 6.", "distinct", "mrpc")
+
+
+def _stsb_file(tmp_path: Path, scores: list[str]) -> Path:
+    f = tmp_path / "sts-b_glue_dev.tsv"
+    head = (
+        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    )
+    rows = "".join(f"{i}\tg\tf\ty\t0\tn\tn\ta{i}\tb{i}\t{s}\n" for i, s in enumerate(scores))
+    f.write_text(head + rows, encoding="utf-8")
+    return f
+
+
+def test_stsb_cut_offs_at_and_past_each_bound(tmp_path):
+    f = _stsb_file(tmp_path, ["4.000", "3.999", "1.000", "1.001", "5.0", "0"])
+    pairs = load_stsb(f)
+    assert [(p.a, p.label, p.score) for p in pairs] == [
+        ("a0", "paraphrase", 4.0),
+        ("a2", "distinct", 1.0),
+        ("a4", "paraphrase", 5.0),
+        ("a5", "distinct", 0.0),
+    ]
+    assert [p.a for p in load_stsb(f, paraphrase_at=3.999, distinct_at=1.001)] == [
+        "a0",
+        "a1",
+        "a2",
+        "a3",
+        "a4",
+        "a5",
+    ]
+    with pytest.raises(ConfigError, match=r"distinct_at 4\.0"):
+        load_stsb(f, paraphrase_at=4.0, distinct_at=4.0)
+    frame = pairs_frame(pairs)
+    assert list(frame.columns) == ["a", "b", "label", "source", "score"] and len(frame) == 4
+
+
+def test_stsb_bad_score_names_line(tmp_path):
+    f = _stsb_file(tmp_path, ["4.0", "high"])
+    with pytest.raises(DatasetError, match=r"\.tsv:3:score"):
+        load_stsb(f)
+
+
+# --- the real public data (skips cleanly when absent) -------------------------------------
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def _assert_probes_resolve(ds) -> None:
+    facts = ds.facts_by_id
+    for p in ds.probes:
+        assert all(facts[f].scope_id == p.scope_id for f in p.relevant + p.distractors)
+    assert check_dataset(ds) == []
+
+
+def test_locomo_real(shared_datasets):
+    ds, secs = _timed(lambda: load_locomo(shared_datasets))
+    assert secs < 5
+    assert len(ds.scopes) == 10
+    assert ds.counts["runs"] == 272 and ds.counts["eligible_runs"] == 272
+    assert ds.counts["probes"] == 1986
+    assert ds.counts["facts"] == 2541
+    assert sum(len(t.messages) for t in ds.transcripts) == 5882
+    assert sum(p.meta["category"] == 5 for p in ds.probes) == 446
+    _assert_probes_resolve(ds)
+    assert len(load_locomo(shared_datasets, limit=2).scopes) == 2
+
+
+def test_longmemeval_oracle_real(shared_datasets):
+    ds, secs = _timed(lambda: load_longmemeval(shared_datasets / "longmemeval"))
+    assert secs < 5
+    assert ds.counts["probes"] == 500 and len({p.probe_id for p in ds.probes}) == 500
+    assert ds.counts["runs"] == 948 and ds.counts["messages"] == 10960
+    assert ds.counts["facts"] == 896  # turns marked has_answer
+    ku = [p for p in ds.probes if p.meta["question_type"] == "knowledge-update"]
+    assert len(ku) == 78
+    assert ds.counts["superseded"] > 0 and all(
+        ds.facts_by_id[f].superseded_by for p in ku for f in p.distractors
+    )
+    assert sum(p.meta["abstention"] for p in ds.probes) == 30
+    _assert_probes_resolve(ds)
+
+
+def test_longmemeval_s_real(shared_datasets):
+    ds = load_longmemeval(shared_datasets, variant="s")
+    assert ds.counts["probes"] == 6 and ds.counts["runs"] > 6 * 40
+    _assert_probes_resolve(ds)
+
+
+def test_msc_real(shared_datasets):
+    ds, secs = _timed(lambda: load_msc(shared_datasets))
+    assert secs < 5
+    assert len(ds.scopes) == 501 and ds.counts["runs"] == 3 * 501
+    merged = [f for f in ds.facts if f.meta.get("merged")]
+    assert len(merged) == 5231
+    per_session = len(ds.facts) - len(merged)
+    assert ds.counts["superseded"] >= 0.9 * per_session  # most lines fold into a merged one
+    assert check_dataset(ds) == []
+
+
+def test_pairs_real(shared_datasets):
+    paws = load_paws(shared_datasets)
+    mrpc = load_mrpc(shared_datasets)
+    stsb = load_stsb(shared_datasets)
+    assert len(paws) == 8000 and sum(p.is_paraphrase for p in paws) == 3536
+    assert len(mrpc) == 1725 and sum(p.is_paraphrase for p in mrpc) == 1147
+    assert not mrpc[0].a.startswith("\ufeff")
+    # STS-B cut-offs: >= 4.0 paraphrase (264), <= 1.0 distinct (389), 847 in between dropped
+    assert len(stsb) == 653 and sum(p.is_paraphrase for p in stsb) == 264
+    assert all(p.score >= 4.0 if p.is_paraphrase else p.score <= 1.0 for p in stsb)
