@@ -14,13 +14,14 @@ run's task and never lets a store failure fail the run.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from memkit.errors import ConfigError
 from memkit.params import AssemblyParams, RecallParams
-from memkit.text import TRUNCATED_MARKER, fold_accents, truncate_bytes
+from memkit.text import TRUNCATED_MARKER, truncate_bytes
 from memkit.types import Memory, Recalled
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,31 @@ _TOKEN_TABLE = bytes(_TOKEN_BYTES)
 del _TOKEN_BYTES, _b
 
 
+class _DropMarks(dict):
+    """str.translate table deleting combining marks (category Mn), filled lazily."""
+
+    def __missing__(self, cp: int) -> int | None:
+        out = None if unicodedata.category(chr(cp)) == "Mn" else cp
+        self[cp] = out
+        return out
+
+
+_DROP_MARKS = _DropMarks()
+
+
+def _fold(text: str) -> str:
+    """`memkit.text.fold_accents(text).lower()`, about twice as fast.
+
+    The NFC step is skipped when nothing but ASCII and đ/Đ is left after the
+    marks go (the usual case for Vietnamese): NFC is the identity there.
+    """
+    t = unicodedata.normalize("NFD", text).translate(_DROP_MARKS)
+    u = t.replace("đ", "d").replace("Đ", "D")
+    if not u.isascii():
+        u = unicodedata.normalize("NFC", t).replace("đ", "d").replace("Đ", "D")
+    return u.lower()
+
+
 def dedup_words(text: str) -> frozenset[bytes]:
     """The SPEC §5.2 word set of `text`, with tokens as UTF-8 bytes.
 
@@ -56,13 +82,16 @@ def dedup_words(text: str) -> frozenset[bytes]:
     this); ASCII text skips the Unicode folding, which is the identity there.
     """
     if not text.isascii():
-        text = fold_accents(text).lower()
+        text = _fold(text)
     return frozenset(text.encode("utf-8").translate(_TOKEN_TABLE).split())
 
 
-@dataclass(frozen=True, slots=True)
-class BlockEntry:
-    """One admitted bullet: the memory's id and kind and its clamped text."""
+class BlockEntry(NamedTuple):
+    """One admitted bullet: the memory's id and kind and its clamped text.
+
+    A NamedTuple rather than a dataclass: it is immutable all the same, and
+    building one costs a third as much, which matters at a few µs per block.
+    """
 
     id: str
     kind: str
@@ -148,7 +177,7 @@ def check_params(params: AssemblyParams) -> None:
 
 
 def _memory(item: Recalled | Memory) -> Memory:
-    return item.memory if isinstance(item, Recalled) else item
+    return item.memory if type(item) is Recalled else item
 
 
 def assemble_block(
@@ -167,8 +196,11 @@ def assemble_block(
     if not mems:
         return AssembledBlock("", BlockAccount(overflow=params.overflow))
 
+    # Paraphrase dedup. Word sets are built once per entry, from the one UTF-8
+    # encoding that also gives the entry's size; only non-empty kept sets are
+    # compared (containment with an empty set is 0).
     threshold = params.dedup_threshold
-    kept_sets: list[tuple[frozenset[bytes], str]] = []
+    kept_sets: list[tuple[frozenset[bytes], int, str]] = []
     removed: list[tuple[str, str]] = []
     kept: list[tuple[Memory, str, int]] = []  # (memory, stripped content, its bytes)
     bytes_recalled = 0
@@ -176,18 +208,20 @@ def assemble_block(
         content = m.content.strip()
         raw = content.encode("utf-8")
         bytes_recalled += len(raw)
-        words = dedup_words(content)
-        if words:
-            n = len(words)
-            dup_of = None
-            for k_words, k_id in kept_sets:
-                if k_words and len(words & k_words) / min(n, len(k_words)) >= threshold:
-                    dup_of = k_id
+        if len(raw) == len(content):  # ASCII: folding is the identity
+            words = frozenset(raw.translate(_TOKEN_TABLE).split())
+        else:
+            words = frozenset(_fold(content).encode("utf-8").translate(_TOKEN_TABLE).split())
+        n = len(words)
+        if n:
+            for k_words, k_n, k_id in kept_sets:
+                if len(words & k_words) / (n if n < k_n else k_n) >= threshold:
+                    removed.append((m.id, k_id))
                     break
-            if dup_of is not None:
-                removed.append((m.id, dup_of))
-                continue
-        kept_sets.append((words, m.id))
+            else:
+                kept_sets.append((words, n, m.id))
+                kept.append((m, content, len(raw)))
+            continue
         kept.append((m, content, len(raw)))
 
     entry_cap, budget, skip = params.entry_bytes, params.block_bytes, params.overflow == "skip"
@@ -195,6 +229,7 @@ def assemble_block(
     truncated: list[str] = []
     entries: list[BlockEntry] = []
     stopped: list[str] = []
+    lines = [_PREAMBLE]
     for i, (m, content, size) in enumerate(kept):
         cut = 0 < entry_cap < size
         if cut:
@@ -202,19 +237,18 @@ def assemble_block(
             size = len(content.encode("utf-8"))
         if spent + size > budget:
             stopped.append(m.id)
-            if not skip:
-                stopped.extend(k[0].id for k in kept[i + 1 :])
-                break
-            continue
+            if skip:
+                continue
+            stopped.extend(k[0].id for k in kept[i + 1 :])
+            break
         spent += size
         if cut:
             truncated.append(m.id)
-        entries.append(BlockEntry(m.id, m.kind, content, size, cut))
-
-    bullets = [
-        f"- ({e.kind}, id {e.id}) {e.text}" if e.id else f"- ({e.kind}) {e.text}" for e in entries
-    ]
-    text = _PREAMBLE + "".join(b + "\n" for b in bullets) + "\n"
+        mid, kind = m.id, m.kind
+        entries.append(BlockEntry(mid, kind, content, size, cut))
+        lines.append(f"- ({kind}, id {mid}) {content}\n" if mid else f"- ({kind}) {content}\n")
+    lines.append("\n")
+    text = "".join(lines)
     account = BlockAccount(
         recalled=tuple(m.id for m in mems),
         removed_as_paraphrase=tuple(removed),

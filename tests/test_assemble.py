@@ -334,3 +334,22 @@ def test_block_for_run_store_error_gives_an_empty_block_not_an_exception():
 
 def test_block_for_run_nothing_recalled_no_block():
     assert block_for_run(RecallStub([]), "s", "task").text == ""
+
+
+# --- the bench --------------------------------------------------------------------
+
+
+def test_bench_assemble_smoke_and_baseline_agrees(tmp_path, capsys):
+    from evals import bench_assemble
+
+    for lst in bench_assemble.make_lists(20, 10):
+        block = assemble_block(lst)
+        assert bench_assemble.naive_assemble(lst) == (block.text, block.account.admitted)
+    out = tmp_path / "bench.json"
+    assert (
+        bench_assemble.main(["--repeat", "1", "--lists", "6", "--quiet", "--json", str(out)]) == 0
+    )
+    res = json.loads(out.read_text())
+    assert set(res["sizes"]) == {"8", "20"}
+    assert res["sizes"]["8"]["assemble"]["median_us"] > 0
+    assert "per block of 8" in capsys.readouterr().out
