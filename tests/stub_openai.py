@@ -118,6 +118,9 @@ class StubServer:
         self.behaviours: dict[str, Script] = dict(behaviours or {})
         self.default = default
         self.calls: list[Call] = []
+        self.in_flight: dict[str, int] = {}
+        self.max_in_flight: dict[str, int] = {}
+        """Per model, the most requests being answered at once (client-side limits)."""
         self._served: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -216,6 +219,16 @@ def _make_handler(server: StubServer) -> type[BaseHTTPRequestHandler]:
                 body = {}
             model = str(body.get("model", ""))
             b = server._next(model, body)
+            with server._lock:
+                now = server.in_flight[model] = server.in_flight.get(model, 0) + 1
+                server.max_in_flight[model] = max(server.max_in_flight.get(model, 0), now)
+            try:
+                self._answer(model, b)
+            finally:
+                with server._lock:
+                    server.in_flight[model] -= 1
+
+        def _answer(self, model: str, b: Behaviour) -> None:
             if b.delay_s and server._stop.wait(b.delay_s):
                 self.close_connection = True
                 return

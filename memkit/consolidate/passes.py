@@ -66,6 +66,7 @@ def _attempts(
             cost_usd=c.cost_usd,
             cost_note=c.cost_note,
             latency_s=c.latency_s,
+            retry_after_s=c.retry_after_s,
             cached=cached,
             error=c.error,
         )

@@ -46,6 +46,7 @@ class Attempt:
     cost_usd: float = 0.0
     cost_note: str | None = None
     latency_s: float = 0.0
+    retry_after_s: float | None = None
     cached: bool = False
     error: str | None = None
 
@@ -68,6 +69,7 @@ class Attempt:
             "cost_usd": self.cost_usd,
             "cost_note": self.cost_note,
             "latency_s": self.latency_s,
+            "retry_after_s": self.retry_after_s,
             "cached": self.cached,
             "error": self.error,
         }

@@ -1,0 +1,322 @@
+"""The native consolidator through LiteLLM itself: `mock_response` and a stub server.
+
+Every HTTP fault (429 with Retry-After, 500, a reply slower than the timeout,
+a truncated body) and every bad answer (fenced JSON, invented ids) must leave
+the evidence pending with an exact attempt count; usage, cost and latency are
+recorded per attempt; the disk cache makes a warm rerun free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from stub_openai import (
+    StubServer,
+    fenced,
+    rate_limited,
+    reply,
+    server_error,
+    slow,
+    status,
+    truncated,
+)
+
+from memkit import SQLiteStore
+from memkit.consolidate import (
+    LiteLLMConsolidator,
+    ResponseCache,
+    build_rollout,
+    get_consolidator,
+    run_pass,
+    run_pass_sync,
+)
+from memkit.params import ConsolidationParams
+
+GOOD = json.dumps(
+    {
+        "changes": [
+            {
+                "ids": [],
+                "entry": {
+                    "kind": "procedure",
+                    "content": "Deploy with `make deploy` from the repo root.",
+                    "tags": ["ops"],
+                    "confidence": 0.8,
+                },
+            }
+        ]
+    }
+)
+INVENTED = json.dumps({"changes": [{"ids": ["mem-made-up"], "entry": None}]})
+FAST = ConsolidationParams(timeout_s=5.0)
+
+
+def _store(scope: str = "s", n: int = 1) -> SQLiteStore:
+    store = SQLiteStore.open(":memory:", embedder=None)
+    for i in range(n):
+        msgs = [{"role": "user", "content": f"We deploy with make deploy ({scope} {i})."}]
+        store.stage_rollout(build_rollout(scope, msgs, "ok", run_id=f"{scope}-{i}"))
+    return store
+
+
+def _consolidator(srv: StubServer, name: str, **kw) -> LiteLLMConsolidator:
+    opts = {"api_base": srv.url, "api_key": "stub", "base_delay_s": 0.01, "retry_cap_s": 0.5}
+    opts.update(kw)
+    return get_consolidator(f"litellm:openai/{name}", **opts)
+
+
+@pytest.fixture(scope="module")
+def srv():
+    behaviours = {
+        "good": reply(GOOD, prompt_tokens=321, completion_tokens=45),
+        "rl_then_ok": [rate_limited(0.05), reply(GOOD)],
+        "rl_long": [rate_limited(100), reply(GOOD)],
+        "always_429": rate_limited(0.01),
+        "e500": server_error(500),
+        "e500_then_ok": [server_error(503), reply(GOOD)],
+        "bad_request": status(400),
+        "slow": slow(3.0, GOOD),
+        "trunc": truncated(GOOD),
+        "fencer": fenced(GOOD),
+        "inventor": reply(INVENTED),
+        "paced": slow(0.15, '{"changes": []}'),
+    }
+    with StubServer(behaviours) as s:
+        yield s
+
+
+def _pending(store: SQLiteStore, scope: str = "s") -> int:
+    return len(store.pending_rollouts(scope, 100))
+
+
+def test_good_reply_commits_with_usage(srv):
+    store = _store()
+    c = _consolidator(srv, "good")
+    res = run_pass_sync(store, "s", c, FAST)
+    assert res.outcome == "committed", res.error
+    assert _pending(store) == 0
+    (a,) = res.attempts
+    assert (a.outcome, a.status, a.input_tokens, a.output_tokens) == ("ok", 200, 321, 45)
+    assert a.cost_usd == 0.0 and "no price" in a.cost_note  # unknown model: 0.0 with a note
+    assert a.latency_s > 0 and a.parse_mode == "strict" and a.validation_code is None
+    assert a.model == "openai/good" and a.consolidator == "litellm:openai/good"
+    assert [m.content for m in store.live("s")] == ["Deploy with `make deploy` from the repo root."]
+    # what was sent: the native prompt, JSON mode off for an unknown model, 2048 tokens
+    call = srv.calls_for("good")[-1]
+    assert call.body["max_tokens"] == 2048
+    assert call.messages[0]["role"] == "system" and "untrusted" in call.messages[0]["content"]
+    assert json.loads(call.messages[1]["content"])["rollouts"][0]["id"] == res.rollout_ids[0]
+
+
+def test_sequential_event_loops_reuse_nothing_stale(srv):
+    c = _consolidator(srv, "good")
+    for _ in range(2):  # two asyncio.run loops in a row
+        assert run_pass_sync(_store(), "s", c, FAST).outcome == "committed"
+
+
+def test_429_retry_after_is_honoured(srv):
+    store = _store()
+    waits: list[float] = []
+
+    async def sleep(s: float) -> None:
+        waits.append(s)
+
+    n0 = len(srv.calls_for("rl_then_ok"))
+    res = run_pass_sync(store, "s", _consolidator(srv, "rl_then_ok", sleep=sleep), FAST)
+    assert res.outcome == "committed"
+    assert [a.outcome for a in res.attempts] == ["rate_limit", "ok"]
+    assert res.attempts[0].status == 429 and res.attempts[0].retry_after_s == 0.05
+    assert waits == [0.05]
+    assert len(srv.calls_for("rl_then_ok")) - n0 == 2
+
+
+def test_retry_after_is_capped(srv):
+    waits: list[float] = []
+
+    async def sleep(s: float) -> None:
+        waits.append(s)
+
+    c = _consolidator(srv, "rl_long", sleep=sleep, retry_cap_s=0.2)
+    res = run_pass_sync(_store(), "s", c, FAST)
+    assert res.outcome == "committed" and waits == [0.2]
+
+
+@pytest.mark.parametrize(
+    "model,outcome,attempts",
+    [
+        ("always_429", "rate_limit", 3),
+        ("e500", "server", 3),
+        ("bad_request", "error", 1),  # not retryable: fails at once
+    ],
+)
+def test_provider_failures_keep_evidence_pending(srv, model, outcome, attempts):
+    store = _store()
+    errors: list[BaseException] = []
+    n0 = len(srv.calls_for(model))
+    res = run_pass_sync(store, "s", _consolidator(srv, model), FAST, on_error=errors.append)
+    assert res.outcome == "error" and res.error_code == "provider"
+    assert [a.outcome for a in res.attempts] == [outcome] * attempts
+    assert len(srv.calls_for(model)) - n0 == attempts
+    assert _pending(store) == 1 and store.live("s") == []
+    assert len(errors) == 1 and errors[0].kind == outcome
+
+
+def test_server_error_then_success(srv):
+    res = run_pass_sync(_store(), "s", _consolidator(srv, "e500_then_ok"), FAST)
+    assert [a.outcome for a in res.attempts] == ["server", "ok"]
+    assert [a.index for a in res.attempts] == [0, 1]
+    assert res.outcome == "committed"
+
+
+def test_reply_slower_than_timeout(srv):
+    store = _store()
+    n0 = len(srv.calls_for("slow"))
+    params = ConsolidationParams(timeout_s=0.3)
+    res = run_pass_sync(store, "s", _consolidator(srv, "slow", max_attempts=2), params)
+    assert res.outcome == "error" and res.error_code == "provider"
+    assert [a.outcome for a in res.attempts] == ["timeout", "timeout"]
+    assert all(0.25 < a.latency_s < 2.0 for a in res.attempts)
+    assert len(srv.calls_for("slow")) - n0 == 2
+    assert _pending(store) == 1
+
+
+def test_truncated_body(srv):
+    store = _store()
+    n0 = len(srv.calls_for("trunc"))
+    res = run_pass_sync(store, "s", _consolidator(srv, "trunc", max_attempts=2), FAST)
+    assert res.outcome == "error" and res.error_code == "provider"
+    assert len(res.attempts) == 2 and all(a.outcome != "ok" for a in res.attempts)
+    assert len(srv.calls_for("trunc")) - n0 == 2
+    assert _pending(store) == 1
+
+
+def test_fenced_json_strict_fails_lenient_repairs(srv):
+    store = _store()
+    res = run_pass_sync(store, "s", _consolidator(srv, "fencer"), FAST)
+    assert res.outcome == "error" and res.error_code == "parse"
+    (a,) = res.attempts
+    assert a.outcome == "parse" and a.parse_mode == "failed" and "```json" in a.raw_response
+    assert _pending(store) == 1 and store.live("s") == []
+    res = run_pass_sync(store, "s", _consolidator(srv, "fencer"), replace(FAST, lenient=True))
+    assert res.outcome == "committed" and res.parse_mode == "repaired"
+    assert res.attempts[0].parse_error  # the strict failure is still recorded
+    assert _pending(store) == 0
+
+
+def test_invented_ids_rejected(srv):
+    store = _store()
+    res = run_pass_sync(store, "s", _consolidator(srv, "inventor"), FAST)
+    assert res.outcome == "error" and res.error_code == "unknown_id"
+    assert res.attempts[0].validation_code == "unknown_id" and len(res.attempts) == 1
+    assert _pending(store) == 1
+
+
+def test_one_semaphore_per_model(srv):
+    stores = {f"s{i}": _store(f"s{i}") for i in range(3)}
+    c = _consolidator(srv, "paced", concurrency=1)
+    c2 = _consolidator(srv, "good", concurrency=1)
+
+    async def main():
+        return await asyncio.gather(
+            *(run_pass(st, sc, c, FAST) for sc, st in stores.items()),
+            run_pass(_store(), "s", c2, FAST),
+        )
+
+    results = asyncio.run(main())
+    assert all(r.outcome == "committed" for r in results)
+    # three "paced" calls never overlapped; the other model was not blocked by them
+    assert srv.max_in_flight["paced"] == 1
+    paced = srv.calls_for("paced")
+    assert len(paced) == 3 and paced[-1].time - paced[0].time >= 0.25
+    assert srv.calls_for("good")[-1].time < paced[-1].time
+
+
+def test_cache_warm_rerun_makes_no_provider_call(srv, tmp_path):
+    cache = ResponseCache(tmp_path / "cache")
+    c = _consolidator(srv, "good", cache=cache)
+    first = run_pass_sync(_store(n=2), "s", c, FAST)
+    assert first.outcome == "committed" and c.provider_calls == 1 and len(cache) == 1
+    n0 = len(srv.calls)
+    again = _consolidator(srv, "good", cache_dir=tmp_path / "cache")  # a fresh process
+    store = _store(n=2)
+    second = run_pass_sync(store, "s", again, FAST)
+    assert second.outcome == "committed" and again.provider_calls == 0 and len(srv.calls) == n0
+    assert second.attempts[0].cached and second.request_hash == first.request_hash
+    assert second.attempts[0].input_tokens == 321  # what the answer originally cost
+    assert [m.content for m in store.live("s")] == [m.content for m in _live_after(first)]
+    # another replicate is another sample: a miss
+    third = run_pass(_store(n=2), "s", again, FAST, replicate=1)
+    assert asyncio.run(third).outcome == "committed" and again.provider_calls == 1
+
+
+def _live_after(res):
+    return [ch.entry for ch in res.changes]
+
+
+def test_errors_are_not_cached(srv, tmp_path):
+    c = _consolidator(srv, "e500", cache_dir=tmp_path / "c", max_attempts=1)
+    assert run_pass_sync(_store(), "s", c, FAST).outcome == "error"
+    assert run_pass_sync(_store(), "s", c, FAST).outcome == "error"
+    assert c.provider_calls == 2 and len(ResponseCache(tmp_path / "c")) == 0
+
+
+# --- mock_response -----------------------------------------------------------------
+
+
+def test_mock_response_usage_and_cost():
+    from memkit.llm import litellm
+
+    mock = {
+        "choices": [{"message": {"role": "assistant", "content": GOOD}}],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200},
+    }
+    c = get_consolidator("litellm:gpt-4o-mini", extra={"mock_response": mock})
+    res = run_pass_sync(_store(), "s", c, FAST)
+    assert res.outcome == "committed"
+    (a,) = res.attempts
+    assert (a.input_tokens, a.output_tokens) == (1000, 200)
+    pin, pout = litellm().cost_per_token(
+        model="gpt-4o-mini", prompt_tokens=1000, completion_tokens=200
+    )
+    assert a.cost_usd == pytest.approx(pin + pout) and a.cost_usd > 0 and a.cost_note is None
+
+
+@pytest.mark.parametrize(
+    "extra,outcome,n",
+    [
+        ({"mock_response": "litellm.RateLimitError"}, "rate_limit", 2),
+        ({"mock_response": "litellm.InternalServerError"}, "server", 2),
+        ({"mock_timeout": True}, "timeout", 2),
+    ],
+)
+def test_mock_failures(extra, outcome, n):
+    store = _store()
+    c = get_consolidator("litellm:gpt-4o-mini", extra=extra, max_attempts=n, base_delay_s=0.0)
+    res = run_pass_sync(store, "s", c, ConsolidationParams(timeout_s=0.2))
+    assert res.outcome == "error" and [a.outcome for a in res.attempts] == [outcome] * n
+    assert _pending(store) == 1
+
+
+def test_json_mode_follows_litellm():
+    from memkit.llm import supports_json_mode
+
+    assert supports_json_mode("gpt-4o-mini") is True
+    assert supports_json_mode("openai/some-local-model") in (True, False)
+
+
+def test_import_memkit_does_not_import_litellm():
+    import subprocess
+
+    code = "import memkit, memkit.consolidate, sys; print('litellm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
