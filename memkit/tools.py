@@ -272,12 +272,13 @@ class MemoryTools:
     """The memory tools of one run: its store, its scope, its host's permission gate.
 
     `permit(name)` is asked every time, so a host can revoke a tool mid-run.
-    `memory_edit` exists only when the store says `supports_curation`.
+    `memory_edit` exists only when the store says `supports_curation`; with
+    no store at all (`store=None`) no tool is offered.
     """
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: MemoryStore | None,
         scope_id: str,
         permit: Callable[[str], bool] = _allow_all,
     ):
@@ -288,6 +289,8 @@ class MemoryTools:
         self.permit = permit
 
     def _offered(self) -> tuple[str, ...]:
+        if self.store is None:
+            return ()
         if getattr(self.store, "supports_curation", False):
             return TOOL_NAMES
         return (RECALL, LEARN)
@@ -305,7 +308,12 @@ class MemoryTools:
         if name not in TOOL_NAMES:
             raise ToolError(str(name), None, f"unknown tool (known: {', '.join(TOOL_NAMES)})")
         if name not in self._offered():
-            raise ToolError(name, None, "not offered: the store does not support curation")
+            why = (
+                "no memory store is installed"
+                if self.store is None
+                else "the store does not support curation"
+            )
+            raise ToolError(name, None, f"not offered: {why}")
         if not self.permit(name):
             raise ToolError(name, None, "not permitted by the host")
         args = decode_arguments(name, arguments)

@@ -128,6 +128,13 @@ def test_memory_edit_only_offered_when_the_store_supports_curation():
     assert store.total_calls == 0
 
 
+def test_no_store_installed_offers_no_tools():
+    tools = MemoryTools(None, "s")
+    assert tools.schemas() == []
+    with pytest.raises(ToolError, match="memory_recall: not offered: no memory store"):
+        tools.call("memory_recall", {"query": "x"})
+
+
 def test_store_without_the_attribute_gets_no_memory_edit():
     class Minimal:
         def recall(self, *a, **k):
