@@ -283,9 +283,10 @@ class ConsolidationWorker:
     ) -> ConsolidationWorker:
         """A worker whose passes are `memkit.consolidate.run_pass`.
 
-        `store` is one store for every scope, or a callable mapping a scope id
-        to its store. `options` are passed to the constructor (clock, on_error,
-        on_pass). `memkit.consolidate` is imported on the first pass only.
+        `store` is one store for every scope, a mapping scope id -> store, or a
+        callable returning a scope's store. `options` go to the constructor
+        (clock, on_error, on_pass, field overrides). `memkit.consolidate` is
+        imported on the first pass only.
         """
         pick = _store_picker(store)
 
@@ -495,9 +496,13 @@ def _ignore(_exc: BaseException) -> None:
 def _store_picker(store: Any) -> Callable[[str], Any]:
     if hasattr(store, "pending_rollouts"):
         return lambda _scope: store
+    if isinstance(store, Mapping):
+        return store.__getitem__
     if callable(store):
         return store
-    raise ConfigError(f"store must be a store or a callable scope -> store, got {store!r}")
+    raise ConfigError(
+        f"store must be a store, a mapping or a callable scope -> store, got {store!r}"
+    )
 
 
 # -- the host's finish-run entry point ----------------------------------------

@@ -101,7 +101,7 @@ def test_capacity_one_a_a_b_then_b_consolidates_synchronously(stores):
 
     async def main():
         w = ConsolidationWorker.for_store(
-            stores.__getitem__, consolidator, dataclasses.replace(FAST, capacity=1)
+            stores, consolidator, dataclasses.replace(FAST, capacity=1)
         )
         r1 = finish_run(stores["a"], make_run("a", 1), worker=w)
         r2 = finish_run(stores["a"], make_run("a", 2), worker=w)
@@ -319,3 +319,8 @@ def test_litellm_timeouts_two_provider_calls_then_evidence_stays_pending(stores)
         await task
 
     asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_for_store_rejects_something_that_is_not_a_store():
+    with pytest.raises(ConfigError, match="42"):
+        ConsolidationWorker.for_store(42, Scripted())
