@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memkit.errors import ConfigError, ProposalError, ProviderError
 from memkit.worker import (
@@ -788,3 +790,95 @@ def test_keyword_overrides_of_params_and_unknown_names():
         ConsolidationWorker(Passes(Evidence()), capacity=0)
     with pytest.raises(ConfigError, match="pass_fn"):
         ConsolidationWorker(None)  # type: ignore[arg-type]
+
+
+def test_no_discovery_of_stored_scopes_on_start():
+    async def main():
+        ev = Evidence()
+        ev.stage("old", 3)  # evidence left by an earlier process
+        w = ConsolidationWorker(Passes(ev), FAST)
+        task = asyncio.create_task(w.run())
+        await asyncio.sleep(0.05)
+        assert ev.reads == 0 and ev.pending["old"] == ["r1", "r2", "r3"]
+        assert w.submit("old")  # the scope's next successful run re-admits it
+        await w.wait_idle()
+        assert ev.pending["old"] == []
+        await w.shutdown()
+        await task
+
+    run(main())
+
+
+# --- a model-based check over random interleavings ---------------------------------
+
+SCOPES = ("p", "q", "r", "s", "t")
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("submit"), st.sampled_from(SCOPES)),
+        st.tuples(st.just("release"), st.integers(0, 3)),
+        st.tuples(st.just("tick"), st.just(0)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(capacity=st.integers(1, 5), max_concurrent=st.integers(1, 4), ops=OPS)
+def test_random_interleavings_keep_every_bound_and_lose_no_accepted_evidence(
+    capacity, max_concurrent, ops
+):
+    """Passes read first, block on a gate, then commit what they read (like run_pass).
+
+    Invariants after every step: in flight <= min(max_concurrent, capacity), never
+    two passes of one scope, admitted <= capacity, and submit is refused exactly
+    when the worker is full. After draining, every rollout staged before an
+    accepted submit has been consumed.
+    """
+
+    async def main():
+        ev = Evidence()
+        gates: list[asyncio.Event] = []
+        inflight: dict[str, int] = defaultdict(int)
+
+        async def pass_fn(scope):
+            inflight[scope] += 1
+            try:
+                batch = ev.read(scope)
+                gate = asyncio.Event()
+                gates.append(gate)
+                await gate.wait()
+                ev.consume(scope, batch)
+                return Result("committed" if batch else "nothing_pending", consumed=len(batch))
+            finally:
+                inflight[scope] -= 1
+
+        params = WorkerParams(capacity=capacity, max_concurrent=max_concurrent, window_s=0.0)
+        w = ConsolidationWorker(pass_fn, params, clock=lambda: 0.0)
+        task = asyncio.create_task(w.run())
+        must_consume: dict[str, int] = defaultdict(int)
+        for op, arg in ops:
+            if op == "submit":
+                full = w.admitted >= capacity and w.due(arg) is None
+                ev.stage(arg)
+                accepted = w.submit(arg)
+                assert accepted is not full
+                if accepted:
+                    must_consume[arg] = len(ev.pending[arg]) + len(ev.consumed[arg])
+            elif op == "release":
+                open_gates = [g for g in gates if not g.is_set()]
+                if open_gates:
+                    open_gates[arg % len(open_gates)].set()
+            await settle(3)
+            assert sum(inflight.values()) <= min(max_concurrent, capacity)
+            assert all(n <= 1 for n in inflight.values())
+            assert w.admitted <= capacity
+        while w.admitted:
+            for g in gates:
+                g.set()
+            await settle(3)
+        for scope, n in must_consume.items():
+            assert len(ev.consumed[scope]) >= n, (scope, n, ev.consumed[scope])
+        await w.shutdown()
+        await task
+
+    run(main())
