@@ -192,7 +192,7 @@ def assemble_block(
     entries that still fit, so evaluations can price the reference's choice.
     """
     check_params(params)
-    mems = [_memory(r) for r in recalled]
+    mems = [r.memory if type(r) is Recalled else r for r in recalled]
     if not mems:
         return AssembledBlock("", BlockAccount(overflow=params.overflow))
 
@@ -228,6 +228,8 @@ def assemble_block(
     spent = 0
     truncated: list[str] = []
     entries: list[BlockEntry] = []
+    admitted: list[str] = []
+    admitted_bytes: list[int] = []
     stopped: list[str] = []
     lines = [_PREAMBLE]
     for i, (m, content, size) in enumerate(kept):
@@ -246,6 +248,8 @@ def assemble_block(
             truncated.append(m.id)
         mid, kind = m.id, m.kind
         entries.append(BlockEntry(mid, kind, content, size, cut))
+        admitted.append(mid)
+        admitted_bytes.append(size)
         lines.append(f"- ({kind}, id {mid}) {content}\n" if mid else f"- ({kind}) {content}\n")
     lines.append("\n")
     text = "".join(lines)
@@ -253,8 +257,8 @@ def assemble_block(
         recalled=tuple(m.id for m in mems),
         removed_as_paraphrase=tuple(removed),
         truncated=tuple(truncated),
-        admitted=tuple(e.id for e in entries),
-        admitted_bytes=tuple(e.bytes for e in entries),
+        admitted=tuple(admitted),
+        admitted_bytes=tuple(admitted_bytes),
         stopped_by_budget=tuple(stopped),
         bytes_spent=spent,
         bytes_recalled=bytes_recalled,

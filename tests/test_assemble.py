@@ -132,9 +132,19 @@ def test_entries_with_an_empty_word_set_are_always_kept():
     assert block.account.admitted == ("m1", "m2", "m3")
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(st.characters(exclude_categories=("Cs",)), max_size=60))
+_ACCENTY = "aAdDđĐeEoOuUyYiIİKǅﬁ \u0300\u0301\u0303\u0309\u0323\u0302\u0306\u031b\u0903\u20dd-,.ß"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(st.characters(exclude_categories=("Cs",)), max_size=60),
+        st.text(alphabet=_ACCENTY, max_size=40),
+    )
+)
 def test_fast_word_set_equals_the_reference_word_set(s):
+    """The assembler's byte-level tokenizer and fold agree with memkit.text.word_set,
+    including combining marks, spacing (Mc) and enclosing (Me) marks and đ."""
     assert {w.decode("utf-8") for w in dedup_words(s)} == word_set(s)
 
 
