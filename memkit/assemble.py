@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -124,6 +124,8 @@ class BlockAccount:
     """Entry-text bytes admitted: the quantity the block budget limits."""
     bytes_recalled: int = 0
     """Stripped content bytes of every recalled entry, before dedup and clamping."""
+    bytes_truncated: int = 0
+    """Content bytes the entry clamp cut from admitted entries (marker not counted)."""
     block_bytes: int = 0
     """UTF-8 length of the whole block text (heading, caveat and bullet framing)."""
     overflow: str = "stop"
@@ -141,10 +143,29 @@ class BlockAccount:
             "stopped_by_budget": list(self.stopped_by_budget),
             "bytes_spent": self.bytes_spent,
             "bytes_recalled": self.bytes_recalled,
+            "bytes_truncated": self.bytes_truncated,
             "block_bytes": self.block_bytes,
             "overflow": self.overflow,
             "error": self.error,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BlockAccount:
+        """Inverse of `to_dict`, for reports rebuilt from run files."""
+        ids = ("recalled", "truncated", "admitted", "stopped_by_budget")
+        return cls(
+            **{k: tuple(d.get(k, ())) for k in ids},
+            removed_as_paraphrase=tuple(
+                (str(r), str(k)) for r, k in d.get("removed_as_paraphrase", ())
+            ),
+            admitted_bytes=tuple(int(b) for b in d.get("admitted_bytes", ())),
+            bytes_spent=int(d.get("bytes_spent", 0)),
+            bytes_recalled=int(d.get("bytes_recalled", 0)),
+            bytes_truncated=int(d.get("bytes_truncated", 0)),
+            block_bytes=int(d.get("block_bytes", 0)),
+            overflow=str(d.get("overflow", "stop")),
+            error=d.get("error"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +246,7 @@ def assemble_block(
         kept.append((m, content, len(raw)))
 
     entry_cap, budget, skip = params.entry_bytes, params.block_bytes, params.overflow == "skip"
-    spent = 0
+    spent = cut_bytes = 0
     truncated: list[str] = []
     entries: list[BlockEntry] = []
     admitted: list[str] = []
@@ -235,6 +256,7 @@ def assemble_block(
     for i, (m, content, size) in enumerate(kept):
         cut = 0 < entry_cap < size
         if cut:
+            full = size
             content = truncate_bytes(content, entry_cap)
             size = len(content.encode("utf-8"))
         if spent + size > budget:
@@ -246,6 +268,7 @@ def assemble_block(
         spent += size
         if cut:
             truncated.append(m.id)
+            cut_bytes += full - (size - _MARKER_BYTES)
         mid, kind = m.id, m.kind
         entries.append(BlockEntry(mid, kind, content, size, cut))
         admitted.append(mid)
@@ -262,6 +285,7 @@ def assemble_block(
         stopped_by_budget=tuple(stopped),
         bytes_spent=spent,
         bytes_recalled=bytes_recalled,
+        bytes_truncated=cut_bytes,
         block_bytes=len(text.encode("utf-8")),
         overflow=params.overflow,
     )

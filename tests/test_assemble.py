@@ -12,6 +12,7 @@ from memkit.assemble import (
     CAVEAT,
     HEADING,
     AssembledBlock,
+    BlockAccount,
     assemble_block,
     block_for_run,
     dedup_words,
@@ -43,7 +44,7 @@ def assert_account_consistent(block: AssembledBlock) -> None:
     assert a.bytes_spent == sum(a.admitted_bytes) == sum(e.bytes for e in block.entries)
     assert a.admitted == tuple(e.id for e in block.entries)
     assert a.block_bytes == byte_len(block.text)
-    json.dumps(a.to_dict())
+    assert BlockAccount.from_dict(json.loads(json.dumps(a.to_dict()))) == a
 
 
 # --- paraphrase dedup --------------------------------------------------------
@@ -158,6 +159,7 @@ def test_a_long_memory_is_cut_with_the_marker():
     assert entry.bytes == byte_len(entry.text) == 600
     assert block.account.truncated == ("m1",)
     assert block.account.bytes_recalled == 1800
+    assert block.account.bytes_truncated == 1800 - 585  # 585 content bytes kept + marker
 
 
 def test_entry_bound_600_kept_601_cut_and_whitespace_stripped_first():
@@ -169,6 +171,7 @@ def test_entry_bound_600_kept_601_cut_and_whitespace_stripped_first():
     assert e2.truncated and e2.bytes == 600
     assert block.account.truncated == ("m2",)
     assert block.account.bytes_recalled == 1201
+    assert block.account.bytes_truncated == 601 - 585
 
 
 def test_entry_cut_falls_on_a_code_point_boundary():
