@@ -156,6 +156,10 @@ def decode_arguments(tool: str, arguments: str | Mapping[str, Any] | None) -> di
             arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:
             raise ToolError(tool, None, f"arguments are not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise ToolError(
+                tool, None, "arguments are not valid JSON (nested too deeply)"
+            ) from None
     if not isinstance(arguments, Mapping):
         raise ToolError(
             tool, None, f"arguments must be a JSON object, got {type(arguments).__name__}"
@@ -163,17 +167,22 @@ def decode_arguments(tool: str, arguments: str | Mapping[str, Any] | None) -> di
     return dict(arguments)
 
 
-def _string(tool: str, args: Mapping[str, Any], name: str, *, required: bool) -> str | None:
-    """A string argument, stripped; blank or missing is an error when required."""
+def _optional(tool: str, args: Mapping[str, Any], name: str) -> str | None:
+    """A string argument, stripped; None when absent or null."""
     value = args.get(name)
     if value is None:
-        if required:
-            raise ToolError(tool, name, "is required")
         return None
     if not isinstance(value, str):
         raise ToolError(tool, name, f"must be a string, got {type(value).__name__}")
-    value = value.strip()
-    if required and not value:
+    return value.strip()
+
+
+def _required(tool: str, args: Mapping[str, Any], name: str) -> str:
+    """A non-blank string argument, stripped."""
+    value = _optional(tool, args, name)
+    if value is None:
+        raise ToolError(tool, name, "is required")
+    if not value:
         raise ToolError(tool, name, "must not be blank")
     return value
 
@@ -232,8 +241,7 @@ def parse_recall(args: Mapping[str, Any]) -> RecallArgs:
     for name in args:
         if name not in ("query", "limit"):
             raise ToolError(RECALL, name, "unknown argument (allowed: query, limit)")
-    query = _string(RECALL, args, "query", required=True)
-    assert query is not None
+    query = _required(RECALL, args, "query")
     size = byte_len(query)
     if size > QUERY_MAX_BYTES:
         raise ToolError(RECALL, "query", f"is {size} bytes (max {QUERY_MAX_BYTES})")
@@ -242,23 +250,21 @@ def parse_recall(args: Mapping[str, Any]) -> RecallArgs:
 
 def parse_learn(args: Mapping[str, Any]) -> LearnArgs:
     """learn: a non-blank lesson and optional tags; other fields are ignored."""
-    lesson = _string(LEARN, args, "lesson", required=True)
-    assert lesson is not None
+    lesson = _required(LEARN, args, "lesson")
     return LearnArgs(lesson, _tags(LEARN, args) or ())
 
 
 def parse_edit(args: Mapping[str, Any]) -> EditArgs:
     """memory_edit: id and a known action; `update` needs non-blank content."""
-    memory_id = _string(EDIT, args, "id", required=True)
-    action = _string(EDIT, args, "action", required=True)
-    assert memory_id is not None and action is not None
+    memory_id = _required(EDIT, args, "id")
+    action = _required(EDIT, args, "action")
     if action not in EDIT_ACTIONS:
         raise ToolError(
             EDIT, "action", f"unknown action {action!r} (use {', '.join(EDIT_ACTIONS)})"
         )
-    content = _string(EDIT, args, "content", required=action == "update")
-    tags = _tags(EDIT, args)
-    return EditArgs(memory_id, action, content if action == "update" else None, tags)
+    if action != "update":
+        return EditArgs(memory_id, action, None, _tags(EDIT, args))
+    return EditArgs(memory_id, action, _required(EDIT, args, "content"), _tags(EDIT, args))
 
 
 # --- the tools -------------------------------------------------------------------
@@ -349,8 +355,7 @@ class MemoryTools:
 
     def _edit(self, a: EditArgs) -> dict[str, Any]:
         try:
-            if a.action == "update":
-                assert a.content is not None
+            if a.action == "update" and a.content is not None:  # parse_edit guarantees both
                 new_id = self.store.update(
                     self.scope_id, a.id, a.content, tags=a.tags, confidence=CONFIDENCE_CHOSEN
                 )
