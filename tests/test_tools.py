@@ -199,7 +199,11 @@ def test_arguments_may_be_json_text_a_dict_or_empty():
 
 @pytest.mark.parametrize(
     "raw, needle",
-    [("{not json", "are not valid JSON"), ("[1, 2]", "must be a JSON object, got list")],
+    [
+        ("{not json", "are not valid JSON"),
+        ("[" * 100_000, "are not valid JSON"),
+        ("[1, 2]", "must be a JSON object, got list"),
+    ],
 )
 def test_bad_argument_text_is_refused_naming_the_tool(store, tools, raw, needle):
     with pytest.raises(ToolError, match=f"^learn: arguments {needle}"):
