@@ -95,6 +95,8 @@ class RunConfig:
     concurrency: int = 4
     matcher_threshold: float = 0.5
     matcher_margin: float = 0.05
+    limit: int | None = None
+    """Adapters only: keep the first `limit` conversations/questions."""
 
     def __post_init__(self) -> None:
         if self.replicates < 1:
@@ -126,6 +128,30 @@ def preset(name: str, **overrides: Any) -> RunConfig:
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r} (known: {', '.join(sorted(PRESETS))})")
     return RunConfig(**{"name": name, **PRESETS[name], **overrides})
+
+
+ADAPTERS = ("locomo", "longmemeval", "longmemeval_s", "msc")
+
+
+def load_any(spec: str, *, limit: int | None = None) -> Any:
+    """A dataset from a folder in the bundled format, or `<adapter>:<path>`.
+
+    Adapters (`evals.adapters`): locomo, longmemeval (oracle split),
+    longmemeval_s, msc; `limit` keeps the first conversations/questions.
+    """
+    kind, sep, path = spec.partition(":")
+    if sep and kind in ADAPTERS:
+        from evals import adapters
+
+        if kind == "locomo":
+            return adapters.load_locomo(path, limit=limit)
+        if kind == "msc":
+            return adapters.load_msc(path, limit=limit)
+        variant = "s" if kind == "longmemeval_s" else "oracle"
+        return adapters.load_longmemeval(path, variant, limit=limit)
+    from evals.datasets import load_dataset
+
+    return load_dataset(spec)
 
 
 # --- small file helpers -------------------------------------------------------------
@@ -255,14 +281,13 @@ def run_eval(
     `dataset` and `embedder` may be passed in to share them across runs (sweeps,
     tests); `on_pass` is called after every consolidation pass.
     """
-    from evals.datasets import load_dataset
     from memkit.embed import get_embedder
 
     out = Path(out)
     units_dir = out / "units"
     units_dir.mkdir(parents=True, exist_ok=True)
     started = _now()
-    ds = dataset if dataset is not None else load_dataset(config.dataset)
+    ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
     emb = embedder if embedder is not None else CachingEmbedder(get_embedder(config.embedder))
     recall, assembly, fold, cparams = config.params()
     variant = Variant("default", recall, assembly)
@@ -477,3 +502,119 @@ def write_latency(run_dir: Path) -> None:
             "latency_mean_s": bootstrap_mean(lat).as_dict(DIGITS),
         }
     write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
+
+
+# --- paired comparison between systems ---------------------------------------------------
+
+COMPARE_METRICS: tuple[str, ...] = (
+    "strict_validity",
+    "valid_after_repair",
+    "hallucinated_ids",
+    "changes_per_proposal",
+    "extraction_recall",
+    "extraction_precision",
+    "precision_returned",
+    "p_at_1",
+    "recall_at_8",
+    "mrr",
+    "ndcg_at_8",
+    "budget_waste",
+    "supersede_leakage",
+)
+
+
+def _unit_sums(groups: dict[str, tuple[list, list | None]]) -> dict[str, tuple[float, float]]:
+    """Collapse one unit's per-metric lists to (numerator, denominator) sums."""
+    import numpy as np
+
+    out = {}
+    for m, (nums, dens) in groups.items():
+        a = np.asarray(nums, dtype=float)
+        if dens is None:
+            ok = ~np.isnan(a)
+            out[m] = (float(a[ok].sum()), float(ok.sum()))
+        else:
+            out[m] = (float(a.sum()), float(np.asarray(dens, dtype=float).sum()))
+    return out
+
+
+def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float]]]:
+    """metric -> unit key -> (num, den) for one system of one run.
+
+    Paired units: probes by (scope, probe, replicate); attempts by (scope,
+    replicate), since two consolidators see the same transcripts of a scope
+    but not the same snapshots; extraction by (scope, replicate).
+    """
+    out: dict[str, dict[Any, tuple[float, float]]] = {}
+
+    def put(key: Any, groups: dict[str, tuple[list, list | None]]) -> None:
+        for m, nd in _unit_sums(groups).items():
+            out.setdefault(m, {})[key] = nd
+
+    for r in read_jsonl(run_dir / "probes.jsonl"):
+        if r["system"] == system:
+            put(("probe", r["scope_id"], r["probe_id"], r["replicate"]), scorers.probe_metrics([r]))
+    for fname, fn in (
+        ("attempts.jsonl", scorers.attempt_metrics),
+        ("extraction.jsonl", scorers.extraction_metrics),
+    ):
+        by: dict[Any, list] = {}
+        for r in read_jsonl(run_dir / fname):
+            if r["system"] == system:
+                by.setdefault((r["scope_id"], r["replicate"]), []).append(r)
+        for key, rows in sorted(by.items()):
+            put(("scope", *key), fn(rows))
+    return out
+
+
+def compare_runs(
+    a_run: str | Path,
+    a_system: str,
+    b_run: str | Path | None = None,
+    b_system: str | None = None,
+    *,
+    metrics: Sequence[str] = COMPARE_METRICS,
+    seed: int = 0,
+    resamples: int = 1000,
+) -> pd.DataFrame:
+    """Paired bootstrap CI of (a - b) per metric over the units both systems share.
+
+    `b_run` defaults to `a_run` (two systems of one run). Each metric is the
+    pooled ratio sum(num)/sum(den) over shared units, so the difference is
+    exactly the difference of the two systems' pooled values on those units.
+    """
+    from evals.stats import paired_ratio_difference
+
+    if b_system is None:
+        raise ConfigError("compare needs two systems")
+    ua = _units(Path(a_run), a_system)
+    ub = _units(Path(b_run or a_run), b_system)
+    if not ua or not ub:
+        missing = a_system if not ua else b_system
+        raise ConfigError(f"system {missing!r} has no recorded rows to compare")
+    recs = []
+    for m in metrics:
+        if m not in ua or m not in ub:
+            continue
+        keys = sorted(set(ua[m]) & set(ub[m]), key=str)
+        cols = [
+            [ua[m][k][0] for k in keys],
+            [ua[m][k][1] for k in keys],
+            [ub[m][k][0] for k in keys],
+            [ub[m][k][1] for k in keys],
+        ]
+        e = paired_ratio_difference(*cols, seed=seed, resamples=resamples)
+        unit = keys[0][0] if keys else ""
+        recs.append(
+            {
+                "metric": m,
+                "a": a_system,
+                "b": b_system,
+                **e.as_dict(DIGITS),
+                "unit": {"probe": "probe", "scope": "scope x replicate"}.get(unit, unit),
+                "definition": scorers.definition(m),
+            }
+        )
+    return pd.DataFrame.from_records(
+        recs, columns=["metric", "a", "b", "value", "lo", "hi", "n", "unit", "definition"]
+    )
