@@ -14,6 +14,7 @@ run's task and never lets a store failure fail the run.
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,17 +63,24 @@ class _DropMarks(dict):
 _DROP_MARKS = _DropMarks()
 
 
-def _fold(text: str) -> str:
-    """`memkit.text.fold_accents(text).lower()`, about twice as fast.
+_COMBINING_DIACRITICS = re.compile("[\u0300-\u036f]+")
+"""U+0300-U+036F, all category Mn: the marks of Latin-script accents."""
 
-    The NFC step is skipped when nothing but ASCII and đ/Đ is left after the
-    marks go (the usual case for Vietnamese): NFC is the identity there.
+
+def _fold(text: str) -> str:
+    """`memkit.text.fold_accents(text).lower()`, two to three times faster.
+
+    The common case (Latin accents, Vietnamese) is settled by one regex pass
+    over the combining-diacritics block: when only ASCII and đ/Đ remain, no
+    other mark can be left and NFC is the identity. Anything else takes the
+    general path, which drops every Mn character and recomposes.
     """
-    t = unicodedata.normalize("NFD", text).translate(_DROP_MARKS)
+    t = _COMBINING_DIACRITICS.sub("", unicodedata.normalize("NFD", text))
     u = t.replace("đ", "d").replace("Đ", "D")
-    if not u.isascii():
-        u = unicodedata.normalize("NFC", t).replace("đ", "d").replace("Đ", "D")
-    return u.lower()
+    if u.isascii():
+        return u.lower()
+    t = unicodedata.normalize("NFC", t.translate(_DROP_MARKS))
+    return t.replace("đ", "d").replace("Đ", "D").lower()
 
 
 def dedup_words(text: str) -> frozenset[bytes]:
