@@ -206,7 +206,7 @@ def check_params(params: AssemblyParams) -> None:
 
 
 def _memory(item: Recalled | Memory) -> Memory:
-    return item.memory if type(item) is Recalled else item
+    return item.memory if isinstance(item, Recalled) else item
 
 
 def assemble_block(
@@ -221,7 +221,7 @@ def assemble_block(
     entries that still fit, so evaluations can price the reference's choice.
     """
     check_params(params)
-    mems = [r.memory if type(r) is Recalled else r for r in recalled]
+    mems = [r.memory if isinstance(r, Recalled) else r for r in recalled]
     if not mems:
         return AssembledBlock("", BlockAccount(overflow=params.overflow))
 
@@ -316,6 +316,9 @@ def block_for_run(
     recall_params: RecallParams = RecallParams(),
 ) -> AssembledBlock:
     """Recall once with the run's task and assemble (SPEC §5.1).
+
+    Call it once per run and reuse the text for every turn: the block must be
+    prefix-stable within a run, so a later recall must not reshuffle it.
 
     A store failure is logged and yields an empty block whose account carries
     the error: memory is an aid, and must never fail the run it serves. Rows
