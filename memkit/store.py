@@ -182,6 +182,8 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._vectors: dict[str, _ScopeVectors] = {}
         self._data_version = -1
+        self.new_id: Callable[[], str] = _new_id
+        """Row id factory; evaluations inject a deterministic one so replays reproduce."""
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -301,7 +303,7 @@ class SQLiteStore:
         vec: np.ndarray | None,
     ) -> tuple[str, int]:
         grams = trigrams(content)
-        mid = _new_id()
+        mid = self.new_id()
         cur = self._conn.execute(
             "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, source_run_id, "
             "created_at, seen_count, last_seen_at, superseded_by, embedding, ngrams) "
@@ -945,7 +947,7 @@ class SQLiteStore:
                     ts = now if timestamps is None else float(timestamps[i])
                     vec = None if embeddings is None else embeddings[i]
                     grams = trigrams(content) if index_trigrams else frozenset()
-                    mid = _new_id()
+                    mid = self.new_id()
                     cur = self._conn.execute(
                         "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, "
                         "created_at, seen_count, last_seen_at, embedding, ngrams) "
