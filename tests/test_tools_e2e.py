@@ -97,3 +97,13 @@ def test_recall_tool_returns_what_learn_wrote(store):
         ]
     }
     assert store.get(SCOPE, a["id"]).tags == ("db",)
+
+
+def test_a_failing_store_gives_an_empty_block_not_a_failed_run():
+    s = SQLiteStore.open(":memory:", embedder="hashing", clock=Clock())
+    s.remember(SCOPE, "The deploy script is ops/deploy.sh")
+    assert "ops/deploy.sh" in block_for_run(s, SCOPE, "deploy").text
+    s.close()
+    block = block_for_run(s, SCOPE, "deploy")  # recall now raises inside the store
+    assert block.text == ""
+    assert block.account.error
