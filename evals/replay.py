@@ -28,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
+import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -245,10 +247,24 @@ class StoreModeResult:
     writes: list[dict[str, Any]]
 
 
-def _open_store(embedder: Any, clock: SimClock, fold: FoldParams) -> Any:
+def _open_store(embedder: Any, clock: SimClock, fold: FoldParams, scope_id: str) -> Any:
+    """A fresh in-memory store on the simulated clock with deterministic row ids.
+
+    Row ids appear in consolidation requests, so random ids would change every
+    request hash and defeat the response cache; ids here are a hash of the
+    scope and a counter, identical on every replay.
+    """
     from memkit.store import SQLiteStore
 
-    return SQLiteStore.open(":memory:", embedder=embedder, clock=clock, fold=fold)
+    store = SQLiteStore.open(":memory:", embedder=embedder, clock=clock, fold=fold)
+    counter = itertools.count(1)
+
+    def new_id() -> str:
+        return hashlib.sha256(f"{scope_id}:{next(counter)}".encode()).hexdigest()[:16]
+
+    if hasattr(store, "new_id"):
+        store.new_id = new_id
+    return store
 
 
 CURATION = ("latest_row", "all_rows")
@@ -270,7 +286,7 @@ def replay_store_scope(
     if curation not in CURATION:
         raise ConfigError(f"curation must be one of {CURATION}, got {curation!r}")
     clock = SimClock()
-    store = _open_store(embedder, clock, fold)
+    store = _open_store(embedder, clock, fold, scope.scope_id)
     sid = scope.scope_id
     facts = {field_of(f, "fact_id"): f for f in scope.facts}
     predecessor = {
@@ -465,7 +481,7 @@ async def replay_pipeline_scope(
     from memkit.consolidate import run_pass, stage_run
 
     clock = SimClock()
-    store = _open_store(embedder, clock, fold)
+    store = _open_store(embedder, clock, fold, scope.scope_id)
     out = PipelineResult([], [], [], [])
     pending = list(scope.probes)
     done: set[str] = set()
