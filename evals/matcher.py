@@ -11,10 +11,11 @@ stored row is matched to gold by text. The rule, in full:
    casefold) score 1.0.
 2. A row's score against a fact is the best similarity against the fact's
    content and each of its paraphrases.
-3. The row matches the best-scoring fact of its scope when that score is at
-   least `threshold` **and** beats the best *other* fact by at least
-   `margin`; otherwise it matches nothing (an ambiguous row is unmatched, not
-   guessed).
+3. A row whose text is identical to the content or a paraphrase of exactly
+   one fact matches that fact. Otherwise the row matches the best-scoring
+   fact of its scope when that score is at least `threshold` **and** beats
+   the best *other* fact by at least `margin`; otherwise it matches nothing
+   (an ambiguous row is unmatched, not guessed).
 
 The matcher's own precision and recall are measured on labelled pairs
 (`pair_accuracy`): a pair is predicted "paraphrase" when its similarity is at
@@ -112,14 +113,19 @@ class Matcher:
         allowed = None if among is None else set(among)
         t = _prep(text)
         best_id, best, second = None, 0.0, 0.0
+        exact: list[str] = []
         for fid, texts in self._by_scope.get(scope_id, ()):
             if allowed is not None and fid not in allowed:
                 continue
+            if t.norm and any(t.norm == x.norm for x in texts):
+                exact.append(fid)
             s = max((_sim(t, x, self.min_words) for x in texts), default=0.0)
             if s > best:
                 best_id, best, second = fid, s, best
             elif s > second:
                 second = s
+        if len(exact) == 1:
+            return Match(exact[0], 1.0, second if best_id == exact[0] else best)
         ok = best_id is not None and best >= self.threshold and best - second >= self.margin
         return Match(best_id if ok else None, best, second)
 

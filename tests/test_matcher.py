@@ -96,3 +96,19 @@ def test_pair_accuracy_counts():
     assert math.isnan(empty.precision) and empty.as_dict()["precision"] is None
     with pytest.raises(ConfigError, match="'maybe'"):
         pair_accuracy([{"a": "x", "b": "y", "label": "maybe"}])
+
+
+def test_exact_text_wins_over_containment_ties():
+    facts = [
+        {"fact_id": "old", "scope_id": "s", "content": "activated within 14 days of signup"},
+        {
+            "fact_id": "new",
+            "scope_id": "s",
+            "content": "activated within 7 days of signup (changed from 14)",
+        },
+    ]
+    m = Matcher(facts)
+    # containment makes both score 1.0; the identical text decides
+    assert m.match("activated within 14 days of signup", "s").fact_id == "old"
+    assert m.match("Activated within 7 days of signup (changed from 14)", "s").fact_id == "new"
+    assert m.match("activated within days of signup", "s").fact_id is None
