@@ -320,3 +320,35 @@ def test_import_memkit_does_not_import_litellm():
     code = "import memkit, memkit.consolidate, sys; print('litellm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- retry policy and Retry-After parsing (pure) ------------------------------------
+
+
+def test_retry_policy_delays():
+    from memkit.llm import RetryPolicy
+
+    p = RetryPolicy(max_attempts=4, cap_s=30.0, base_delay_s=1.0)
+    assert [p.delay(n, None) for n in (1, 2, 3)] == [1.0, 2.0, 4.0]
+    assert p.delay(1, 30.0) == 30.0 and p.delay(1, 30.5) == 30.0  # at the cap and past it
+    assert p.delay(1, -5.0) == 0.0 and p.delay(9, None) == 30.0
+
+
+def test_retry_after_header_forms():
+    import email.utils
+    import time
+
+    import httpx
+
+    from memkit.llm import _retry_after
+
+    class E(Exception):
+        def __init__(self, headers):
+            self.response = httpx.Response(429, headers=headers)
+
+    assert _retry_after(E({"Retry-After": "2.5"})) == 2.5
+    assert _retry_after(E({"retry-after-ms": "150"})) == 0.15
+    when = email.utils.formatdate(time.time() + 20, usegmt=True)
+    assert 15 < _retry_after(E({"Retry-After": when})) <= 21
+    assert _retry_after(E({"Retry-After": "soon"})) is None
+    assert _retry_after(E({})) is None and _retry_after(Exception()) is None

@@ -55,7 +55,8 @@ class Consolidator(Protocol):
     async def propose(self, request: ConsolidationRequest) -> Reply: ...
 
 
-def _local_reply(name: str, text: str, t0: float) -> Reply:
+def local_reply(name: str, text: str, t0: float) -> Reply:
+    """A reply produced in-process (no provider): one "ok" attempt with its latency."""
     return Reply(
         text=text,
         model=name,
@@ -111,7 +112,7 @@ class LiteLLMConsolidator:
             "max_tokens": request.params.output_tokens,
             "timeout": request.params.timeout_s,
             "json_mode": json_mode,
-            **{k: v for k, v in self.extra.items()},
+            **self.extra,
         }
 
     async def propose(self, request: ConsolidationRequest) -> Reply:
@@ -178,7 +179,7 @@ class OracleConsolidator:
     async def propose(self, request: ConsolidationRequest) -> Reply:
         t0 = time.perf_counter()
         changes = list(self.gold(request))
-        return _local_reply(self.name, json.dumps({"changes": changes}, ensure_ascii=False), t0)
+        return local_reply(self.name, json.dumps({"changes": changes}, ensure_ascii=False), t0)
 
 
 class ReplayConsolidator:
@@ -230,8 +231,7 @@ class ReplayConsolidator:
             )
             raise err
         text, model = hit
-        reply = _local_reply(model, text, t0)
-        return reply
+        return local_reply(model, text, t0)
 
 
 def get_consolidator(spec: str, **options: Any) -> Consolidator:

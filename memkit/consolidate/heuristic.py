@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from memkit.consolidate.consolidators import Reply, _local_reply
+from memkit.consolidate.consolidators import Reply, local_reply
 from memkit.consolidate.request import ConsolidationRequest
 from memkit.redact import REDACTED
 from memkit.text import trigram_similarity
@@ -145,4 +145,4 @@ class HeuristicConsolidator:
     async def propose(self, request: ConsolidationRequest) -> Reply:
         t0 = time.perf_counter()
         text = json.dumps({"changes": self.changes(request)}, ensure_ascii=False)
-        return _local_reply(self.name, text, t0)
+        return local_reply(self.name, text, t0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from memkit.consolidate.consolidators import Consolidator, Reply
@@ -208,8 +209,6 @@ def _with(
     code: str | None,
     out: str | None = None,
 ) -> Attempt:
-    from dataclasses import replace
-
     return replace(
         a,
         raw_response=raw,
