@@ -168,6 +168,23 @@ class PairAccuracy:
         }
 
 
+def pair_predictions(
+    pairs: Iterable[Any],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    min_words: int = DEFAULT_MIN_WORDS,
+) -> list[tuple[bool, bool]]:
+    """(predicted paraphrase, labelled paraphrase) per pair, for bootstrap CIs."""
+    out = []
+    for p in pairs:
+        label = _field(p, "label")
+        if label not in ("paraphrase", "distinct"):
+            raise ConfigError(f"pair label must be 'paraphrase' or 'distinct', got {label!r}")
+        pred = similarity(_field(p, "a"), _field(p, "b"), min_words=min_words) >= threshold
+        out.append((pred, label == "paraphrase"))
+    return out
+
+
 def pair_accuracy(
     pairs: Iterable[Any],
     *,
@@ -180,12 +197,7 @@ def pair_accuracy(
     label is an error naming it.
     """
     tp = fp = fn = tn = n = 0
-    for p in pairs:
-        label = _field(p, "label")
-        if label not in ("paraphrase", "distinct"):
-            raise ConfigError(f"pair label must be 'paraphrase' or 'distinct', got {label!r}")
-        pred = similarity(_field(p, "a"), _field(p, "b"), min_words=min_words) >= threshold
-        gold = label == "paraphrase"
+    for pred, gold in pair_predictions(pairs, threshold=threshold, min_words=min_words):
         n += 1
         tp += pred and gold
         fp += pred and not gold

@@ -40,6 +40,11 @@ def _fmt(v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
+def _ci(m: dict[str, Any], key: str) -> tuple[Any, Any, Any]:
+    ci = m.get(f"{key}_ci") or {}
+    return m.get(key), ci.get("lo"), ci.get("hi")
+
+
 def _figure_png(fig: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
@@ -205,13 +210,13 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         sections.append(
             (
                 "Gold matcher accuracy on labelled pairs",
-                ["threshold", "margin", "precision", "recall", "n"],
+                ["threshold", "margin", "precision [95% CI]", "recall [95% CI]", "n pairs"],
                 [
                     [
                         str(matcher.get("threshold")),
                         str(matcher.get("margin")),
-                        _fmt(matcher.get("precision"), None, None),
-                        _fmt(matcher.get("recall"), None, None),
+                        _fmt(*_ci(matcher, "precision")),
+                        _fmt(*_ci(matcher, "recall")),
                         str(matcher.get("n")),
                     ]
                 ],

@@ -45,7 +45,7 @@ from typing import Any
 import pandas as pd
 
 from evals import scorers
-from evals.matcher import Matcher, pair_accuracy
+from evals.matcher import Matcher, pair_accuracy, pair_predictions
 from evals.replay import (
     CachingEmbedder,
     Variant,
@@ -386,11 +386,7 @@ def run_eval(
     for k, rows in files.items():
         write_jsonl(out / f"{k}.jsonl", rows)
     pairs = list(getattr(ds, "pairs", ()) or ())
-    acc = pair_accuracy(pairs, threshold=config.matcher_threshold)
-    write_json(
-        out / "matcher.json",
-        {"version": RUN_VERSION, **acc.as_dict(), "margin": config.matcher_margin},
-    )
+    write_json(out / "matcher.json", matcher_accuracy(pairs, config))
     fingerprint = ds.fingerprint() if hasattr(ds, "fingerprint") else None
     write_json(
         out / "manifest.json",
@@ -421,6 +417,25 @@ def run_eval(
 
         build_report(out)
     return RunResult(out, table)
+
+
+def matcher_accuracy(pairs: Sequence[Any], config: RunConfig) -> dict[str, Any]:
+    """The matcher's precision/recall on labelled pairs, with bootstrap CIs over pairs."""
+    from evals.stats import bootstrap_ratio
+
+    preds = pair_predictions(pairs, threshold=config.matcher_threshold)
+    acc = pair_accuracy(pairs, threshold=config.matcher_threshold)
+    hit = [float(p and g) for p, g in preds]
+    kw = {"seed": config.seed, "resamples": config.resamples}
+    prec = bootstrap_ratio(hit, [float(p) for p, _ in preds], **kw)
+    rec = bootstrap_ratio(hit, [float(g) for _, g in preds], **kw)
+    return {
+        "version": RUN_VERSION,
+        **acc.as_dict(),
+        "margin": config.matcher_margin,
+        "precision_ci": prec.as_dict(DIGITS),
+        "recall_ci": rec.as_dict(DIGITS),
+    }
 
 
 # --- metrics from run files -------------------------------------------------------------
@@ -471,10 +486,9 @@ def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.Data
                 {
                     "system": "matcher",
                     "metric": f"matcher_{key}",
-                    "value": m[key],
-                    "lo": None,
-                    "hi": None,
-                    "n": m["n"],
+                    **(
+                        m.get(f"{key}_ci") or {"value": m[key], "lo": None, "hi": None, "n": m["n"]}
+                    ),
                     "definition": scorers.definition(f"matcher_{key}"),
                 }
             )
