@@ -111,7 +111,7 @@ def test_good_reply_commits_with_usage(srv):
     assert a.latency_s > 0 and a.parse_mode == "strict" and a.validation_code is None
     assert a.model == "openai/good" and a.consolidator == "litellm:openai/good"
     assert [m.content for m in store.live("s")] == ["Deploy with `make deploy` from the repo root."]
-    # what was sent: the native prompt, JSON mode off for an unknown model, 2048 tokens
+    # what was sent: the native prompt and the 2,048-token output ceiling
     call = srv.calls_for("good")[-1]
     assert call.body["max_tokens"] == 2048
     assert call.messages[0]["role"] == "system" and "untrusted" in call.messages[0]["content"]
@@ -352,3 +352,31 @@ def test_retry_after_header_forms():
     assert 15 < _retry_after(E({"Retry-After": when})) <= 21
     assert _retry_after(E({"Retry-After": "soon"})) is None
     assert _retry_after(E({})) is None and _retry_after(Exception()) is None
+
+
+def test_json_mode_follows_litellm_unless_overridden(srv):
+    # LiteLLM lists response_format among the openai provider's params: auto = on
+    run_pass_sync(_store(), "s", _consolidator(srv, "good"), FAST)
+    assert srv.calls_for("good")[-1].body["response_format"] == {"type": "json_object"}
+    run_pass_sync(_store(), "s", _consolidator(srv, "good", json_mode=False), FAST)
+    assert "response_format" not in srv.calls_for("good")[-1].body
+
+
+def test_warm_cache_reruns_several_passes_for_free(srv, tmp_path):
+    def passes(c):
+        store = _store(n=9)  # three passes: 4 + 4 + 1 rollouts
+        ids = iter(range(1000))
+        store.new_id = lambda: f"mem-{next(ids)}"  # reproducible ids: same later snapshots
+        out = [run_pass_sync(store, "s", c, FAST) for _ in range(4)]
+        assert [r.outcome for r in out] == ["committed"] * 3 + ["nothing_pending"]
+        return out
+
+    cold = _consolidator(srv, "good", cache_dir=tmp_path / "c")
+    first = passes(cold)
+    assert cold.provider_calls == 3
+    n0 = len(srv.calls)
+    warm = _consolidator(srv, "good", cache_dir=tmp_path / "c")
+    second = passes(warm)
+    assert warm.provider_calls == 0 and len(srv.calls) == n0
+    assert [r.request_hash for r in second] == [r.request_hash for r in first]
+    assert all(r.attempts[0].cached for r in second[:3])
