@@ -15,12 +15,15 @@ those files only:
     metrics.json      deterministic: sorted keys, rounded floats, no timestamps
     metrics.csv       the same table
     latency.json      wall-clock latency p50/p95 (not deterministic, kept apart)
-    units/            one file per finished (system, replicate, scope) unit
+    units/<key>/      while running: one file per finished (system, replicate,
+                      scope) unit; removed when the run completes
 
-Resumability: a unit's rows are written to `units/` only when the unit is
-complete; a rerun into the same folder loads finished units and replays only
-the rest, and the consolidation response cache (`cache_dir`) makes any model
-call the killed run already paid for a cache hit.
+Resumability: a unit's rows are written to `units/<key>/` only when the unit
+is complete, where the key hashes the config, the dataset fingerprint and the
+source of memkit and evals; a rerun into the same folder with the same key
+loads finished units and replays only the rest, and the consolidation
+response cache (`cache_dir`) makes any model call the killed run already paid
+for a cache hit.
 
 Concurrency: pipeline units run as asyncio tasks; every pass of one model
 holds that model's semaphore, so a provider sees at most `concurrency`
@@ -35,6 +38,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -251,6 +255,25 @@ def _unit_name(system: str, replicate: int, scope: str) -> str:
     return safe[:150] + "-" + hashlib.sha256(safe.encode()).hexdigest()[:8] + ".json"
 
 
+def _code_hash() -> str:
+    """Hash of memkit's and the suite's sources: a resumed unit must come from this code."""
+    h = hashlib.sha256()
+    for pkg in ("memkit", "evals"):
+        for f in sorted((REPO / pkg).rglob("*.py")):
+            h.update(f.relative_to(REPO).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _resume_key(config: RunConfig, ds: Any) -> str:
+    """Finished units are reused only by a rerun of the same config, data and code."""
+    cfg = config.to_dict()
+    cfg.pop("name", None)
+    fp = ds.fingerprint() if hasattr(ds, "fingerprint") else getattr(ds, "name", "")
+    key = dumps({"config": cfg, "dataset": fp, "code": _code_hash()})
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def _model_key(spec: str) -> str:
     return spec
 
@@ -284,10 +307,10 @@ def run_eval(
     from memkit.embed import get_embedder
 
     out = Path(out)
-    units_dir = out / "units"
-    units_dir.mkdir(parents=True, exist_ok=True)
     started = _now()
     ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
+    units_dir = out / "units" / _resume_key(config, ds)
+    units_dir.mkdir(parents=True, exist_ok=True)
     emb = embedder if embedder is not None else CachingEmbedder(get_embedder(config.embedder))
     recall, assembly, fold, cparams = config.params()
     variant = Variant("default", recall, assembly)
@@ -412,6 +435,7 @@ def run_eval(
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
+    shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:
         from evals.report import build_report
 

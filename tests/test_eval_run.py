@@ -149,8 +149,10 @@ def test_killed_run_resumes_without_repeating_attempts(tiny, emb, server, tmp_pa
     before = len(server.calls)
     assert 0 < before < needed + 1
     assert not (tmp_path / "run" / "metrics.json").exists()
+    assert list((tmp_path / "run" / "units").glob("*/*.json"))  # the finished scope
     run_eval(cfg, tmp_path / "run", quiet=True, dataset=ds, embedder=emb, report=False)
     assert len(server.calls) == needed  # nothing asked twice across kill + resume
+    assert not (tmp_path / "run" / "units").exists()  # cleaned up once complete
     assert (tmp_path / "run" / "metrics.json").read_bytes() == (
         tmp_path / "clean" / "metrics.json"
     ).read_bytes()
