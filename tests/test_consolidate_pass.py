@@ -273,11 +273,22 @@ def test_replay_serves_recorded_answers_bit_for_bit(tmp_path):
         ("Remember that the VPN drops at midnight.", "fact"),
         ("Tôi thích dùng tiếng Việt trong báo cáo.", "preference"),
         ("Chúng tôi dùng GitLab cho mọi dự án.", "fact"),
+        ("So the lesson is: retry flaky e2e once before debugging.", "learning"),
+        ("The outage was caused by an expired OAuth secret.", "outcome"),
+        ("Nothing merges to main without a code owner approval.", "preference"),
+        ("The staging db moved to port 5434.", "fact"),
         ("Thanks, that worked.", None),
     ],
 )
 def test_heuristic_classify(sentence, kind):
     assert classify(sentence) == kind
+
+
+def test_heuristic_bare_remember_points_back():
+    req = _request(["ok. the staging port changed, 5434 from today. remember that. thanks"])
+    assert [(c.kind, c.content) for c in extract(req)] == [
+        ("fact", "The staging port changed, 5434 from today.")
+    ]
 
 
 def _request(texts, snapshot=(), role="user"):

@@ -25,7 +25,9 @@ _I = re.IGNORECASE
 
 PREFERENCE_CUES: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bI(?:'d| would)? (?:really )?(?:prefer|like|want|rather)\b", _I),
-    re.compile(r"\b(?:always|never|don't ever|do not ever)\b", _I),
+    re.compile(r"\b(?:always|never|don't ever|do not ever|no exceptions)\b", _I),
+    re.compile(r"\b(?:we|you) (?:must|should|don't|do not)\b|\bmust (?:not |never )?be\b", _I),
+    re.compile(r"\bnothing [\w ]{1,30} without\b", _I),
     re.compile(r"\bmy (?:favou?rite|preferred)\b", _I),
     re.compile(r"\b(?:tôi|mình|em|anh|chị) (?:thích|muốn|ưu tiên)\b", _I),
     re.compile(r"\b(?:luôn luôn|luôn|không bao giờ|đừng bao giờ)\b", _I),
@@ -36,12 +38,25 @@ PROCEDURE_CUES: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b(?:the way to|the command (?:to|for)|you (?:need|have) to run)\b", _I),
     re.compile(r"\bđể [\w ]{2,40},? (?:hãy )?(?:chạy|dùng|gõ)\b", _I),
 )
+LEARNING_CUES: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\b(?:the lesson|lesson learned|rule of thumb|turns out|the trick is)\b", _I),
+    re.compile(r"\b(?:bài học|kinh nghiệm là)\b", _I),
+)
+OUTCOME_CUES: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\b(?:was caused by|root cause|was fixed by|we fixed it by|post-?mortem)\b", _I),
+)
 FACT_CUES: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bremember (?:that )?", _I),
     re.compile(r"\bwe (?:use|run|deploy|host|store|keep)\b", _I),
     re.compile(r"\bour [\w -]{1,40} (?:is|are|uses|runs|lives)\b", _I),
     re.compile(r"\bthe [\w./-]+(?: [\w./-]+){0,5} (?:is|are|lives in|runs on|uses)\b", _I),
+    re.compile(
+        r"\b(?:is|are) now\b|\b(?:moved|migrated|switched) to\b|\bnew [\w -]{1,30} is\b", _I
+    ),
     re.compile(r"\b(?:hãy nhớ|nhớ rằng|chúng tôi dùng|chúng tôi sử dụng|bọn mình dùng)\b", _I),
+)
+_BARE_REMEMBER = re.compile(
+    r"^(?:please )?(?:remember|note|hãy nhớ|nhớ)(?: that| this| điều này)?\W*$", _I
 )
 INJECTION_CUES: tuple[re.Pattern[str], ...] = (
     re.compile(
@@ -70,6 +85,10 @@ class Candidate:
 
 def classify(sentence: str) -> str | None:
     """The kind a cue suggests, or None when the sentence carries no cue."""
+    if any(p.search(sentence) for p in OUTCOME_CUES):
+        return "outcome"
+    if any(p.search(sentence) for p in LEARNING_CUES):
+        return "learning"
     if any(p.search(sentence) for p in PROCEDURE_CUES):
         return "procedure"
     if any(p.search(sentence) for p in PREFERENCE_CUES):
@@ -85,6 +104,37 @@ def _clean(sentence: str) -> str:
     return s[:LESSON_CHARS].rstrip()
 
 
+def _usable(s: str) -> bool:
+    return not (
+        len(s) < MIN_CHARS
+        or len(s) > MAX_SENTENCE_CHARS
+        or s.endswith("?")
+        or REDACTED in s
+        or "…[" in s  # a truncation marker: the sentence is not whole
+        or _TOOL_NOTE.match(s)
+        or any(p.search(s) for p in INJECTION_CUES)
+    )
+
+
+def _cued(text: str) -> list[Candidate]:
+    """Cue-bearing sentences of one message; a bare "remember that." points back."""
+    found: list[Candidate] = []
+    prev = ""
+    for raw in _SPLIT.split(text):
+        s = raw.strip()
+        if not s:
+            continue
+        kind = None
+        if _BARE_REMEMBER.match(s) and prev:
+            s, kind = prev, classify(prev) or "fact"
+        elif _usable(s):
+            kind = classify(s)
+        prev = s
+        if kind is not None and _usable(s):
+            found.append(Candidate(kind, _clean(s)))
+    return found
+
+
 def extract(request: ConsolidationRequest) -> list[Candidate]:
     """Cue-bearing sentences of user and tool messages, oldest first, near-duplicates folded."""
     out: list[Candidate] = []
@@ -92,23 +142,8 @@ def extract(request: ConsolidationRequest) -> list[Candidate]:
         for m in rollout.messages:
             if m.get("role") not in ("user", "tool"):
                 continue
-            for raw in _SPLIT.split(str(m.get("content") or "")):
-                s = raw.strip()
-                if (
-                    len(s) < MIN_CHARS
-                    or len(s) > MAX_SENTENCE_CHARS
-                    or s.endswith("?")
-                    or REDACTED in s
-                    or "…[" in s  # a truncation marker: the sentence is not whole
-                    or _TOOL_NOTE.match(s)
-                    or any(p.search(s) for p in INJECTION_CUES)
-                ):
-                    continue
-                kind = classify(s)
-                if kind is None:
-                    continue
-                cand = Candidate(kind, _clean(s))
-                # newest wording wins among near-duplicates
+            for cand in _cued(str(m.get("content") or "")):
+                # newest wording wins among near-duplicates (and a re-stated sentence)
                 out = [c for c in out if trigram_similarity(c.content, cand.content) < 0.65]
                 out.append(cand)
     return out
