@@ -121,6 +121,10 @@ def test_same_inputs_warm_cache_byte_identical_metrics(tiny, emb, server, tmp_pa
     assert a == (tmp_path / "b" / "metrics.json").read_bytes()
 
 
+class Killed(Exception):
+    """Stands in for the process being killed mid-run."""
+
+
 def test_killed_run_resumes_without_repeating_attempts(tiny, emb, server, tmp_path):
     root, ds = tiny
     clean = _cfg(root, server, tmp_path / "clean-cache")
@@ -131,19 +135,22 @@ def test_killed_run_resumes_without_repeating_attempts(tiny, emb, server, tmp_pa
     cfg = _cfg(root, server, tmp_path / "cache", concurrency=1)
     seen = []
 
-    def kill_after_three(_row):
-        seen.append(_row)
-        if len(seen) == 3:
-            raise KeyboardInterrupt  # the process dies mid-run
+    units = tmp_path / "run" / "units"
 
-    with pytest.raises(KeyboardInterrupt):
+    def kill_mid_alpha(row):
+        # die in the middle of scope alpha, once scope beta has finished
+        seen.append(row)
+        if row["scope_id"] == "alpha" and list(units.glob("*/*beta*.json")):
+            raise Killed
+
+    with pytest.raises(Killed):
         run_eval(
             cfg,
             tmp_path / "run",
             quiet=True,
             dataset=ds,
             embedder=emb,
-            on_pass=kill_after_three,
+            on_pass=kill_mid_alpha,
             report=False,
         )
     before = len(server.calls)
