@@ -171,3 +171,43 @@ def test_lenient_still_fails_on_garbage(text):
     with pytest.raises(ProposalError) as ei:
         parse_response(text, lenient=True)
     assert ei.value.code == "parse"
+
+
+# --- properties -------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_text = st.text(alphabet=st.sampled_from('aé€🙂 \n"\\x'), max_size=3000)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    contents=st.lists(_text, min_size=1, max_size=40),
+    memories=st.lists(_text, max_size=12),
+    limit=st.integers(min_value=500, max_value=30_000),
+)
+def test_shaping_property(contents, memories, limit):
+    msgs = tuple({"role": "user", "content": c} for c in contents)
+    rollouts = [Rollout(id=f"{i:064x}", scope_id="s", messages=msgs, final="f") for i in range(2)]
+    snap = [
+        Memory(id=f"m{i}", scope_id="s", kind="fact", content=c, tags=("t" * 70,) * 10)
+        for i, c in enumerate(memories)
+    ]
+    payload = build_request(rollouts, snap)
+    frozen = json.dumps(payload)
+    try:
+        text, size = shape_request(payload, ConsolidationParams(request_bytes=limit))
+    except RequestTooLarge:
+        from memkit.consolidate.request import _excerpt, encode
+
+        assert byte_len(encode(_excerpt(payload, 16))) > limit
+    else:
+        assert byte_len(text) <= limit
+        got = json.loads(text)
+        assert [r["id"] for r in got["rollouts"]] == [r.id for r in rollouts]
+        assert [m["id"] for m in got["memories"]] == [m.id for m in snap]
+        assert all(len(r["messages"]) == len(msgs) for r in got["rollouts"])
+        if size is None:
+            assert got == payload
+    assert json.dumps(payload) == frozen

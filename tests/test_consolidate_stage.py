@@ -264,3 +264,32 @@ def test_missing_field_and_bad_message(store):
         stage_run(store, r)
     with pytest.raises(TranscriptError, match=r"messages\[1\]"):
         stage_run(store, run(messages=[{"role": "user", "content": "x"}, {"content": "no role"}]))
+
+
+# --- properties ---------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_msg = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["system", "user", "assistant", "tool"]),
+        "content": st.one_of(st.none(), st.text(alphabet="ab é€\n", max_size=6000)),
+    }
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_msg, max_size=60))
+def test_evidence_bounds_property(msgs):
+    p = ConsolidationParams()
+    ev = evidence_messages(msgs)
+    assert len(ev) <= p.evidence_messages
+    assert all(m["role"] != "system" and m["content"] for m in ev)
+    assert all(byte_len(m["content"]) <= p.message_bytes for m in ev)
+    # each kept message but the last-kept (oldest) fits the budget left for it
+    assert sum(byte_len(m["content"]) for m in ev[1:]) < p.evidence_bytes
+    # chronological: evidence is a subsequence of the non-system, non-empty originals
+    originals = [m["content"] for m in msgs if m["role"] != "system" and m["content"]]
+    assert len(ev) <= len(originals)
+    assert rollout_id(msgs) == hashlib.sha256(canonical_json(msgs).encode()).hexdigest()

@@ -380,3 +380,16 @@ def test_warm_cache_reruns_several_passes_for_free(srv, tmp_path):
     assert warm.provider_calls == 0 and len(srv.calls) == n0
     assert [r.request_hash for r in second] == [r.request_hash for r in first]
     assert all(r.attempts[0].cached for r in second[:3])
+
+
+def test_consolidation_reaches_litellm_only_through_llm_module():
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "memkit" / "consolidate"
+    pattern = re.compile(r"^\s*(?:import litellm|from litellm\b)", re.MULTILINE)
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if pattern.search(p.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
