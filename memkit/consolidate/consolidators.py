@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from memkit import llm
 from memkit.consolidate.cache import ResponseCache, cache_key
 from memkit.consolidate.request import ConsolidationRequest
 from memkit.errors import ConfigError, ProviderError
@@ -108,16 +109,14 @@ class LiteLLMConsolidator:
         """HTTP requests actually sent (cache hits excluded)."""
 
     def _call_params(self, request: ConsolidationRequest, json_mode: bool) -> dict[str, Any]:
+        """What can change an answer (the cache key): not the timeout, not the key."""
         return {
             "max_tokens": request.params.output_tokens,
-            "timeout": request.params.timeout_s,
             "json_mode": json_mode,
             **self.extra,
         }
 
     async def propose(self, request: ConsolidationRequest) -> Reply:
-        from memkit import llm
-
         json_mode = self.json_mode
         if json_mode is None:
             json_mode = llm.supports_json_mode(self.model)
