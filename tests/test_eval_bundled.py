@@ -1,0 +1,63 @@
+"""`memkit eval run --preset bundled` (what `make eval` runs) on the bundled dataset:
+the oracle is the ceiling (strict validity and extraction recall 1.0), the
+heuristic scores lower but above zero, and both reports render."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from evals.commands import run_main
+from evals.runner import PRESETS
+
+
+@pytest.fixture(scope="module")
+def bundled_run(tmp_path_factory):
+    from pathlib import Path
+
+    if not (Path(PRESETS["bundled"]["dataset"]) / "dataset.json").is_file():
+        pytest.skip("bundled dataset not built yet (datasets/bundled/dataset.json)")
+    out = tmp_path_factory.mktemp("bundled") / "latest"
+    t0 = time.perf_counter()
+    rc = run_main(
+        [
+            "--preset",
+            "bundled",
+            "--out",
+            str(out),
+            "--quiet",
+            "--resamples",
+            "200",
+            "--cache-dir",
+            str(out.parent / "cache"),
+        ]
+    )
+    assert rc == 0
+    return out, time.perf_counter() - t0
+
+
+def _metric(out, system, metric):
+    rows = json.loads((out / "metrics.json").read_text())["metrics"]
+    return next(r for r in rows if r["system"] == system and r["metric"] == metric)
+
+
+def test_oracle_ceiling_and_heuristic_floor(bundled_run):
+    out, _ = bundled_run
+    assert _metric(out, "pipeline:oracle", "strict_validity")["value"] == 1.0
+    assert _metric(out, "pipeline:oracle", "extraction_recall")["value"] == 1.0
+    h = _metric(out, "pipeline:heuristic", "extraction_recall")
+    assert 0.0 < h["value"] < 1.0 and h["hi"] < 1.0
+    assert _metric(out, "store", "p_at_1")["n"] > 100
+
+
+def test_reports_render(bundled_run):
+    out, elapsed = bundled_run
+    html = (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    assert html.startswith("<!doctype html>") and html.count("data:image/png;base64,") >= 3
+    for system in ("store", "pipeline:heuristic", "pipeline:oracle"):
+        assert f"System `{system}`" in md
+    assert "Gold matcher accuracy" in md
+    assert elapsed < 120
