@@ -656,3 +656,16 @@ def compare_runs(
     return pd.DataFrame.from_records(
         recs, columns=["metric", "a", "b", "value", "lo", "hi", "n", "unit", "definition"]
     )
+
+
+def load_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """Every table of a run folder as DataFrames (for notebooks): `metrics`,
+    `probes`, `writes`, `attempts`, `passes`, `extraction` (one row per line)."""
+    d = Path(run_dir)
+    if not (d / "metrics.json").is_file():
+        raise ConfigError(f"{str(d)!r} is not a finished run folder (no metrics.json)")
+    metrics = json.loads((d / "metrics.json").read_text(encoding="utf-8"))["metrics"]
+    out = {"metrics": pd.DataFrame.from_records(metrics)}
+    for k in ("probes", "writes", "attempts", "passes", "extraction"):
+        out[k] = pd.DataFrame.from_records(read_jsonl(d / f"{k}.jsonl"))
+    return out

@@ -223,3 +223,25 @@ def test_cli_run_and_bad_arguments(tiny, tmp_path, capsys):
     assert run_main(["--dataset", str(root), "--set", "recall.nope=1", "--quiet"]) == 2
     assert "nope" in capsys.readouterr().err
     assert run_main(["--quiet"]) == 2
+
+
+def test_load_run_returns_frames(tiny, emb, tmp_path):
+    from evals.runner import load_run
+    from memkit.errors import ConfigError
+
+    root, ds = tiny
+    out = tmp_path / "r"
+    run_eval(
+        RunConfig(dataset=str(root), consolidators=("oracle",), resamples=50),
+        out,
+        quiet=True,
+        dataset=ds,
+        embedder=emb,
+        report=False,
+    )
+    frames = load_run(out)
+    assert set(frames["probes"]["system"]) == {"store", "pipeline:oracle"}
+    assert len(frames["probes"]) == 2 * len(ds.probes)
+    assert {"metric", "value", "lo", "hi", "n"} <= set(frames["metrics"].columns)
+    with pytest.raises(ConfigError, match="not a finished run"):
+        load_run(tmp_path)
