@@ -24,6 +24,24 @@ from memkit.errors import ConfigError
 
 RECALL_PLOT = ("p_at_1", "p_at_3", "recall_at_8", "mrr", "ndcg_at_8")
 WASTE_PARTS = ("waste_irrelevant", "waste_duplicate", "waste_superseded")
+HEADLINE = (
+    "p_at_1",
+    "recall_at_8",
+    "mrr",
+    "ndcg_at_8",
+    "budget_waste",
+    "supersede_leakage",
+    "relevant_shut_out",
+    "fold_recall",
+    "false_fold_rate",
+    "dedup_recall",
+    "strict_validity",
+    "valid_after_repair",
+    "hallucinated_ids",
+    "extraction_recall",
+    "extraction_precision",
+    "cost_usd",
+)
 VALIDITY_PLOT = ("strict_validity", "valid_after_repair", "extraction_recall")
 
 
@@ -186,6 +204,25 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         "(resampling the unit named in the definition) and n, the number of units.",
     ]
     sections: list[tuple[str, list[str], list[list[str]]]] = []
+    systems = [x for x in sorted(table["system"].unique()) if x != "matcher"]
+    headline = []
+    for m in HEADLINE:
+        cells = []
+        for sys_ in systems:
+            r = table[(table["system"] == sys_) & (table["metric"] == m)]
+            cells.append(
+                "—" if r.empty else _fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"])
+            )
+        if any(c != "—" for c in cells):
+            headline.append([m, *cells])
+    if headline:
+        sections.append(
+            (
+                "Headline (value [95% CI]; definitions in the per-system tables)",
+                ["metric", *systems],
+                headline,
+            )
+        )
     head = ["metric", "value [95% CI]", "n", "definition"]
     for sys_ in sorted(table["system"].unique()):
         sub = table[table["system"] == sys_]
