@@ -515,7 +515,9 @@ async def replay_pipeline_scope(
             }
             out.passes.append(prow)
             for a in field_of(res, "attempts") or ():
-                out.attempts.append(attempt_row(a, res, scope.scope_id, snap))
+                row = attempt_row(a, res, scope.scope_id, snap)
+                row["pass"] = prow["pass"]
+                out.attempts.append(row)
             if on_pass:
                 on_pass(prow)
             if outcome != "committed":

@@ -487,6 +487,7 @@ def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.Data
     for sys_, rows in _by_system(read_jsonl(d / "attempts.jsonl")).items():
         m = scorers.attempt_metrics(rows)
         m.pop("latency_s", None)  # wall-clock: kept out of the deterministic table
+        m.update(scorers.pass_metrics(rows))
         groups.setdefault(sys_, {}).update(m)
     for sys_, rows in _by_system(read_jsonl(d / "extraction.jsonl")).items():
         groups.setdefault(sys_, {}).update(scorers.extraction_metrics(rows))
@@ -539,6 +540,14 @@ def write_latency(run_dir: Path) -> None:
             "latency_p95_s": bootstrap_quantile(lat, 0.95).as_dict(DIGITS),
             "latency_mean_s": bootstrap_mean(lat).as_dict(DIGITS),
         }
+    for sys_, rows in sorted(_by_system(read_jsonl(run_dir / "passes.jsonl")).items()):
+        wall = [float(r.get("wall_s") or 0.0) for r in rows]
+        out.setdefault(sys_, {}).update(
+            {
+                "pass_wall_p50_s": bootstrap_quantile(wall, 0.5).as_dict(DIGITS),
+                "pass_wall_p95_s": bootstrap_quantile(wall, 0.95).as_dict(DIGITS),
+            }
+        )
     write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
 
 

@@ -444,6 +444,9 @@ DEFINITIONS: dict[str, str] = {
     "input_tokens": "mean input tokens per attempt",
     "output_tokens": "mean output tokens per attempt",
     "cost_usd": "mean USD per attempt (LiteLLM bundled price map)",
+    "tokens_per_pass": "mean input+output tokens per consolidation pass (retries included)",
+    "cost_usd_per_pass": "mean USD per consolidation pass (retries included)",
+    "attempts_per_pass": "mean model attempts per pass (1 + provider retries)",
     "latency_p50_s": "median attempt latency, seconds",
     "latency_p95_s": "95th percentile attempt latency, seconds",
     "extraction_precision": "share of live rows matched to a live gold fact (matcher)",
@@ -587,6 +590,27 @@ def attempt_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[li
         if mode != "failed":
             add("changes_per_proposal", float(s.changes))
     return out
+
+
+def pass_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
+    """Per-pass sums over a pass's attempts (retries included): the pass is the unit."""
+    by: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for a in attempts:
+        key = (a.get("scope_id"), a.get("replicate", 0), a.get("pass"))
+        by.setdefault(key, []).append(a)
+    tokens, cost, tries = [], [], []
+    for key in sorted(by, key=str):
+        rows = by[key]
+        tokens.append(
+            float(sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in rows))
+        )
+        cost.append(float(sum(r.get("cost_usd") or 0.0 for r in rows)))
+        tries.append(float(len(rows)))
+    return {
+        "tokens_per_pass": (tokens, None),
+        "cost_usd_per_pass": (cost, None),
+        "attempts_per_pass": (tries, None),
+    }
 
 
 def extraction_metrics(

@@ -228,3 +228,40 @@ def test_extraction_counts_fixtures():
     assert (c.rows, c.rows_matched, c.gold, c.gold_covered, c.stale_rows) == (4, 2, 2, 1, 1)
     assert c.precision == 0.5 and c.recall == 0.5
     assert extraction_counts([], {"a"}).recall == 0.0
+
+
+def test_pass_metrics_sum_retries_per_pass():
+    from evals.scorers import pass_metrics
+
+    assert pass_metrics([])["tokens_per_pass"] == ([], None)
+    rows = [
+        {"scope_id": "s", "pass": 0, "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.1},
+        {"scope_id": "s", "pass": 0, "input_tokens": 10, "output_tokens": 0, "cost_usd": 0.1},
+        {"scope_id": "s", "pass": 1, "input_tokens": 3, "output_tokens": 1, "cost_usd": 0.0},
+    ]
+    m = pass_metrics(rows)
+    assert m["tokens_per_pass"][0] == [25.0, 4.0]
+    assert m["cost_usd_per_pass"][0] == pytest.approx([0.2, 0.0])
+    assert m["attempts_per_pass"][0] == [2.0, 1.0]
+
+
+def test_aggregation_of_probe_rows_clamp_stopped_block():
+    from evals.scorers import estimate, probe_metrics
+
+    row = {
+        "relevant": ["f1", "f2"],
+        "stale": [],
+        "recalled": [
+            {"fact": "f1", "score": 0.9, "bytes": 600, "removed": False},
+            {"fact": "x", "score": 0.8, "bytes": 600, "removed": False},
+            {"fact": "f2", "score": 0.7, "bytes": 600, "removed": False},
+        ],
+        "admitted": [{"fact": "f1", "bytes": 600}, {"fact": "x", "bytes": 600}],
+        "stopped": ["id-f2"],
+    }
+    m = probe_metrics([row])
+    assert estimate(m["relevant_shut_out"]).value == 1.0
+    assert estimate(m["clamp_stopped"]).value == 1.0
+    assert estimate(m["budget_waste"]).value == 0.5
+    assert estimate(m["recall_at_3"]).value == 1.0
+    assert estimate(m["p_at_1"]).value == 1.0
