@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from evals.matcher import Matcher
-from memkit.errors import ConfigError, NotFound
+from memkit.errors import ConfigError, MemkitError, NotFound
 from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
 from memkit.text import truncate_bytes
 
@@ -487,6 +487,7 @@ async def replay_pipeline_scope(
     done: set[str] = set()
     staged: set[str] = set()
     errors: list[str] = []
+    stage_errors: list[dict[str, str]] = []
 
     async def one_pass() -> Any:
         if semaphore is None:
@@ -531,8 +532,11 @@ async def replay_pipeline_scope(
         for run in scope.runs:
             rid = field_of(run, "run_id")
             clock.now = scope.time[rid]
-            if stage_run(store, as_mapping(run), params) is not None:
-                staged.add(rid)
+            try:
+                if stage_run(store, as_mapping(run), params) is not None:
+                    staged.add(rid)
+            except MemkitError as exc:  # SPEC §7: a staging error never fails the run
+                stage_errors.append({"run_id": rid, "error": f"{type(exc).__name__}: {exc}"})
             await drain()
             done.add(rid)
             while pending and field_of(pending[0], "after_run") == rid:
@@ -549,6 +553,8 @@ async def replay_pipeline_scope(
                 "rows": [{"id": m.id, "fact": label(m), "content": m.content} for m in rows],
                 "live_gold": sorted(expected),
                 "stale_gold": sorted(stale),
+                "staged_runs": sorted(staged),
+                "stage_errors": stage_errors,
             }
         )
     finally:
