@@ -245,3 +245,36 @@ def test_load_run_returns_frames(tiny, emb, tmp_path):
     assert {"metric", "value", "lo", "hi", "n"} <= set(frames["metrics"].columns)
     with pytest.raises(ConfigError, match="not a finished run"):
         load_run(tmp_path)
+
+
+def test_replay_consolidator_rescores_a_recorded_run_offline(tiny, emb, server, tmp_path):
+    root, ds = tiny
+    first = run_eval(
+        _cfg(root, server, tmp_path / "cache"),
+        tmp_path / "live",
+        quiet=True,
+        dataset=ds,
+        embedder=emb,
+        report=False,
+    )
+    calls = len(server.calls)
+    spec = f"replay:{tmp_path / 'live'}"
+    again = run_eval(
+        RunConfig(dataset=str(root), store_mode=False, consolidators=(spec,), resamples=200),
+        tmp_path / "replayed",
+        quiet=True,
+        dataset=ds,
+        embedder=emb,
+        report=False,
+    )
+    assert len(server.calls) == calls  # no provider involved
+    a = first.metrics.set_index(["system", "metric"])["value"]
+    b = again.metrics.set_index(["system", "metric"])["value"]
+    for m in (
+        "strict_validity",
+        "extraction_recall",
+        "extraction_precision",
+        "ndcg_at_8",
+        "budget_waste",
+    ):
+        assert a[(f"pipeline:{GOOD}", m)] == b[(f"pipeline:{spec}", m)], m
