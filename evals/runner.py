@@ -678,3 +678,39 @@ def load_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
     for k in ("probes", "writes", "attempts", "passes", "extraction"):
         out[k] = pd.DataFrame.from_records(read_jsonl(d / f"{k}.jsonl"))
     return out
+
+
+def run_matrix(
+    datasets: Sequence[str],
+    consolidators: Sequence[str],
+    params: Sequence[Mapping[str, Mapping[str, Any]]] = ({},),
+    *,
+    out_root: str | Path,
+    quiet: bool = False,
+    **config: Any,
+) -> pd.DataFrame:
+    """Run datasets x params (each run holding every consolidator as a system).
+
+    `params` items are tunable overrides by group, e.g. `{"recall": {"floor": 0.3}}`.
+    Runs go to `<out_root>/<dataset name>-p<i>/`; the embedder is shared. Returns
+    every run's metrics table stacked, with `dataset` and `params` columns.
+    """
+    from memkit.embed import get_embedder
+
+    emb_spec = config.pop("embedder", "wordllama")
+    emb = CachingEmbedder(get_embedder(emb_spec))
+    frames = []
+    for spec in datasets:
+        ds = load_any(spec, limit=config.get("limit"))
+        for i, p in enumerate(params):
+            name = f"{getattr(ds, 'name', 'dataset')}-p{i}"
+            cfg = RunConfig(
+                dataset=spec,
+                name=name,
+                consolidators=tuple(consolidators),
+                embedder=emb.name,
+                **{**config, **p},
+            )
+            res = run_eval(cfg, Path(out_root) / name, quiet=quiet, dataset=ds, embedder=emb)
+            frames.append(res.metrics.assign(dataset=spec, params=dumps(p)))
+    return pd.concat(frames, ignore_index=True)

@@ -278,3 +278,21 @@ def test_replay_consolidator_rescores_a_recorded_run_offline(tiny, emb, server, 
         "budget_waste",
     ):
         assert a[(f"pipeline:{GOOD}", m)] == b[(f"pipeline:{spec}", m)], m
+
+
+def test_run_matrix_datasets_by_params(tiny, tmp_path):
+    from evals.runner import run_matrix
+
+    root, _ = tiny
+    f = run_matrix(
+        [str(root)],
+        ["oracle"],
+        [{}, {"recall": {"floor": 0.9}}],
+        out_root=tmp_path,
+        quiet=True,
+        embedder="hashing",
+        resamples=50,
+    )
+    assert set(f["params"]) == {"{}", '{"recall": {"floor": 0.9}}'}
+    assert {"store", "pipeline:oracle"} <= set(f["system"])
+    assert (tmp_path / "tiny-p1" / "report.html").is_file()
