@@ -265,3 +265,33 @@ def test_aggregation_of_probe_rows_clamp_stopped_block():
     assert estimate(m["budget_waste"]).value == 0.5
     assert estimate(m["recall_at_3"]).value == 1.0
     assert estimate(m["p_at_1"]).value == 1.0
+
+
+def test_rows_per_fact_fixtures():
+    assert rows_per_fact([]) == {}
+    one = [Write("a", False, "r1", False, None), Write("a", True, "r1", True, "a")]
+    assert rows_per_fact(one) == {"a": 1}  # ideal: every restatement folded
+    # a false fold puts two facts in one row: each still counts that row once
+    shared = [Write("a", False, "r1", False, None), Write("b", False, "r1", True, "a")]
+    assert rows_per_fact(shared) == {"a": 1, "b": 1}
+    missed = [
+        Write("a", False, "r1", False, None),
+        Write("a", True, "r2", False, None),
+        Write("a", True, "r3", False, None),
+    ]
+    assert rows_per_fact(missed) == {"a": 3}
+
+
+def test_pass_metrics_more_fixtures():
+    from evals.scorers import pass_metrics
+
+    # passes are keyed by scope and replicate too: same pass index, different units
+    rows = [
+        {"scope_id": "s", "pass": 0, "input_tokens": 1, "output_tokens": 1},
+        {"scope_id": "t", "pass": 0, "input_tokens": 2, "output_tokens": 2},
+        {"scope_id": "s", "pass": 0, "replicate": 1, "input_tokens": 4, "output_tokens": 0},
+    ]
+    assert sorted(pass_metrics(rows)["tokens_per_pass"][0]) == [2.0, 4.0, 4.0]
+    # missing usage (a provider failure) counts as zero, the attempt still counts
+    m = pass_metrics([{"scope_id": "s", "pass": 3}])
+    assert m["tokens_per_pass"][0] == [0.0] and m["attempts_per_pass"][0] == [1.0]
