@@ -296,3 +296,22 @@ def test_run_matrix_datasets_by_params(tiny, tmp_path):
     assert set(f["params"]) == {"{}", '{"recall": {"floor": 0.9}}'}
     assert {"store", "pipeline:oracle"} <= set(f["system"])
     assert (tmp_path / "tiny-p1" / "report.html").is_file()
+
+
+def test_progress_on_stderr_unless_quiet(tiny, tmp_path, capsys):
+    root, _ = tiny
+    args = [
+        "--dataset",
+        str(root),
+        "--mode",
+        "store",
+        "--resamples",
+        "20",
+        "--embedder",
+        "hashing",
+        "--no-report",
+    ]
+    assert run_main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert "2/2" in capsys.readouterr().err
+    assert run_main([*args, "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
