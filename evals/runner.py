@@ -213,6 +213,13 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def _llm_info() -> dict[str, str]:
+    """litellm version and price-map source, without importing litellm."""
+    from memkit.llm import runtime_info
+
+    return runtime_info()
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -426,6 +433,7 @@ def run_eval(
                 "path": config.dataset,
             },
             "embedder": getattr(emb, "name", None),
+            "llm": _llm_info(),
             "seed": config.seed,
             "systems": systems,
             "started_at": started,

@@ -93,6 +93,7 @@ def test_run_folder_layout_versions_and_report(tiny, emb, tmp_path):
         assert rows and all(r["version"] == 1 for r in rows), name
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["packages"]["litellm"] == "1.110.2"
+    assert manifest["llm"] == {"litellm_version": "1.110.2", "price_map": "bundled"}
     assert manifest["dataset"]["fingerprint"] and manifest["started_at"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["version"] == 1 and "started_at" not in json.dumps(metrics)
