@@ -138,6 +138,31 @@ def _sweep_plot(sweep: pd.DataFrame) -> bytes | None:
     return _figure_png(fig)
 
 
+def _compare_plot(compare: pd.DataFrame) -> bytes | None:
+    """Forest plot: each paired difference (a - b) with its 95% CI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = compare.dropna(subset=["value"])
+    if c.empty:
+        return None
+    labels = [f"{r.metric}\n{r.a} − {r.b}" for r in c.itertuples()]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(c) + 1.2))
+    y = list(range(len(c)))
+    lo = (c["value"] - c["lo"].fillna(c["value"])).clip(lower=0)
+    hi = (c["hi"].fillna(c["value"]) - c["value"]).clip(lower=0)
+    ax.errorbar(c["value"], y, xerr=[lo, hi], fmt="o", capsize=3)
+    ax.axvline(0.0, color="grey", linewidth=0.8)
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_title("Paired differences a − b (95% paired bootstrap CI)")
+    ax.set_xlabel("difference (metric units: shares, or counts per unit)")
+    ax.set_ylabel("metric and pair")
+    return _figure_png(fig)
+
+
 def _md_table(rows: list[list[str]], head: list[str]) -> str:
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
@@ -186,6 +211,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             _bars(table, VALIDITY_PLOT, "Proposal validity and extraction recall", "share (0-1)"),
         ),
         ("sweep.png", "Sweep", None if sweep is None else _sweep_plot(sweep)),
+        ("compare.png", "Paired differences", None if compare is None else _compare_plot(compare)),
     ):
         if png:
             (d / name).write_bytes(png)

@@ -184,6 +184,7 @@ def test_two_models_paired_compare_shows_validity_gap(tiny, emb, server, tmp_pat
     assert (out / "compare.csv").is_file()
     assert report_main([str(out)]) == 0
     assert "Paired comparisons" in (out / "report.md").read_text()
+    assert (out / "compare.png").is_file()
 
 
 def test_lenient_parsing_separates_repaired_from_strict(tiny, emb, server, tmp_path):
