@@ -256,6 +256,24 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             [r.metric, _fmt(r.value, r.lo, r.hi), str(r.n), r.definition] for r in sub.itertuples()
         ]
         sections.append((f"System `{sys_}`", head, rows))
+    breakdown = (_load(d, "breakdown.json") or {}).get("rows", [])
+    if breakdown:
+        bt = pd.DataFrame.from_records(breakdown)
+        for sys_ in sorted(bt["system"].unique()):
+            sub = bt[bt["system"] == sys_]
+            metrics_here = list(dict.fromkeys(sub["metric"]))
+            rows = []
+            for scope in sorted(sub["scope_id"].unique()):
+                cells = []
+                for m in metrics_here:
+                    r = sub[(sub["scope_id"] == scope) & (sub["metric"] == m)]
+                    cells.append(
+                        "—"
+                        if r.empty
+                        else _fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"], 2)
+                    )
+                rows.append([scope, *cells])
+            sections.append((f"Per scope: `{sys_}`", ["scope", *metrics_here], rows))
     if latency:
         rows = [
             [s, _fmt(v[m]["value"], v[m]["lo"], v[m]["hi"], 4), m, str(v[m]["n"])]

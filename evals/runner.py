@@ -15,6 +15,7 @@ those files only:
     metrics.json      deterministic: sorted keys, rounded floats, no timestamps
     metrics.csv       the same table
     latency.json      wall-clock latency p50/p95 (not deterministic, kept apart)
+    breakdown.json    key metrics per (system, scope) with CIs
     units/<key>/      while running: one file per finished (system, replicate,
                       scope) unit; removed when the run completes
 
@@ -443,6 +444,7 @@ def run_eval(
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
+    write_breakdown(out)
     shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:
         from evals.report import build_report
@@ -536,6 +538,52 @@ def write_metrics(run_dir: Path, table: pd.DataFrame) -> None:
     table.assign(version=RUN_VERSION).to_csv(
         run_dir / "metrics.csv", index=False, float_format=f"%.{DIGITS}f"
     )
+
+
+BREAKDOWN_METRICS: tuple[str, ...] = (
+    "p_at_1",
+    "recall_at_8",
+    "mrr",
+    "ndcg_at_8",
+    "budget_waste",
+    "supersede_leakage",
+    "extraction_recall",
+    "extraction_precision",
+)
+
+
+def breakdown_from_run(
+    run_dir: str | Path, *, seed: int = 0, resamples: int = 1000
+) -> pd.DataFrame:
+    """Key metrics per (system, scope), each with its CI: where a system wins or fails."""
+    d = Path(run_dir)
+    recs = []
+    for fname, fn in (
+        ("probes.jsonl", scorers.probe_metrics),
+        ("extraction.jsonl", scorers.extraction_metrics),
+    ):
+        by: dict[tuple[str, str], list] = {}
+        for r in read_jsonl(d / fname):
+            by.setdefault((r["system"], r["scope_id"]), []).append(r)
+        for (sys_, scope), rows in sorted(by.items()):
+            groups = fn(rows)
+            for m in BREAKDOWN_METRICS:
+                if m in groups:
+                    e = scorers.estimate(groups[m], seed=seed, resamples=resamples)
+                    recs.append(
+                        {"system": sys_, "scope_id": scope, "metric": m, **e.as_dict(DIGITS)}
+                    )
+    return pd.DataFrame.from_records(
+        recs, columns=["system", "scope_id", "metric", "value", "lo", "hi", "n"]
+    )
+
+
+def write_breakdown(run_dir: Path) -> None:
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    cfg = manifest.get("config", {})
+    t = breakdown_from_run(run_dir, seed=cfg.get("seed", 0), resamples=cfg.get("resamples", 1000))
+    rows = json.loads(t.to_json(orient="records", double_precision=10))
+    write_json(run_dir / "breakdown.json", {"version": RUN_VERSION, "rows": rows})
 
 
 def write_latency(run_dir: Path) -> None:

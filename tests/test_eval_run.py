@@ -107,6 +107,13 @@ def test_run_folder_layout_versions_and_report(tiny, emb, tmp_path):
     md = (out / "report.md").read_text()
     assert "95% CI" in md and "fold_recall" in md and "definition" in md
     assert report_main([str(out)]) == 0
+    rows = json.loads((out / "breakdown.json").read_text())["rows"]
+    assert {(r["system"], r["scope_id"]) for r in rows if r["metric"] == "ndcg_at_8"} == {
+        (s, sc)
+        for s in ("store", "pipeline:heuristic", "pipeline:oracle")
+        for sc in ("alpha", "beta")
+    }
+    assert "Per scope: `store`" in (out / "report.md").read_text()
 
 
 def test_same_inputs_warm_cache_byte_identical_metrics(tiny, emb, server, tmp_path):
