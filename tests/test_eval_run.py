@@ -324,3 +324,18 @@ def test_progress_on_stderr_unless_quiet(tiny, tmp_path, capsys):
     assert "2/2" in capsys.readouterr().err
     assert run_main([*args, "--out", str(tmp_path / "b"), "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_one_semaphore_per_model_bounds_requests_in_flight(tiny, emb, tmp_path, limit):
+    import dataclasses
+
+    root, ds = tiny
+
+    def slow_good(body):
+        return dataclasses.replace(_good(body), delay_s=0.05)
+
+    with StubServer({"good": slow_good}) as srv:
+        cfg = _cfg(root, srv, tmp_path / "cache", concurrency=limit)
+        run_eval(cfg, tmp_path / "r", quiet=True, dataset=ds, embedder=emb, report=False)
+        assert srv.max_in_flight["good"] == limit  # two scopes, never more than the limit
