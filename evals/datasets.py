@@ -657,7 +657,9 @@ def _read_jsonl(
             DatasetError(file, 1, None, "starts with a byte-order mark; write plain UTF-8")
         )
         text = text[1:]
-    for n, raw in enumerate(text.splitlines(), start=1):
+    # split on "\n" only: str.splitlines() would also break at U+2028, U+0085 and
+    # friends, which JSON with ensure_ascii=False may hold raw inside strings
+    for n, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         sink = _Line(file, n, errors)

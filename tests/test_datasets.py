@@ -665,6 +665,19 @@ def test_missing_files_and_folder(tmp_path):
     assert "does not exist" in str(validate_dataset(tmp_path / "nope")[0])
 
 
+def test_unicode_line_separators_inside_strings_do_not_split_records(tmp_path):
+    recs = valid_records()
+    recs["facts.jsonl"][3]["content"] = "Trên\u2028hai dòng\x85và\x0cthêm"
+    ds = load_dataset(write(tmp_path / "d", recs))
+    assert ds.facts_by_id["s2:a"].content == "Trên\u2028hai dòng\x85và\x0cthêm"
+    crlf = tmp_path / "crlf"
+    write(crlf, valid_records())
+    for name in ("facts.jsonl", "probes.jsonl"):
+        p = crlf / name
+        p.write_bytes(p.read_bytes().replace(b"\n", b"\r\n"))
+    assert validate_dataset(crlf) == []
+
+
 def test_byte_order_mark_is_reported(tmp_path):
     root = write(tmp_path / "d", valid_records())
     p = root / "pairs.jsonl"
