@@ -158,7 +158,7 @@ def _dataset(
         probes=tuple(probes),
         path=str(files[0].parent),
     )
-    return replace(ds, counts=MappingProxyType(compute_counts(ds)))
+    return replace(ds, counts=compute_counts(ds))
 
 
 def _require(rec: Any, key: str, types: type | tuple[type, ...], file: Path, n: int) -> Any:
