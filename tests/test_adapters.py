@@ -105,6 +105,9 @@ def test_locomo_mapping(tmp_path):
     assert adversarial.meta["answer"] == "Tom" and adversarial.meta["unmapped"]
     assert check_dataset(ds) == []
     assert load_locomo(f, limit=0).transcripts == ()
+    assert load_locomo(f).fingerprint() == ds.fingerprint()
+    assert json.loads(json.dumps(ds.counts))["probes"] == 3
+    assert len(ds.to_frames()["facts"]) == 2
 
 
 def test_locomo_bad_date_names_record_and_field(tmp_path):
