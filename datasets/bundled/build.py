@@ -873,6 +873,7 @@ def dataset_counts(records: dict[str, list[dict]], models: list[dict], sizes: di
             and t["stop_reason"] in NORMAL_STOPS
         ),
         "ineligible_by_reason": ineligible,
+        "by_status": tally(tr, lambda t: t["status"]),
         "messages": sum(len(t["messages"]) for t in tr),
         "tool_calls": sum(len(m.get("tool_calls") or []) for t in tr for m in t["messages"]),
         "facts": len(fa),
@@ -882,6 +883,7 @@ def dataset_counts(records: dict[str, list[dict]], models: list[dict], sizes: di
         "restatements": sum(max(0, len(f["established_in"]) - 1) for f in fa),
         "superseded": sum(1 for f in fa if f["superseded_by"]),
         "retracted": sum(1 for f in fa if f["retracted_in"]),
+        "superseded_or_retracted": sum(1 for f in fa if f["superseded_by"] or f["retracted_in"]),
         "probes": len(pr),
         "off_topic_probes": sum(1 for p in pr if not p["relevant"]),
         "pairs": len(pa),
