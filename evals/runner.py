@@ -69,7 +69,7 @@ DIGITS = 6
 REPO = Path(__file__).resolve().parents[1]
 PRESETS: dict[str, dict[str, Any]] = {
     "bundled": {
-        "dataset": str(REPO / "datasets" / "bundled"),
+        "dataset": "datasets/bundled",
         "store_mode": True,
         "consolidators": ("heuristic", "oracle"),
     },
@@ -141,6 +141,9 @@ ADAPTERS = ("locomo", "longmemeval", "longmemeval_s", "msc")
 def load_any(spec: str, *, limit: int | None = None) -> Any:
     """A dataset from a folder in the bundled format, or `<adapter>:<path>`.
 
+    A relative folder is looked up from the working directory, then from the
+    repository root (so `--preset bundled` works from anywhere).
+
     Adapters (`evals.adapters`): locomo, longmemeval (oracle split),
     longmemeval_s, msc; `limit` keeps the first conversations/questions.
     """
@@ -156,7 +159,10 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
         return adapters.load_longmemeval(path, variant, limit=limit)
     from evals.datasets import load_dataset
 
-    return load_dataset(spec)
+    path = Path(spec)
+    if not path.exists() and not path.is_absolute() and (REPO / path).exists():
+        path = REPO / path  # repo-relative (presets), whatever the working directory
+    return load_dataset(path)
 
 
 # --- small file helpers -------------------------------------------------------------

@@ -10,14 +10,12 @@ import time
 import pytest
 
 from evals.commands import run_main
-from evals.runner import PRESETS
+from evals.runner import PRESETS, REPO
 
 
 @pytest.fixture(scope="module")
 def bundled_run(tmp_path_factory):
-    from pathlib import Path
-
-    if not (Path(PRESETS["bundled"]["dataset"]) / "dataset.json").is_file():
+    if not (REPO / PRESETS["bundled"]["dataset"] / "dataset.json").is_file():
         pytest.skip("bundled dataset not built yet (datasets/bundled/dataset.json)")
     out = tmp_path_factory.mktemp("bundled") / "latest"
     t0 = time.perf_counter()
