@@ -129,10 +129,11 @@ class RunConfig:
             raise ConfigError(f"unknown tunable in run config: {e}") from None
 
 
-def preset(name: str, **overrides: Any) -> RunConfig:
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r} (known: {', '.join(sorted(PRESETS))})")
-    return RunConfig(**{"name": name, **PRESETS[name], **overrides})
+def preset(preset_name: str, /, **overrides: Any) -> RunConfig:
+    """A named configuration; `overrides` (including `name`) replace its fields."""
+    if preset_name not in PRESETS:
+        raise ConfigError(f"unknown preset {preset_name!r} (known: {', '.join(sorted(PRESETS))})")
+    return RunConfig(**{"name": preset_name, **PRESETS[preset_name], **overrides})
 
 
 ADAPTERS = ("locomo", "longmemeval", "longmemeval_s", "msc")

@@ -339,3 +339,15 @@ def test_one_semaphore_per_model_bounds_requests_in_flight(tiny, emb, tmp_path, 
         cfg = _cfg(root, srv, tmp_path / "cache", concurrency=limit)
         run_eval(cfg, tmp_path / "r", quiet=True, dataset=ds, embedder=emb, report=False)
         assert srv.max_in_flight["good"] == limit  # two scopes, never more than the limit
+
+
+def test_preset_overrides_and_unknown_preset():
+    from evals.runner import preset
+    from memkit.errors import ConfigError
+
+    cfg = preset("bundled", name="example", replicates=2)
+    assert (cfg.name, cfg.replicates, cfg.consolidators) == ("example", 2, ("heuristic", "oracle"))
+    with pytest.raises(ConfigError, match="'nope'"):
+        preset("nope")
+    with pytest.raises(ConfigError, match="replicates"):
+        preset("bundled", replicates=0)
