@@ -376,19 +376,29 @@ class SQLiteStore:
             glist = sorted(grams)
             ph = ",".join("?" * len(glist))
             df = dict(c.execute(f"SELECT gram, df FROM grams WHERE gram IN ({ph})", glist))
-            probe = sorted(glist, key=lambda g: (df.get(g, 0), g))[:prefix_len]
-            probe = [g for g in probe if df.get(g, 0) > 0]
-            if not probe:
+            order = sorted(glist, key=lambda g: (df.get(g, 0), g))
+            # Prefix filter, extended while postings stay cheap: a match shares at
+            # least k - prefix_len + 1 of the k rarest grams.
+            k = prefix_len
+            total = sum(df.get(g, 0) for g in order[:k])
+            budget = 4 * total + 2000
+            while k < n and total + df.get(order[k], 0) <= budget:
+                total += df.get(order[k], 0)
+                k += 1
+            min_hits = k - prefix_len + 1
+            probe = [g for g in order[:k] if df.get(g, 0) > 0]
+            if len(probe) < min_hits:
                 return None
             lo = math.floor(t * n - 1e-9)
             hi = math.ceil(n / t + 1e-9)
             ph = ",".join("?" * len(probe))
             rows = c.execute(
-                f"SELECT {_COLS} FROM memories WHERE rowid IN "
-                f"(SELECT DISTINCT row FROM trigrams WHERE gram IN ({ph})) "
-                "AND scope_id = ? AND kind = ? AND superseded_by IS NULL "
+                f"SELECT {_COLS} FROM (SELECT row FROM trigrams WHERE gram IN ({ph}) "
+                "GROUP BY row HAVING COUNT(*) >= ?) AS cand CROSS JOIN memories "
+                "ON memories.rowid = cand.row "
+                "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL "
                 "AND last_seen_at > ? AND ngrams BETWEEN ? AND ?",
-                (*probe, scope_id, kind, cutoff, lo, hi),
+                (*probe, min_hits, scope_id, kind, cutoff, lo, hi),
             ).fetchall()
         best, best_key = None, None
         for r in rows:
@@ -938,24 +948,47 @@ class SQLiteStore:
         """Insert many rows without fold-in, in one transaction (benchmarks and
         fixtures only). `embeddings` rows are normalised; `timestamps` sets
         created_at = last_seen_at per row (default: now)."""
+        from collections import Counter
+
         now = float(self.clock())
         if embeddings is not None:
             embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
         with self._lock:
             with self._tx():
-                for i, content in enumerate(contents):
-                    ts = now if timestamps is None else float(timestamps[i])
-                    vec = None if embeddings is None else embeddings[i]
-                    grams = trigrams(content) if index_trigrams else frozenset()
-                    mid = self.new_id()
-                    cur = self._conn.execute(
-                        "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, "
-                        "created_at, seen_count, last_seen_at, embedding, ngrams) "
-                        "VALUES (?, ?, ?, ?, '[]', ?, ?, 1, ?, ?, ?)",
-                        (mid, scope_id, kind, content, confidence, ts, ts, _blob(vec), len(grams)),
-                    )
-                    if grams:
-                        self._index_grams(int(cur.lastrowid), grams)
+                c = self._conn
+                start = c.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
+                grams = [trigrams(t) if index_trigrams else frozenset() for t in contents]
+                c.executemany(
+                    "INSERT INTO memories (rowid, id, scope_id, kind, content, tags, confidence, "
+                    "created_at, seen_count, last_seen_at, embedding, ngrams) "
+                    "VALUES (?, ?, ?, ?, ?, '[]', ?, ?, 1, ?, ?, ?)",
+                    (
+                        (
+                            start + i,
+                            _new_id(),
+                            scope_id,
+                            kind,
+                            content,
+                            confidence,
+                            ts,
+                            ts,
+                            None if embeddings is None else embeddings[i].tobytes(),
+                            len(grams[i]),
+                        )
+                        for i, content in enumerate(contents)
+                        for ts in [now if timestamps is None else float(timestamps[i])]
+                    ),
+                )
+                c.executemany(
+                    "INSERT INTO trigrams (gram, row) VALUES (?, ?)",
+                    ((g, start + i) for i, gs in enumerate(grams) for g in gs),
+                )
+                df = Counter(g for gs in grams for g in gs)
+                c.executemany(
+                    "INSERT INTO grams (gram, df) VALUES (?, ?) "
+                    "ON CONFLICT (gram) DO UPDATE SET df = df + excluded.df",
+                    df.items(),
+                )
             self._vectors.pop(scope_id, None)
 
 

@@ -1,0 +1,188 @@
+"""`memkit bench store`: recall latency and remember throughput of SQLiteStore.
+
+For each size (live rows in one scope, 256-d vectors) the same run measures:
+* store recall p50/p95 with a precomputed query embedding (`query_embedding=`),
+  and including the WordLlama embedding of the query text;
+* FAISS `IndexFlatIP` exact search of the same vectors (k = limit, 1 thread);
+* a row-by-row scan baseline (Python loop over SQLite rows, decode BLOB, cosine);
+* remember throughput with fold-in (half restatements of stored rows, half new).
+
+Rows are bulk-loaded through the store's documented private `_bulk_load`
+(random unit vectors, synthetic short texts whose trigrams are indexed like
+any remembered row). Queries are noisy copies of stored vectors, so a few
+rows clear the relevance floor and recall stays on the vector path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+DIM = 256
+LIMIT = 8
+COMMON = (
+    "the deploy script staging database cluster budget marketing lead team prefers uses "
+    "release service invoice customer report weekly owner backup region migration runs "
+    "on in for with via is at by"
+).split()
+
+
+def _texts(rng: random.Random, n: int) -> list[str]:
+    """Short synthetic memories: common words mixed with random names/identifiers."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def word() -> str:
+        if rng.random() < 0.45:
+            return rng.choice(COMMON)
+        return "".join(rng.choice(letters) for _ in range(rng.randint(3, 9)))
+
+    return [" ".join(word() for _ in range(rng.randint(6, 12))) for _ in range(n)]
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = rng.standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _pct(xs: list[float]) -> tuple[float, float]:
+    a = np.asarray(xs) * 1e3
+    return float(np.percentile(a, 50)), float(np.percentile(a, 95))
+
+
+def _row_scan(path: str, scope: str, q: np.ndarray, floor: float = 0.25) -> list:
+    """The naive baseline: every row from SQLite, decode, cosine, keep, sort."""
+    conn = sqlite3.connect(path)
+    hits = []
+    for rid, blob in conn.execute(
+        "SELECT id, embedding FROM memories WHERE scope_id = ? AND superseded_by IS NULL",
+        (scope,),
+    ):
+        e = np.frombuffer(blob, dtype=np.float32)
+        cos = float(e @ q) / (float(np.linalg.norm(e)) * float(np.linalg.norm(q)) or 1.0)
+        if cos >= floor:
+            hits.append((cos, rid))
+    conn.close()
+    hits.sort(reverse=True)
+    return hits[:LIMIT]
+
+
+def bench_size(n: int, queries: int, tmp: Path, log) -> dict:
+    import faiss
+
+    from memkit.embed import WordLlamaEmbedder
+    from memkit.store import SQLiteStore
+
+    faiss.omp_set_num_threads(1)
+    rng, nrng = random.Random(n), np.random.default_rng(n)
+    path = str(tmp / f"bench-{n}.db")
+    emb = WordLlamaEmbedder(DIM)
+    store = SQLiteStore.open(path, embedder=emb)
+    texts, vecs = _texts(rng, n), _unit(nrng, n)
+    t = time.perf_counter()
+    store._bulk_load("bench", texts, vecs)
+    log(f"  {n:>7} rows loaded in {time.perf_counter() - t:.1f}s")
+
+    src = nrng.integers(0, n, queries)
+    qs = vecs[src] + nrng.normal(0, 0.04, (queries, DIM)).astype(np.float32)
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    qtexts = [texts[i] for i in src]
+    store.recall("bench", "warm", query_embedding=qs[0])  # build the in-memory matrix once
+    emb.embed(["warm"])
+
+    rec, rec_emb, fai, scan = [], [], [], []
+    for i in range(queries):
+        t = time.perf_counter()
+        hits = store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i])
+        rec.append(time.perf_counter() - t)
+        assert hits and hits[0].path == "vector"
+        t = time.perf_counter()
+        emb.embed([qtexts[i]])
+        store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i])
+        rec_emb.append(time.perf_counter() - t)
+
+    index = faiss.IndexFlatIP(DIM)
+    index.add(vecs)
+    for i in range(queries):
+        t = time.perf_counter()
+        index.search(qs[i : i + 1], LIMIT)
+        fai.append(time.perf_counter() - t)
+
+    scan_q = max(3, min(queries, 2_000_000 // n))
+    for i in range(scan_q):
+        t = time.perf_counter()
+        _row_scan(path, "bench", qs[i])
+        scan.append(time.perf_counter() - t)
+
+    writes = 1000
+    restate = [texts[i] + " again" for i in nrng.integers(0, n, writes // 2)]
+    fresh = _texts(rng, writes - len(restate))
+    batch = restate + fresh
+    rng.shuffle(batch)
+    t = time.perf_counter()
+    folded = sum(store.remember("bench", x).folded for x in batch)
+    wps = writes / (time.perf_counter() - t)
+    store.close()
+    os.remove(path)
+
+    r50, r95 = _pct(rec)
+    e50, e95 = _pct(rec_emb)
+    f50, f95 = _pct(fai)
+    s50, s95 = _pct(scan)
+    return {
+        "n": n,
+        "recall": (r50, r95),
+        "recall_embed": (e50, e95),
+        "faiss": (f50, f95),
+        "scan": (s50, s95),
+        "remember_per_s": wps,
+        "folded": folded,
+        "writes": writes,
+    }
+
+
+def render(rows: list[dict]) -> str:
+    lines = [
+        "| live rows | recall p50/p95 ms | +embed p50/p95 ms | FAISS-flat p50/p95 ms "
+        "| row scan p50 ms | recall/FAISS (p50) | scan/recall (p50) | remembers/s (folded) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['n']:,} | {r['recall'][0]:.2f} / {r['recall'][1]:.2f} "
+            f"| {r['recall_embed'][0]:.2f} / {r['recall_embed'][1]:.2f} "
+            f"| {r['faiss'][0]:.2f} / {r['faiss'][1]:.2f} | {r['scan'][0]:.1f} "
+            f"| {r['recall'][0] / r['faiss'][0]:.2f}x | {r['scan'][0] / r['recall'][0]:.0f}x "
+            f"| {r['remember_per_s']:,.0f} ({r['folded']}/{r['writes']}) |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="memkit bench store", description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated row counts")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--quiet", action="store_true", help="only print the table")
+    args = ap.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(msg, flush=True)
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="memkit-bench-") as tmp:
+        for n in sizes:
+            rows.append(bench_size(n, args.queries, Path(tmp), log))
+    print(render(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
