@@ -52,13 +52,15 @@ def rank_vector(
     tiebreak: np.ndarray,
     now: float,
     params: RecallParams = RecallParams(),
+    limit: int = 0,
 ) -> VectorRanking:
     """Drop rows with cosine below the floor, score the rest, sort descending.
 
     `recency_ts` is last_seen_at falling back to created_at (NaN when neither),
     `confirmed_ts` orders ties (most recently confirmed first, NaN last) and
     `tiebreak` (e.g. rowid, larger first) makes the order total.
-    Returned arrays are aligned with `order`.
+    Returned arrays are aligned with `order`. With `limit > 0` only the top
+    `limit` survivors (ties at the cut included, then cut) are sorted, in O(n).
     """
     cosine = np.asarray(cosine, dtype=np.float64)
     keep = np.flatnonzero(cosine >= params.floor)
@@ -67,9 +69,15 @@ def rank_vector(
     dec = decay(now - np.asarray(recency_ts, dtype=np.float64)[keep], params.half_life_days)
     share = params.recency_share
     score = cos * cw * ((1.0 - share) + share * dec)
+    if 0 < limit < score.size:
+        kth = np.partition(score, score.size - limit)[score.size - limit]
+        top = np.flatnonzero(score >= kth)
+        keep, cos, cw, dec, score = keep[top], cos[top], cw[top], dec[top], score[top]
     conf_ts = np.nan_to_num(np.asarray(confirmed_ts, dtype=np.float64)[keep], nan=-np.inf)
     tb = np.asarray(tiebreak)[keep]
     idx = np.lexsort((-tb, -conf_ts, -score))
+    if 0 < limit < idx.size:
+        idx = idx[:limit]
     return VectorRanking(
         order=keep[idx],
         cosine=cos[idx],

@@ -626,7 +626,8 @@ class SQLiteStore:
             last_seen, created = last_seen[keep], created[keep]
         cos = rank.cosine_scores(q, mat)
         recency = np.where(np.isnan(last_seen), created, last_seen)
-        ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, float(self.clock()), params)
+        now = float(self.clock())
+        ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, max(limit, 0))
         if ranked.order.size == 0:
             return []
         k = ranked.order.size if limit <= 0 else min(limit, ranked.order.size)

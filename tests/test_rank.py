@@ -93,3 +93,15 @@ def test_keyword_order():
 @pytest.mark.parametrize("limit, want", [(-1, 8), (0, 8), (1, 1), (50, 50), (51, 8)])
 def test_keyword_limit(limit, want):
     assert keyword_limit(limit) == want
+
+
+def test_limit_keeps_exact_top_with_ties_at_the_cut():
+    rng = np.random.default_rng(0)
+    cos = np.round(rng.uniform(0.3, 1.0, 500), 2)  # many exact ties
+    ts = rng.integers(0, 50, 500).astype(float)
+    args = (cos, np.full(500, 0.7), ts, ts, np.arange(500), 100.0)
+    full = rank_vector(*args)
+    for k in (1, 7, 8, 100, 499, 500, 600):
+        part = rank_vector(*args, limit=k)
+        assert list(part.order) == list(full.order[:k])
+        np.testing.assert_array_equal(part.score, full.score[:k])
