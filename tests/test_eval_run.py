@@ -351,3 +351,30 @@ def test_preset_overrides_and_unknown_preset():
         preset("nope")
     with pytest.raises(ConfigError, match="replicates"):
         preset("bundled", replicates=0)
+
+
+def test_replicates_are_separate_samples(tiny, emb, server, tmp_path):
+    root, ds = tiny
+    one = run_eval(
+        _cfg(root, server, tmp_path / "c1"),
+        tmp_path / "one",
+        quiet=True,
+        dataset=ds,
+        embedder=emb,
+        report=False,
+    )
+    calls = len(server.calls)
+    two = run_eval(
+        _cfg(root, server, tmp_path / "c2", replicates=2),
+        tmp_path / "two",
+        quiet=True,
+        dataset=ds,
+        embedder=emb,
+        report=False,
+    )
+    assert len(server.calls) == 3 * calls  # replicate 1 is not a cache hit of replicate 0
+    reps = {r["replicate"] for r in read_jsonl(tmp_path / "two" / "attempts.jsonl")}
+    assert reps == {0, 1}
+    n1 = one.metrics.set_index(["system", "metric"]).loc[(f"pipeline:{GOOD}", "p_at_1"), "n"]
+    n2 = two.metrics.set_index(["system", "metric"]).loc[(f"pipeline:{GOOD}", "p_at_1"), "n"]
+    assert n2 == 2 * n1
