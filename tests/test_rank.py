@@ -105,3 +105,10 @@ def test_limit_keeps_exact_top_with_ties_at_the_cut():
         part = rank_vector(*args, limit=k)
         assert list(part.order) == list(full.order[:k])
         np.testing.assert_array_equal(part.score, full.score[:k])
+
+
+def test_cosine_scores_large_matrix_matches_matmul():
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal((5000, 16)).astype(np.float32)
+    q = rng.standard_normal(16).astype(np.float32)
+    np.testing.assert_allclose(cosine_scores(q, m), m @ q, rtol=1e-5, atol=1e-5)
