@@ -715,9 +715,11 @@ def test_bundled_dataset_validates_and_meets_every_count(repo_root):
     ds = load_dataset(root)  # raises with file:line:field on any problem
     c = compute_counts(ds)
     assert c["scopes"] >= 8
-    assert c["eligible_transcripts"] >= 80
+    # >= 80 eligible root transcripts: root, succeeded, >= 1 turn, normal stop
+    assert c["eligible_runs"] >= 80
+    assert sum(t.eligible and t.is_root for t in ds.transcripts) == c["eligible_runs"]
     status = c["by_status"]
-    assert c["child_transcripts"] >= 1
+    assert c["ineligible_by_reason"]["child"] >= 1
     assert status.get("failed", 0) >= 1
     assert status.get("aborted", 0) >= 1
     assert status.get("parked", 0) >= 1
@@ -729,4 +731,7 @@ def test_bundled_dataset_validates_and_meets_every_count(repo_root):
     assert c["superseded_or_retracted"] >= 15
     assert c["probes"] >= 250
     assert c["off_topic_probes"] >= 1
-    assert c["pairs"] >= 1
+    assert all(not p.relevant for p in ds.probes if p.off_topic)
+    assert c["pairs"] >= 1 and set(c["pairs_by_label"]) == {"paraphrase", "distinct"}
+    # dataset.json states the headline counts (load_dataset compared every stated key)
+    assert all(ds.counts.get(k) == c[k] for k in ("scopes", "runs", "facts", "probes", "pairs"))
