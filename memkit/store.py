@@ -381,7 +381,7 @@ class SQLiteStore:
             # least k - prefix_len + 1 of the k rarest grams.
             k = prefix_len
             total = sum(df.get(g, 0) for g in order[:k])
-            budget = 4 * total + 2000
+            budget = 2 * total + 500
             while k < n and total + df.get(order[k], 0) <= budget:
                 total += df.get(order[k], 0)
                 k += 1
@@ -393,12 +393,14 @@ class SQLiteStore:
             hi = math.ceil(n / t + 1e-9)
             ph = ",".join("?" * len(probe))
             rows = c.execute(
-                f"SELECT {_COLS} FROM (SELECT row FROM trigrams WHERE gram IN ({ph}) "
-                "GROUP BY row HAVING COUNT(*) >= ?) AS cand CROSS JOIN memories "
-                "ON memories.rowid = cand.row "
+                f"SELECT {_COLS} FROM (SELECT row, COUNT(*) AS hits FROM trigrams "
+                f"WHERE gram IN ({ph}) GROUP BY row HAVING hits >= ?) AS cand "
+                "CROSS JOIN memories ON memories.rowid = cand.row "
                 "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL "
-                "AND last_seen_at > ? AND ngrams BETWEEN ? AND ?",
-                (*probe, min_hits, scope_id, kind, cutoff, lo, hi),
+                "AND last_seen_at > ? AND ngrams BETWEEN ? AND ? "
+                # |A∩B| <= hits + (n - k) must reach t(|A|+|B|)/(1+t) for J >= t
+                "AND hits + ? >= ? * (? + ngrams) / (1.0 + ?) - 1e-9",
+                (*probe, min_hits, scope_id, kind, cutoff, lo, hi, n - k, t, n, t),
             ).fetchall()
         best, best_key = None, None
         for r in rows:
