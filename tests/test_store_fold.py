@@ -7,6 +7,8 @@ import string
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_store_helpers import T0, Clock, TableEmbedder
 
 from memkit.errors import ConfigError
@@ -14,6 +16,7 @@ from memkit.params import DAY, FoldParams, RedactionParams
 from memkit.store import SQLiteStore
 from memkit.text import trigram_similarity
 
+VOCAB = ["ab", "abc", "abcd", "bcd", "deploy", "deploys", "x", "xy", "kiem", "lai", "lain"]
 WORDING_1 = "The deploy script lives at ops/deploy.sh in the main repo"
 WORDING_2 = "The deploy script lives in ops/deploy.sh in the main repository"
 
@@ -266,3 +269,27 @@ def test_fold_time_is_from_clock_not_wall(clock):
     s = SQLiteStore.open(":memory:", embedder=None, clock=clock)
     a = s.remember("s", WORDING_1)
     assert s.get("s", a.id).created_at == T0 - 100 * DAY
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(st.sampled_from(VOCAB), min_size=1, max_size=6), min_size=1, max_size=30
+    ),
+    probe=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=6),
+    threshold=st.sampled_from([0.3, 0.5, 0.65, 0.8, 1.0]),
+)
+def test_indexed_fold_target_equals_brute_force(rows, probe, threshold):
+    """Prefix filtering and the overlap bounds never lose (or invent) a fold target."""
+    s = SQLiteStore.open(":memory:", embedder=None, fold=FoldParams(threshold=threshold))
+    texts = [" ".join(r) for r in rows]
+    s._bulk_load("s", texts)
+    p = " ".join(probe)
+    sims = [trigram_similarity(p, t) for t in texts]
+    best = max(sims)
+    before = {m.id: m.content for m in s.live("s")}
+    res = s.remember("s", p)
+    assert res.folded is (best >= threshold)
+    if res.folded:  # the target is a row with the best similarity
+        assert trigram_similarity(p, before[res.id]) == best
+    s.close()
