@@ -237,10 +237,13 @@ def assemble_block(
         content = m.content.strip()
         raw = content.encode("utf-8")
         bytes_recalled += len(raw)
-        if len(raw) == len(content):  # ASCII: folding is the identity
+        # Word sets come from the unstripped content (SPEC §5.2 dedups before the
+        # clamp strips): str.strip() also removes non-ASCII whitespace such as
+        # U+0085, which the word-set definition counts as a token character.
+        if len(raw) == len(content) and m.content.isascii():  # folding is the identity
             words = frozenset(raw.translate(_TOKEN_TABLE).split())
         else:
-            words = frozenset(_fold(content).encode("utf-8").translate(_TOKEN_TABLE).split())
+            words = dedup_words(m.content)
         n = len(words)
         if n:
             for k_words, k_n, k_id in kept_sets:

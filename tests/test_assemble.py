@@ -386,3 +386,11 @@ def test_matches_a_literal_transcription_of_the_spec(contents):
     text, admitted = naive_assemble(items)
     assert block.account.admitted == admitted
     assert block.text == (text if items else "")
+
+
+def test_non_ascii_whitespace_counts_in_word_sets_before_the_clamp_strips_it():
+    """U+0085 is stripped by the clamp but is a token for dedup: a second copy is a
+    paraphrase of the first (found by the differential property test)."""
+    block = assemble_block([rec(0, "\x85"), rec(1, "\x85")])
+    assert block.account.admitted == ("m0",)
+    assert block.account.removed_as_paraphrase == (("m1", "m0"),)
