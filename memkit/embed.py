@@ -7,7 +7,6 @@ first use, never at import time: `import memkit` must stay free.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -141,10 +140,9 @@ class LiteLLMEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
+        from memkit.llm import litellm  # the one module that imports litellm
 
-        resp = litellm.embedding(model=self.model, input=texts, **self.options)
+        resp = litellm().embedding(model=self.model, input=texts, **self.options)
         rows = [d["embedding"] if isinstance(d, dict) else d.embedding for d in resp.data]
         x = normalize_rows(np.asarray(rows, dtype=np.float32))
         if not self.dim:

@@ -34,3 +34,18 @@ def test_public_names_are_sorted_and_resolve_lazily():
 
     assert memkit.__all__ == sorted(memkit.__all__)
     assert memkit.truncate_bytes("abc", 2) == "ab\n…[truncated]"
+
+
+def test_only_memkit_llm_imports_litellm():
+    """DESIGN.md: litellm is imported lazily, and only by memkit/llm.py."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "memkit"
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if p.name != "llm.py"
+        and re.search(r"^\s*(import litellm|from litellm\b)", p.read_text(), re.M)
+    ]
+    assert offenders == []
