@@ -71,7 +71,6 @@ def test_wordllama_offline_normalised():
 
 
 def test_litellm_embedder_lazy_and_mocked(monkeypatch):
-    import sys
     import types
 
     calls = {}
@@ -80,7 +79,9 @@ def test_litellm_embedder_lazy_and_mocked(monkeypatch):
         calls["model"] = model
         return types.SimpleNamespace(data=[{"embedding": [3.0, 4.0]} for _ in input])
 
-    monkeypatch.setitem(sys.modules, "litellm", types.SimpleNamespace(embedding=fake_embedding))
+    # The embedder reaches litellm only through memkit.llm's lazy accessor.
+    fake = types.SimpleNamespace(embedding=fake_embedding)
+    monkeypatch.setattr("memkit.llm.litellm", lambda: fake)
     e = LiteLLMEmbedder("openai/emb")
     assert e.dim == 0
     x = e.embed(["a", "b"])
