@@ -62,6 +62,20 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             ON rollouts (scope_id, staged_at, seq) WHERE consumed_at IS NULL;
         """,
     ),
+    (
+        2,
+        """
+        -- Trigram postings move into memory (memkit.gram_index): on disk they cost
+        -- every write one B-tree page per trigram.
+        DROP TABLE trigrams;
+        DROP TABLE grams;
+        -- Every write stamps the rows it touches with a number above every earlier
+        -- one, so a connection brings its in-memory indexes up to date by reading
+        -- just the rows changed since it last looked.
+        ALTER TABLE memories ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX memories_change ON memories (change_seq);
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when user_version < n."""
 

@@ -7,6 +7,7 @@ All functions are pure.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable
 
@@ -121,18 +122,12 @@ def containment(a: frozenset[str], b: frozenset[str]) -> float:
 # --- pg_trgm trigram similarity (SPEC §3.3) ---------------------------------
 
 
+_ALNUM_RUN = re.compile(r"[^\W_]+")
+"""Maximal runs of `str.isalnum()` characters (checked over every code point in tests)."""
+
+
 def _words_alnum(s: str) -> list[str]:
-    words: list[str] = []
-    cur: list[str] = []
-    for c in s:
-        if c.isalnum():
-            cur.append(c)
-        elif cur:
-            words.append("".join(cur))
-            cur = []
-    if cur:
-        words.append("".join(cur))
-    return words
+    return _ALNUM_RUN.findall(s)
 
 
 def trigrams(s: str) -> frozenset[str]:
@@ -140,8 +135,7 @@ def trigrams(s: str) -> frozenset[str]:
     grams: set[str] = set()
     for w in _words_alnum(s.lower()):
         padded = f"  {w} "
-        for i in range(len(padded) - 2):
-            grams.add(padded[i : i + 3])
+        grams.update([padded[i : i + 3] for i in range(len(padded) - 2)])
     return frozenset(grams)
 
 

@@ -161,3 +161,17 @@ def test_containment():
     assert containment(a, b) == 1.0
     assert containment(a, word_set("one six")) == 0.5
     assert containment(a, frozenset()) == 0.0
+
+
+def test_alnum_runs_match_str_isalnum_on_every_code_point():
+    """The trigram word splitter is a regex; it must agree with str.isalnum exactly."""
+    import sys
+
+    from memkit.text import _ALNUM_RUN
+
+    bad = [
+        i
+        for i in range(sys.maxunicode + 1)
+        if bool(_ALNUM_RUN.fullmatch(chr(i))) != chr(i).isalnum()
+    ]
+    assert bad == []

@@ -1,0 +1,126 @@
+"""The in-memory trigram index behind fold-in (SPEC §3.3): exact against brute force."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memkit.gram_index import GramIndex
+from memkit.text import jaccard, trigram_similarity, trigrams
+
+VOCAB = [
+    "deploy", "deploys", "staging", "stage", "the", "a", "cluster", "clusters", "budget",
+    "eu", "west", "v1", "v2", "runs", "on", "Kiem", "Lai", "lead", "marketing", "x",
+]  # fmt: skip
+
+
+def brute(live: dict[int, str], probe: str, t: float) -> dict[int, float]:
+    g = trigrams(probe)
+    sims = {r: jaccard(g, trigrams(c)) for r, c in live.items()}
+    return {r: s for r, s in sims.items() if s >= t}
+
+
+op = st.one_of(
+    st.tuples(st.just("put"), st.integers(1, 25), st.lists(st.sampled_from(VOCAB), max_size=8)),
+    st.tuples(st.just("drop"), st.integers(1, 25), st.just([])),
+    st.tuples(st.just("compact"), st.just(0), st.just([])),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ops=st.lists(op, max_size=60),
+    probes=st.lists(st.lists(st.sampled_from(VOCAB), min_size=1, max_size=8), min_size=1),
+    t=st.sampled_from([0.05, 0.3, 0.5, 0.65, 0.8, 0.99, 1.0]),
+)
+def test_similar_equals_brute_force_through_rewords_drops_and_compaction(ops, probes, t):
+    """Stale postings (reworded, dropped rows) and compaction never lose or invent a match."""
+    gi, live = GramIndex(), {}
+    for kind, rowid, words in ops:
+        if kind == "put":
+            gi.put(rowid, " ".join(words))
+            live[rowid] = " ".join(words)
+        elif kind == "drop":
+            gi.drop(rowid)
+            live.pop(rowid, None)
+        else:
+            gi.compact()
+    assert len(gi) == len(live)
+    for words in probes:
+        p = " ".join(words)
+        got, want = gi.similar(trigrams(p), t), brute(live, p, t)
+        assert got.keys() == want.keys()
+        for r in got:
+            assert got[r] == pytest.approx(want[r], abs=1e-12)
+
+
+def test_similarity_at_the_threshold_is_included_and_just_above_is_not():
+    gi = GramIndex()
+    gi.put(1, "deploy staging cluster")
+    probe = "deploy staging clusters"
+    s = trigram_similarity(probe, "deploy staging cluster")
+    assert gi.similar(trigrams(probe), s) == {1: pytest.approx(s)}
+    assert gi.similar(trigrams(probe), s + 1e-9) == {}
+
+
+def test_empty_probe_threshold_above_one_and_empty_index_match_nothing():
+    gi = GramIndex()
+    assert gi.similar(trigrams("deploy"), 0.5) == {}
+    gi.put(1, "deploy")
+    assert gi.similar(frozenset(), 0.5) == {}
+    assert gi.similar(trigrams("deploy"), 1.0) == {1: 1.0}
+    assert gi.similar(trigrams("deploy"), 1.01) == {}
+
+
+def test_unseen_grams_count_against_the_probe():
+    gi = GramIndex()
+    gi.put(1, "deploy staging")
+    probe = trigrams("deploy staging zzqx")  # 'zzqx' grams are in no row
+    want = jaccard(probe, trigrams("deploy staging"))
+    assert gi.similar(probe, want) == {1: pytest.approx(want)}
+    assert gi.similar(probe, want + 1e-9) == {}
+
+
+def test_reword_replaces_old_grams_and_same_words_are_a_no_op():
+    gi = GramIndex()
+    gi.put(7, "budget review weekly")
+    gi.put(7, "budget review weekly")  # same wording: nothing goes stale
+    assert gi.stale_postings == 0
+    gi.put(7, "cluster migration eu west")
+    assert gi.similar(trigrams("budget review weekly"), 0.5) == {}
+    assert 7 in gi.similar(trigrams("cluster migration eu west"), 0.9)
+    assert gi.stale_postings == len(trigrams("budget review weekly"))
+
+
+def test_drop_is_idempotent_and_compaction_clears_stale_postings():
+    gi = GramIndex()
+    for i in range(1, 6):
+        gi.put(i, f"row number {i} of the deploy log")
+    gi.drop(3)
+    gi.drop(3)
+    gi.drop(99)
+    assert len(gi) == 4 and 3 not in gi
+    before = gi.similar(trigrams("row number 2 of the deploy log"), 0.3)
+    assert gi.stale_postings > 0
+    gi.compact()
+    assert gi.stale_postings == 0
+    assert gi.similar(trigrams("row number 2 of the deploy log"), 0.3) == before
+    assert 3 not in before
+
+
+def test_compaction_triggers_once_dead_postings_outweigh_live_ones():
+    import itertools
+
+    gi = GramIndex()
+    words = [
+        "".join(w)
+        for w in itertools.islice(itertools.product("abcdefghijklmnopqrstuvwxyz", repeat=3), 3000)
+    ]
+    text = " ".join(words)
+    per = len(trigrams(text))
+    for n in range(20):
+        gi.put(1, f"{text} v{n}")  # every reword kills one wording's postings
+    assert 19 * per > 50_000  # without compaction the dead postings would pass the bar
+    assert gi.stale_postings <= 50_000
+    assert gi.similar(trigrams(f"{text} v19"), 1.0) == {1: 1.0}

@@ -1,0 +1,131 @@
+"""In-memory indexes follow other connections' writes (change_seq), and migration 2."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from test_store_helpers import T0, Clock, TableEmbedder
+
+import memkit.store as store_mod
+from memkit.schema import MIGRATIONS, SCHEMA_VERSION
+from memkit.store import SQLiteStore
+
+W1 = "The staging deploy runs ./deploy.sh --env staging from the ops box"
+W2 = "The staging deploy runs ./deploy.sh --env staging from the ops box."
+W3 = "the staging deploy runs ./deploy.sh --env staging from the ops box!"
+
+
+def pair(tmp_path, **kw):
+    path = str(tmp_path / "m.db")
+    clock = Clock()
+    emb = TableEmbedder({W1: [1, 0, 0, 0], W2: [1, 0, 0, 0], "other": [0, 1, 0, 0]})
+    a = SQLiteStore.open(path, embedder=emb, clock=clock, **kw)
+    b = SQLiteStore.open(path, embedder=emb, clock=clock, **kw)
+    return a, b
+
+
+def test_fold_in_sees_a_row_another_connection_wrote_after_the_index_loaded(tmp_path):
+    a, b = pair(tmp_path)
+    a.remember("s", "unrelated warm-up fact about invoices")  # a's trigram index is built
+    first = b.remember("s", W1)
+    again = a.remember("s", W2)
+    assert again.folded and again.id == first.id
+    assert a.get("s", first.id).seen_count == 2
+
+
+def test_fold_in_never_targets_a_row_another_connection_retracted(tmp_path):
+    a, b = pair(tmp_path)
+    r = a.remember("s", W1)
+    b.retract("s", r.id)
+    again = a.remember("s", W2)
+    assert not again.folded and again.id != r.id
+
+
+def test_fold_in_follows_another_connections_rewording(tmp_path):
+    a, b = pair(tmp_path)
+    r = a.remember("s", "weekly budget review happens on monday mornings")
+    b_id = b.update("s", r.id, W1)  # successor with new words; a's index knew the old ones
+    assert a.remember("s", "weekly budget review happens on monday mornings!").folded is False
+    folded = a.remember("s", W3)
+    assert folded.folded and folded.id == b_id
+
+
+def test_vector_recall_drops_a_row_another_connection_retracted(tmp_path):
+    a, b = pair(tmp_path)
+    r = a.remember("s", W1)
+    assert [h.id for h in a.recall("s", W1)] == [r.id]  # vector cache loaded
+    b.retract("s", r.id)
+    assert a.recall("s", W1) == []
+
+
+def test_many_foreign_changes_reload_the_indexes_instead(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_mod, "_SYNC_MAX", 3)
+    a, b = pair(tmp_path)
+    a.remember("s", "warm-up fact about invoices")
+    a.recall("s", W1)
+    for i in range(5):
+        b.remember("s", f"distinct fact number {i} about region eu-west-{i}")
+    first = b.remember("s", W1)
+    assert a._vectors or a._grams  # loaded before the burst
+    again = a.remember("s", W2)
+    assert again.folded and again.id == first.id
+    assert [h.id for h in a.recall("s", W1)][:1] == [first.id]
+
+
+def test_own_writes_need_no_reload(tmp_path):
+    a, _ = pair(tmp_path)
+    a.remember("s", "warm-up fact about invoices")
+    index = a._grams[("s", "fact")]
+    a.remember("s", W1)
+    assert a.remember("s", W2).folded
+    assert a._grams[("s", "fact")] is index  # patched in place, never rebuilt
+
+
+def test_a_rolled_back_write_leaves_the_indexes_consistent(tmp_path):
+    a, _ = pair(tmp_path)
+    r = a.remember("s", W1)
+    snap = a.snapshot("s")
+    a.retract("s", r.id)  # the snapshot is now stale: commit_pass rolls back
+    with pytest.raises(Exception, match="no longer live"):
+        a.commit_pass("s", [], snap, [{"op": "retract", "ids": [r.id]}])
+    again = a.remember("s", W2)
+    assert not again.folded  # the retracted row did not come back into the index
+
+
+def test_change_seq_rises_with_every_write(tmp_path):
+    a, b = pair(tmp_path)
+    r = a.remember("s", W1)
+    b.remember("s", W2)  # fold: same row, new stamp
+
+    def seq() -> int:
+        c = sqlite3.connect(a.path)
+        return c.execute("SELECT change_seq FROM memories WHERE id = ?", (r.id,)).fetchone()[0]
+
+    s1 = seq()
+    a.retract("s", r.id)
+    assert seq() > s1 > 0
+
+
+def test_migration_2_drops_disk_postings_and_keeps_every_row(tmp_path):
+    path = tmp_path / "v1.db"
+    c = sqlite3.connect(path, isolation_level=None)
+    for stmt in MIGRATIONS[0][1].split(";"):
+        if stmt.strip():
+            c.execute(stmt)
+    c.execute("PRAGMA user_version = 1")
+    c.execute(
+        "INSERT INTO memories (id, scope_id, kind, content, confidence, created_at, "
+        "seen_count, last_seen_at, ngrams) VALUES ('m1', 's', 'fact', ?, 0.7, ?, 1, ?, 0)",
+        (W1, T0, T0),
+    )
+    c.execute("INSERT INTO trigrams (gram, row) VALUES ('abc', 1)")
+    c.close()
+    with SQLiteStore.open(str(path), embedder=None, clock=Clock()) as s:
+        assert [m.id for m in s.live("s")] == ["m1"]
+        again = s.remember("s", W2)  # the in-memory index loads the migrated row
+        assert again.folded and again.id == "m1"
+    c = sqlite3.connect(path)
+    assert c.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 2
+    tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "trigrams" not in tables and "grams" not in tables
