@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -32,6 +33,44 @@ _EXTEND_POSTINGS = 500
 2 x the prefix's + this: one more probed gram is one more required hit, and
 counting a posting costs far less than scoring a candidate. Tuned on 1k-100k
 rows of synthetic and Zipfian text (`memkit bench store`)."""
+
+
+def count_at_least(slots: np.ndarray, min_hits: int, nslots: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the values in `slots` (all < nslots) occurring >= min_hits times, their
+    counts), ascending.
+
+    A full count costs a pass over every slot. When the probed postings are
+    sparse next to `min_hits`, count blocks of 2**shift slots first: a block's
+    count bounds each of its slots', so blocks under min_hits drop out
+    exactly, and only the few elements of surviving blocks are counted one
+    by one. Below 8-slot blocks the extra passes cost more than they save.
+    """
+    total = slots.size
+    shift = 0
+    while shift < 10 and total << (shift + 1) <= nslots * min_hits // 4:
+        shift += 1
+    if shift >= 3:
+        blocks = slots >> shift
+        bc = np.bincount(blocks)
+        live = bc >= min_hits
+        if int(bc[live].sum()) * 8 < total:
+            cand, hits = np.unique(slots[live[blocks]], return_counts=True)
+            keep = hits >= min_hits
+            return cand[keep], hits[keep]
+    if total * 16 < nslots:
+        cand, hits = np.unique(slots, return_counts=True)
+        keep = hits >= min_hits
+        return cand[keep], hits[keep]
+    counts = np.bincount(slots, minlength=nslots)
+    cand = np.flatnonzero(counts >= min_hits)
+    return cand, counts[cand]
+
+
+def _array(code: str, values: np.ndarray) -> array:
+    """An array.array ('q' int64 or 'i' int32) of numpy values, so later writes append."""
+    out = array(code)
+    out.frombytes(np.ascontiguousarray(values, np.int64 if code == "q" else np.int32).tobytes())
+    return out
 
 
 class GramIndex:
@@ -61,15 +100,15 @@ class GramIndex:
         return self._stale
 
     def _gram_ids(self, grams: frozenset[str]) -> list[int]:
-        vocab, post = self._vocab, self._post
-        out = []
-        for g in grams:
-            i = vocab.get(g)
-            if i is None:
-                vocab[g] = i = len(post)
-                post.append(array("i"))
-                self._df.append(0)
-            out.append(i)
+        vocab = self._vocab
+        out = list(map(vocab.get, grams))
+        if None in out:  # grams no row had yet
+            post, df = self._post, self._df
+            for j, g in enumerate(grams):
+                if out[j] is None:
+                    vocab[g] = out[j] = len(post)
+                    post.append(array("i"))
+                    df.append(0)
         out.sort()
         return out
 
@@ -118,20 +157,48 @@ class GramIndex:
     def compact(self) -> None:
         """Renumber the live slots, dropping every dead posting."""
         live = sorted(self._slot.items(), key=lambda kv: kv[1])
-        ids, start, length = self._ids, self._start, self._len
-        self._post = [array("i") for _ in self._post]
-        self._df = array("q", bytes(8 * len(self._post)))
-        self._slot = {}
-        self._rowid, self._start, self._len, self._ids = (
-            array("q"),
-            array("q"),
-            array("i"),
-            array("i"),
+        start, length = self._start, self._len
+        ids = np.frombuffer(self._ids, dtype=np.int32).copy()
+        self._load(
+            [rowid for rowid, _ in live],
+            [ids[start[slot] : start[slot] + length[slot]] for _, slot in live],
         )
-        self._live = self._stale = 0
-        for rowid, slot in live:
-            s = start[slot]
-            self._add(rowid, ids[s : s + length[slot]].tolist())
+
+    @classmethod
+    def build(cls, rows: Iterable[tuple[int, str]]) -> GramIndex:
+        """An index of (rowid, content) pairs, built in bulk: ~2x faster than
+        one `put` per row, which matters when a 100k-row scope loads."""
+        gi = cls()
+        vocab = gi._vocab
+        rowids, id_lists = [], []
+        for rowid, content in rows:
+            rowids.append(rowid)
+            id_lists.append(sorted([vocab.setdefault(g, len(vocab)) for g in trigrams(content)]))
+        gi._load(rowids, id_lists)
+        return gi
+
+    def _load(self, rowids: list[int], id_lists: Sequence[Sequence[int]]) -> None:
+        """Replace the slots and postings with these rows (ids sorted per row)."""
+        lens = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
+        flat = (
+            np.concatenate([np.asarray(x, dtype=np.int32) for x in id_lists])
+            if id_lists
+            else np.zeros(0, dtype=np.int32)
+        )
+        starts = np.zeros(len(rowids), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        slots = np.repeat(np.arange(len(rowids), dtype=np.int32), lens)
+        by_gram = slots[np.argsort(flat, kind="stable")]  # slots ascend within each gram
+        df = np.bincount(flat, minlength=len(self._vocab)).astype(np.int64)
+        bounds = np.concatenate(([0], np.cumsum(df)))
+        self._post = [_array("i", by_gram[bounds[i] : bounds[i + 1]]) for i in range(df.size)]
+        self._df = _array("q", df)
+        self._slot = dict(zip(rowids, range(len(rowids)), strict=True))
+        self._rowid = _array("q", np.asarray(rowids, dtype=np.int64))
+        self._start = _array("q", starts)
+        self._len = _array("i", lens.astype(np.int32))
+        self._ids = _array("i", flat)
+        self._live, self._stale = int(flat.size), 0
 
     def similar(self, grams: frozenset[str], threshold: float) -> dict[int, float]:
         """{rowid: pg_trgm similarity} of the indexed rows at or above `threshold`
@@ -144,7 +211,7 @@ class GramIndex:
         if need > n:
             return {}
         vocab, post = self._vocab, self._post
-        known = np.fromiter((i for g in grams if (i := vocab.get(g)) is not None), dtype=np.int64)
+        known = np.array([i for i in map(vocab.get, grams) if i is not None], dtype=np.int64)
         known.sort()  # ties in df then break by gram id: a deterministic probe order
         df_all = np.frombuffer(self._df, dtype=np.int64)
         order = known[np.argsort(df_all[known], kind="stable")]
@@ -163,13 +230,7 @@ class GramIndex:
         if len(probe) < min_hits or total == 0:
             return {}
         slots = np.concatenate([np.frombuffer(p, dtype=np.int32) for p in probe])
-        nslots = len(self._len)
-        if total * 16 < nslots:
-            cand, hits = np.unique(slots, return_counts=True)
-        else:
-            counts = np.bincount(slots, minlength=nslots)
-            cand = np.flatnonzero(counts >= min_hits)
-            hits = counts[cand]
+        cand, hits = count_at_least(slots, min_hits, len(self._len))
         sizes = np.frombuffer(self._len, dtype=np.int32)[cand]
         lo = math.floor(t * n - 1e-9)
         hi = math.ceil(n / t + 1e-9)

@@ -7,6 +7,7 @@ All functions are pure.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -130,13 +131,18 @@ def _words_alnum(s: str) -> list[str]:
     return _ALNUM_RUN.findall(s)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _word_trigrams(w: str) -> tuple[str, ...]:
+    padded = f"  {w} "
+    return tuple(padded[i : i + 3] for i in range(len(padded) - 2))
+
+
 def trigrams(s: str) -> frozenset[str]:
-    """pg_trgm's trigram set: lowercase, words padded "  w ", 3-char windows."""
-    grams: set[str] = set()
-    for w in _words_alnum(s.lower()):
-        padded = f"  {w} "
-        grams.update([padded[i : i + 3] for i in range(len(padded) - 2)])
-    return frozenset(grams)
+    """pg_trgm's trigram set: lowercase, words padded "  w ", 3-char windows.
+
+    Per-word grams are cached: words repeat across memories (Zipf), and every
+    write and every fold-in index build takes this set."""
+    return frozenset().union(*map(_word_trigrams, _words_alnum(s.lower())))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -124,3 +124,46 @@ def test_compaction_triggers_once_dead_postings_outweigh_live_ones():
     assert 19 * per > 50_000  # without compaction the dead postings would pass the bar
     assert gi.stale_postings <= 50_000
     assert gi.similar(trigrams(f"{text} v19"), 1.0) == {1: 1.0}
+
+
+def test_bulk_build_answers_like_one_put_per_row():
+    rows = [
+        (i, " ".join(VOCAB[j % len(VOCAB)] for j in range(i, i + 1 + i % 7))) for i in range(60)
+    ]
+    one, bulk = GramIndex(), GramIndex.build(rows)
+    for rowid, text in rows:
+        one.put(rowid, text)
+    assert len(bulk) == len(one) == 60 and bulk.stale_postings == 0
+    for _, text in rows[::7]:
+        for t in (0.3, 0.65, 1.0):
+            assert bulk.similar(trigrams(text), t) == one.similar(trigrams(text), t)
+    bulk.put(5, "deploy staging cluster")  # still takes writes after a bulk build
+    bulk.drop(6)
+    assert 5 in bulk.similar(trigrams("deploy staging cluster"), 1.0) and 6 not in bulk
+    assert GramIndex.build([]).similar(trigrams("deploy"), 0.5) == {}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    nslots=st.sampled_from([1, 50, 5_000, 200_000]),
+    total=st.integers(0, 3_000),
+    min_hits=st.integers(1, 12),
+    hot=st.integers(0, 30),
+    seed=st.integers(0, 2**16),
+)
+def test_count_at_least_equals_a_plain_count_on_every_path(nslots, total, min_hits, hot, seed):
+    """Block pre-counting (sparse), np.unique (small) and bincount (dense) all agree."""
+    from collections import Counter
+
+    import numpy as np
+
+    from memkit.gram_index import count_at_least
+
+    rng = np.random.default_rng(seed)
+    slots = rng.integers(0, nslots, total)
+    if hot and total:  # a few slots hit many times, as true fold targets are
+        slots[: min(total, hot * min_hits)] = rng.integers(0, nslots, hot).repeat(min_hits)[:total]
+    slots = slots.astype(np.int32)
+    want = sorted((s, c) for s, c in Counter(slots.tolist()).items() if c >= min_hits)
+    cand, hits = count_at_least(slots, min_hits, nslots)
+    assert list(zip(cand.tolist(), hits.tolist(), strict=True)) == want

@@ -1,0 +1,57 @@
+"""`memkit bench store`: the table is well formed; a tiny run works when faiss is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from evals import bench_store
+
+
+def fake_row(n: int) -> dict:
+    return {
+        "n": n,
+        "recall": (1.0, 2.0),
+        "recall_embed": (1.5, 2.5),
+        "faiss": (0.5, 0.6),
+        "scan": (100.0, 120.0),
+        "remember_per_s": 1500.0,
+        "remember_store_per_s": 2500.0,
+        "remember_store_range": (2400.0, 2600.0),
+        "folded": 3000,
+        "writes": 6000,
+        "index_build_s": 0.5,
+    }
+
+
+def test_table_rows_have_as_many_cells_as_the_header():
+    lines = bench_store.render([fake_row(1000), fake_row(100_000)]).splitlines()
+    widths = {line.count("|") for line in lines}
+    assert len(widths) == 1
+    assert (
+        "| 100,000 |" in lines[-1] and "2.00x" in lines[-1] and "2,500 (2,400-2,600)" in lines[-1]
+    )
+
+
+def test_precomputed_embedder_answers_from_its_table_only():
+    class Inner:
+        name, dim = "inner-2", 2
+
+        def embed(self, texts):
+            import numpy as np
+
+            return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+    pre = bench_store._Precomputed(Inner(), ["ab", "abc"])
+    assert pre.name == "inner-2" and pre.embed(["abc"]).tolist() == [[3.0, 1.0]]
+    with pytest.raises(KeyError):
+        pre.embed(["never seen"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("faiss") is None, reason="faiss-cpu is a bench extra")
+def test_tiny_run_folds_half_the_writes(tmp_path):
+    row = bench_store.bench_size(300, 5, tmp_path, lambda msg: None)
+    assert row["n"] == 300 and row["writes"] == 6000
+    assert abs(row["folded"] - 3000) <= 30  # restatements fold, fresh texts rarely do
+    assert row["remember_store_per_s"] > 0 and row["index_build_s"] >= 0
