@@ -13,18 +13,23 @@ For each size (live rows in one scope, 256-d vectors) the same run measures:
   fold-in trigram index is timed apart, before either.
 
 Rows are bulk-loaded through the store's documented private `_bulk_load`
-(random unit vectors, synthetic short texts). Queries are noisy copies of stored vectors, so a few
+(random unit vectors; synthetic short texts, or with `--texts
+longmemeval:<dir>` real chat sentences, which make fold-in work harder:
+longer, with more common trigrams). Queries are noisy copies of stored vectors, so a few
 rows clear the relevance floor and recall stays on the vector path.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
+import re
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -88,9 +93,58 @@ class _Precomputed:
         return np.stack([self._table[t] for t in texts])
 
 
-def _write_batch(rng: random.Random, nrng: np.random.Generator, texts: list[str], writes: int):
+_WRITES, _ROUNDS = 1000, 3
+_WRITES_NEEDED = _ROUNDS * 2 * (_WRITES - _WRITES // 2)
+"""Fresh texts the remember rounds take beyond the stored rows."""
+
+TextSource = Callable[[random.Random, int], list[str]]
+"""(rng, k) -> k new memory texts for the store (rows, then fresh writes)."""
+
+
+def _longmemeval_sentences(path: str) -> list[str]:
+    """Real chat text: the distinct 30-200 character sentences of LongMemEval's
+    haystack turns (oracle and S splits, read in place through
+    `evals.adapters`), in a fixed shuffled order."""
+    from evals.adapters import load_longmemeval
+
+    seen: set[str] = set()
+    pool: list[str] = []
+    transcripts = [
+        t for variant in ("oracle", "s") for t in load_longmemeval(path, variant).transcripts
+    ]
+    for tr in transcripts:
+        for m in tr.messages:
+            for sent in re.split(r"(?<=[.!?])\s+", str(m.get("content") or "")):
+                sent = " ".join(sent.split())
+                if 30 <= len(sent) <= 200 and sent not in seen:
+                    seen.add(sent)
+                    pool.append(sent)
+    random.Random(0).shuffle(pool)
+    return pool
+
+
+def _pool_source(pool: list[str]) -> TextSource:
+    """Hands out the pool's texts in order, each once."""
+    it = iter(pool)
+
+    def take(rng: random.Random, k: int) -> list[str]:
+        out = list(itertools.islice(it, k))
+        if len(out) < k:
+            raise SystemExit(f"the text pool ran out ({len(pool):,} texts)")
+        return out
+
+    return take
+
+
+def _write_batch(
+    rng: random.Random,
+    nrng: np.random.Generator,
+    texts: list[str],
+    writes: int,
+    source: TextSource = _texts,
+):
     restate = [texts[i] + " again" for i in nrng.integers(0, len(texts), writes // 2)]
-    batch = restate + _texts(rng, writes - len(restate))
+    batch = restate + source(rng, writes - len(restate))
     rng.shuffle(batch)
     return batch
 
@@ -101,7 +155,7 @@ def _remember_rate(store, batch: list[str]) -> tuple[float, int]:
     return len(batch) / (time.perf_counter() - t), folded
 
 
-def bench_size(n: int, queries: int, tmp: Path, log) -> dict:
+def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts) -> dict:
     import faiss
 
     from memkit.embed import WordLlamaEmbedder
@@ -112,7 +166,7 @@ def bench_size(n: int, queries: int, tmp: Path, log) -> dict:
     path = str(tmp / f"bench-{n}.db")
     emb = WordLlamaEmbedder(DIM)
     store = SQLiteStore.open(path, embedder=emb)
-    texts, vecs = _texts(rng, n), _unit(nrng, n)
+    texts, vecs = source(rng, n), _unit(nrng, n)
     t = time.perf_counter()
     store._bulk_load("bench", texts, vecs)
     log(f"  {n:>7} rows loaded in {time.perf_counter() - t:.1f}s")
@@ -152,13 +206,13 @@ def bench_size(n: int, queries: int, tmp: Path, log) -> dict:
     store.remember("bench", texts[0])  # builds the fold-in trigram index once
     build = time.perf_counter() - t
     log(f"  {n:>7} fold-in index built in {build:.2f}s")
-    writes, rounds = 1000, 3
+    writes, rounds = _WRITES, _ROUNDS
     e2e, own, folded = [], [], 0
     for _ in range(rounds):  # interleaved, so drift on a shared machine hits both alike
-        rate, f = _remember_rate(store, _write_batch(rng, nrng, texts, writes))
+        rate, f = _remember_rate(store, _write_batch(rng, nrng, texts, writes, source))
         e2e.append(rate)
         folded += f
-        batch = _write_batch(rng, nrng, texts, writes)
+        batch = _write_batch(rng, nrng, texts, writes, source)
         store.embedder = _Precomputed(emb, batch)
         rate, f = _remember_rate(store, batch)
         own.append(rate)
@@ -214,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated row counts")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--quiet", action="store_true", help="only print the table")
+    ap.add_argument(
+        "--texts",
+        default="synthetic",
+        help="memory texts: 'synthetic' (default: common words mixed with random "
+        "identifiers) or 'longmemeval:<datasets dir>' (real chat sentences, read in place)",
+    )
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
 
@@ -221,10 +281,23 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(msg, flush=True)
 
+    pool: list[str] | None = None
+    if args.texts.startswith("longmemeval:"):
+        pool = _longmemeval_sentences(args.texts.split(":", 1)[1])
+        need = max(sizes, default=0) + _WRITES_NEEDED
+        if len(pool) < need:
+            ap.error(
+                f"LongMemEval holds {len(pool):,} distinct sentences; --sizes up to "
+                f"{max(sizes):,} need {need:,}"
+            )
+    elif args.texts != "synthetic":
+        ap.error(f"--texts {args.texts!r}: want 'synthetic' or 'longmemeval:<dir>'")
+    log(f"texts: {args.texts}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="memkit-bench-") as tmp:
         for n in sizes:
-            rows.append(bench_size(n, args.queries, Path(tmp), log))
+            source = _texts if pool is None else _pool_source(pool)
+            rows.append(bench_size(n, args.queries, Path(tmp), log, source))
     print(render(rows))
     return 0
 

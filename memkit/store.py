@@ -6,8 +6,10 @@ The only sqlite3 user in memkit. Design choices, each for a measured reason:
   fold detection and the write it decides are one transaction even across
   processes (SPEC §3.7), and readers never block writers.
 * Fold-in never compares against every row: an in-memory trigram index per
-  (scope, kind) (`memkit.gram_index`, exact by prefix filtering) names the
-  few candidates, which are then read from SQLite and scored exactly.
+  (scope, kind) (`memkit.gram_index`, exact by prefix filtering) scores the
+  few candidates exactly; SQLite then confirms they are live and in window.
+* Checkpoints run on a background thread (`_Checkpointer`), so no commit
+  pays for one.
 * Vector recall scores a per-scope in-memory float32 matrix of live
   embeddings with one matrix-vector product.
 * Both in-memory indexes load lazily and follow other connections' writes

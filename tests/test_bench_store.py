@@ -55,3 +55,26 @@ def test_tiny_run_folds_half_the_writes(tmp_path):
     assert row["n"] == 300 and row["writes"] == 6000
     assert abs(row["folded"] - 3000) <= 30  # restatements fold, fresh texts rarely do
     assert row["remember_store_per_s"] > 0 and row["index_build_s"] >= 0
+
+
+def test_pool_source_hands_out_each_text_once_and_says_when_it_runs_out():
+    import random
+
+    take = bench_store._pool_source(["a", "b", "c"])
+    rng = random.Random(0)
+    assert take(rng, 2) == ["a", "b"] and take(rng, 1) == ["c"]
+    with pytest.raises(SystemExit, match="ran out"):
+        take(rng, 1)
+
+
+def test_unknown_text_source_is_refused_by_name(capsys):
+    with pytest.raises(SystemExit):
+        bench_store.main(["--sizes", "10", "--texts", "poetry"])
+    assert "'poetry'" in capsys.readouterr().err
+
+
+def test_longmemeval_sentences_are_distinct_bounded_and_stable(shared_datasets):
+    pool = bench_store._longmemeval_sentences(str(shared_datasets))
+    assert len(pool) > 100_000 and len(set(pool)) == len(pool)
+    assert all(30 <= len(s) <= 200 and s == " ".join(s.split()) for s in pool[:5000])
+    assert pool[:50] == bench_store._longmemeval_sentences(str(shared_datasets))[:50]

@@ -152,7 +152,7 @@ def test_bulk_build_answers_like_one_put_per_row():
     seed=st.integers(0, 2**16),
 )
 def test_count_at_least_equals_a_plain_count_on_every_path(nslots, total, min_hits, hot, seed):
-    """Block pre-counting (sparse), np.unique (small) and bincount (dense) all agree."""
+    """np.unique (few postings) and bincount (many) agree with a plain count."""
     from collections import Counter
 
     import numpy as np
