@@ -384,11 +384,13 @@ class SQLiteStore:
             for i in range(0, len(cand), 900):
                 chunk = cand[i : i + 900]
                 ph = ",".join("?" * len(chunk))
-                rows += c.execute(
-                    f"SELECT {_COLS} FROM memories WHERE rowid IN ({ph}) AND scope_id = ? "
-                    "AND kind = ? AND superseded_by IS NULL AND last_seen_at > ?",
-                    (*chunk, scope_id, kind, cutoff),
-                ).fetchall()
+                # By rowid alone: with the scope/kind/live terms in SQL the planner
+                # scans the memories_live index instead (every live row of the scope).
+                rows += [
+                    r
+                    for r in c.execute(f"SELECT {_COLS} FROM memories WHERE rowid IN ({ph})", chunk)
+                    if r[2] == scope_id and r[3] == kind and r[11] is None
+                ]
         best, best_key = None, None
         for r in rows:
             last_seen = r[10]
