@@ -131,35 +131,6 @@ def test_migration_2_drops_disk_postings_and_keeps_every_row(tmp_path):
     assert "trigrams" not in tables and "grams" not in tables
 
 
-def test_checkpoints_run_in_the_background_and_stop_with_the_store(tmp_path):
-    import time
-
-    s = SQLiteStore.open(str(tmp_path / "c.db"), embedder=None, clock=Clock())
-    ck = s._checkpointer
-    assert s._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # no commit pays
-    ck._every = 5
-    for i in range(12):
-        s.remember("s", f"fact number {i} about the eu-west-{i} cluster")
-    deadline = time.monotonic() + 10
-    while ck.runs == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert ck.runs >= 1
-    s.close()
-    assert not ck._thread.is_alive()
-
-
-def test_an_unclosed_store_stops_its_checkpointer_when_collected(tmp_path):
-    import gc
-
-    s = SQLiteStore.open(str(tmp_path / "c.db"), embedder=None)
-    thread = s._checkpointer._thread
-    del s
-    gc.collect()
-    thread.join(timeout=10)
-    assert not thread.is_alive()
-
-
-def test_memory_stores_have_no_checkpointer():
-    with SQLiteStore.open(":memory:", embedder=None) as s:
-        assert s._checkpointer is None
-        s.remember("s", "kept in memory")
+def test_file_stores_checkpoint_every_4000_pages(tmp_path):
+    with SQLiteStore.open(str(tmp_path / "c.db"), embedder=None) as s:
+        assert s._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 4000
