@@ -13,6 +13,7 @@ def fake_row(n: int) -> dict:
     return {
         "n": n,
         "recall": (1.0, 2.0),
+        "recall_1t": (1.2, 2.2),
         "recall_embed": (1.5, 2.5),
         "faiss": (0.5, 0.6),
         "scan": (100.0, 120.0),
@@ -30,7 +31,7 @@ def test_table_rows_have_as_many_cells_as_the_header():
     widths = {line.count("|") for line in lines}
     assert len(widths) == 1
     assert (
-        "| 100,000 |" in lines[-1] and "2.00x" in lines[-1] and "2,500 (2,400-2,600)" in lines[-1]
+        "| 100,000 |" in lines[-1] and "2.40x" in lines[-1] and "2,500 (2,400-2,600)" in lines[-1]
     )
 
 

@@ -112,3 +112,15 @@ def test_cosine_scores_large_matrix_matches_matmul():
     m = rng.standard_normal((5000, 16)).astype(np.float32)
     q = rng.standard_normal(16).astype(np.float32)
     np.testing.assert_allclose(cosine_scores(q, m), m @ q, rtol=1e-5, atol=1e-5)
+
+
+def test_cosine_scores_on_a_transposed_column_store_view_matches_row_storage():
+    """The store keeps vectors as columns and scores `cols[:, :n].T`, a strided view."""
+    rng = np.random.default_rng(2)
+    rows = rng.standard_normal((5000, 16)).astype(np.float32)
+    cols = np.zeros((16, 6000), dtype=np.float32)
+    cols[:, :5000] = rows.T
+    q = rng.standard_normal(16).astype(np.float32)
+    view = cols[:, :5000].T
+    assert not view.flags.c_contiguous
+    np.testing.assert_allclose(cosine_scores(q, view), cosine_scores(q, rows), rtol=1e-5, atol=1e-5)
