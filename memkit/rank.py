@@ -33,6 +33,15 @@ def confidence_weight(confidence: np.ndarray, params: RecallParams = RecallParam
     return np.clip(c, params.confidence_min, params.confidence_max)
 
 
+def _floor_for(dtype: np.dtype, floor: float) -> np.floating:
+    """The floor in `dtype` such that x >= it exactly when float64(x) >= floor:
+    the store's float32 cosines are cut without widening every row first."""
+    if dtype != np.float32:
+        return np.float64(floor)
+    f = np.float32(floor)
+    return f if float(f) >= floor else np.nextafter(f, np.float32(np.inf))
+
+
 @dataclass(frozen=True, slots=True)
 class VectorRanking:
     """Ranked survivors of the floor: positions into the candidate arrays plus breakdown."""
@@ -62,9 +71,11 @@ def rank_vector(
     Returned arrays are aligned with `order`. With `limit > 0` only the top
     `limit` survivors (ties at the cut included, then cut) are sorted, in O(n).
     """
-    cosine = np.asarray(cosine, dtype=np.float64)
-    keep = np.flatnonzero(cosine >= params.floor)
-    cos = cosine[keep]
+    cosine = np.asarray(cosine)
+    if cosine.dtype != np.float32:
+        cosine = cosine.astype(np.float64)
+    keep = np.flatnonzero(cosine >= _floor_for(cosine.dtype, params.floor))
+    cos = cosine[keep].astype(np.float64)
     cw = confidence_weight(np.asarray(confidence)[keep], params)
     dec = decay(now - np.asarray(recency_ts, dtype=np.float64)[keep], params.half_life_days)
     share = params.recency_share
@@ -88,19 +99,22 @@ def rank_vector(
 
 
 def cosine_scores(query: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Cosine of a normalised query against normalised rows; 0 for a mismatched length."""
+    """Cosine of a normalised query against normalised rows; 0 for a mismatched length.
+
+    In the matrix's precision (float32 in the store), not widened: `rank_vector`
+    widens only the rows that clear the floor."""
     q = np.asarray(query, dtype=np.float32).ravel()
     if matrix.shape[0] == 0:
-        return np.zeros(0, dtype=np.float64)
+        return np.zeros(0, dtype=np.float32)
     if matrix.ndim != 2 or q.shape[0] != matrix.shape[1]:
-        return np.zeros(matrix.shape[0], dtype=np.float64)
+        return np.zeros(matrix.shape[0], dtype=np.float32)
     if matrix.shape[0] <= 2048 or not matrix.flags.c_contiguous:
         # Small, or a transposed view of column storage (the store's layout):
         # BLAS gemv streams each dimension's contiguous row, the fast case.
-        return (matrix @ q).astype(np.float64)
+        return matrix @ q
     # Tall row-major: einsum's SIMD loop beats BLAS gemv on this layout (2-3x
     # at 100k rows on a shared machine) and stays predictable.
-    return np.einsum("ij,j->i", matrix, q).astype(np.float64)
+    return np.einsum("ij,j->i", matrix, q)
 
 
 def keyword_matches(keywords: Sequence[str], content: str, tags: Sequence[str]) -> int:

@@ -112,6 +112,8 @@ class _ScopeVectors:
     conf: np.ndarray = field(default_factory=lambda: np.zeros(0))
     last_seen: np.ndarray = field(default_factory=lambda: np.zeros(0))
     created: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    recency: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """last_seen, else created (NaN when neither): kept, not derived per recall."""
     pos: dict[int, int] = field(default_factory=dict)
 
     def rows(self) -> np.ndarray:
@@ -127,7 +129,7 @@ class _ScopeVectors:
         if self.n:
             cols[:, : self.n] = self.cols[:, : self.n]
         self.cols = cols
-        for name in ("rowid", "conf", "last_seen", "created"):
+        for name in ("rowid", "conf", "last_seen", "created", "recency"):
             old = getattr(self, name)
             arr = np.zeros(new, dtype=old.dtype)
             arr[: self.n] = old[: self.n]
@@ -144,8 +146,9 @@ class _ScopeVectors:
         self.cols[:, i] = v if v.shape[0] == self.dim else 0.0  # mismatched length: cosine 0
         self.rowid[i] = rowid
         self.conf[i] = conf
-        self.last_seen[i] = _nan(last_seen)
+        self.last_seen[i] = seen = _nan(last_seen)
         self.created[i] = _nan(created)
+        self.recency[i] = _nan(created) if math.isnan(seen) else seen
 
     def drop(self, rowid: int) -> None:
         i = self.pos.pop(rowid, None)
@@ -155,7 +158,7 @@ class _ScopeVectors:
         if i != last:
             moved = int(self.rowid[last])
             self.cols[:, i] = self.cols[:, last]
-            for name in ("rowid", "conf", "last_seen", "created"):
+            for name in ("rowid", "conf", "last_seen", "created", "recency"):
                 arr = getattr(self, name)
                 arr[i] = arr[last]
             self.pos[moved] = i
@@ -625,6 +628,8 @@ class SQLiteStore:
                 sv.conf[: sv.n] = [r[1] for r in rows]
                 sv.last_seen[: sv.n] = [_nan(r[2]) for r in rows]
                 sv.created[: sv.n] = [_nan(r[3]) for r in rows]
+                seen, made = sv.last_seen[: sv.n], sv.created[: sv.n]
+                sv.recency[: sv.n] = np.where(np.isnan(seen), made, seen)
                 sv.pos = {int(r[0]): i for i, r in enumerate(rows)}
             else:
                 for r in rows:
@@ -687,15 +692,14 @@ class SQLiteStore:
             return []
         sel = slice(0, n)
         mat, rowid = sv.rows(), sv.rowid[sel]
-        conf, last_seen, created = sv.conf[sel], sv.last_seen[sel], sv.created[sel]
+        conf, last_seen, recency = sv.conf[sel], sv.last_seen[sel], sv.recency[sel]
         if params.candidate_cap is not None and params.candidate_cap < n:
             cap = max(params.candidate_cap, 0)
             ts = np.nan_to_num(last_seen, nan=-np.inf)
             keep = np.lexsort((-rowid, -ts))[:cap]
             mat, rowid, conf = mat[keep], rowid[keep], conf[keep]
-            last_seen, created = last_seen[keep], created[keep]
+            last_seen, recency = last_seen[keep], recency[keep]
         cos = rank.cosine_scores(q, mat)
-        recency = np.where(np.isnan(last_seen), created, last_seen)
         now = float(self.clock())
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, max(limit, 0))
         if ranked.order.size == 0:
