@@ -87,12 +87,12 @@ class GramIndex:
         vocab = self._vocab
         out = list(map(vocab.get, grams))
         if None in out:  # grams no row had yet
-            post, df = self._post, self._df
-            for j, g in enumerate(grams):
-                if out[j] is None:
-                    vocab[g] = out[j] = len(post)
-                    post.append(array("i"))
-                    df.append(0)
+            new = [g for g, i in zip(grams, out, strict=True) if i is None]
+            post = self._post
+            vocab.update(zip(new, range(len(post), len(post) + len(new)), strict=True))
+            post.extend([array("i") for _ in new])
+            self._df.frombytes(bytes(8 * len(new)))
+            out = list(map(vocab.get, grams))
         out.sort()
         return out
 
