@@ -10,7 +10,12 @@ For each size (live rows in one scope, 256-d vectors) the same run measures:
   same embedder answering from vectors computed before the clock starts), so
   the store's own cost is not hidden behind the embedder's. Medians of three
   interleaved rounds of 1,000 writes each. The one-time build of the
-  fold-in trigram index is timed apart, before either.
+  fold-in trigram index is timed apart, before either;
+* a machine baseline in the same rounds: bare SQLite writes (one INSERT of
+  the same text and vector and one COMMIT each, same pragmas, no index), the
+  floor any SQLite-backed store pays per durable write. Absolute rates move
+  by a third between runs on a shared machine; the store-only/bare ratio
+  moves far less.
 
 Rows are bulk-loaded through the store's documented private `_bulk_load`
 (random unit vectors; synthetic short texts, or with `--texts
@@ -155,6 +160,24 @@ def _remember_rate(store, batch: list[str]) -> tuple[float, int]:
     return len(batch) / (time.perf_counter() - t), folded
 
 
+def _bare_rate(path: str, batch: list[str], vec: np.ndarray) -> float:
+    """Writes/s of one INSERT + COMMIT per text into a plain table (WAL,
+    synchronous NORMAL, as the store), with a vector BLOB like the store's."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS bare (content TEXT, embedding BLOB)")
+    blob = vec.astype(np.float32).tobytes()
+    t = time.perf_counter()
+    for x in batch:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO bare VALUES (?, ?)", (x, blob))
+        conn.execute("COMMIT")
+    rate = len(batch) / (time.perf_counter() - t)
+    conn.close()
+    return rate
+
+
 def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts) -> dict:
     import faiss
 
@@ -213,7 +236,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
     build = time.perf_counter() - t
     log(f"  {n:>7} fold-in index built in {build:.2f}s")
     writes, rounds = _WRITES, _ROUNDS
-    e2e, own, folded = [], [], 0
+    e2e, own, bare, folded = [], [], [], 0
     for _ in range(rounds):  # interleaved, so drift on a shared machine hits both alike
         rate, f = _remember_rate(store, _write_batch(rng, nrng, texts, writes, source))
         e2e.append(rate)
@@ -224,6 +247,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
         own.append(rate)
         folded += f
         store.embedder = emb
+        bare.append(_bare_rate(str(tmp / f"bare-{n}.db"), batch, vecs[0]))
     store.close()
     os.remove(path)
 
@@ -241,6 +265,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
         "remember_per_s": float(np.median(e2e)),
         "remember_store_per_s": float(np.median(own)),
         "remember_store_range": (min(own), max(own)),
+        "bare_sqlite_per_s": float(np.median(bare)),
         "folded": folded,
         "writes": 2 * rounds * writes,
         "index_build_s": build,
@@ -277,9 +302,9 @@ def render(rows: list[dict]) -> str:
     lines = [
         "| live rows | recall p50/p95 ms | +embed p50/p95 ms | FAISS-flat p50/p95 ms "
         "| row scan p50 ms | recall/FAISS (p50, 1 thread each) | scan/recall (p50) "
-        "| remembers/s end to end | remembers/s store-only (min-max) | folded "
-        "| fold index build s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| remembers/s end to end | remembers/s store-only (min-max) "
+        "| bare SQLite writes/s | store-only/bare | folded | fold index build s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lo, hi = r["remember_store_range"]
@@ -290,6 +315,8 @@ def render(rows: list[dict]) -> str:
             f"| {r['recall_1t'][0] / r['faiss'][0]:.2f}x | {r['scan'][0] / r['recall'][0]:.0f}x "
             f"| {r['remember_per_s']:,.0f} "
             f"| {r['remember_store_per_s']:,.0f} ({lo:,.0f}-{hi:,.0f}) "
+            f"| {r['bare_sqlite_per_s']:,.0f} "
+            f"| {r['remember_store_per_s'] / r['bare_sqlite_per_s']:.2f} "
             f"| {r['folded']:,}/{r['writes']:,} "
             f"| {r['index_build_s']:.2f} |"
         )

@@ -20,6 +20,7 @@ def fake_row(n: int) -> dict:
         "remember_per_s": 1500.0,
         "remember_store_per_s": 2500.0,
         "remember_store_range": (2400.0, 2600.0),
+        "bare_sqlite_per_s": 10000.0,
         "folded": 3000,
         "writes": 6000,
         "index_build_s": 0.5,
@@ -30,9 +31,9 @@ def test_table_rows_have_as_many_cells_as_the_header():
     lines = bench_store.render([fake_row(1000), fake_row(100_000)]).splitlines()
     widths = {line.count("|") for line in lines}
     assert len(widths) == 1
-    assert (
-        "| 100,000 |" in lines[-1] and "2.40x" in lines[-1] and "2,500 (2,400-2,600)" in lines[-1]
-    )
+    last = lines[-1]
+    assert "| 100,000 |" in last and "2.40x" in last
+    assert "2,500 (2,400-2,600) | 10,000 | 0.25 |" in last
 
 
 def test_precomputed_embedder_answers_from_its_table_only():
@@ -56,6 +57,7 @@ def test_tiny_run_folds_half_the_writes(tmp_path):
     assert row["n"] == 300 and row["writes"] == 6000
     assert abs(row["folded"] - 3000) <= 30  # restatements fold, fresh texts rarely do
     assert row["remember_store_per_s"] > 0 and row["index_build_s"] >= 0
+    assert row["bare_sqlite_per_s"] > 0
 
 
 def test_pool_source_hands_out_each_text_once_and_says_when_it_runs_out():
