@@ -111,9 +111,8 @@ class _ScopeVectors:
     rowid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     conf: np.ndarray = field(default_factory=lambda: np.zeros(0))
     last_seen: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    created: np.ndarray = field(default_factory=lambda: np.zeros(0))
     recency: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    """last_seen, else created (NaN when neither): kept, not derived per recall."""
+    """last_seen, else created_at (NaN when neither): kept, not derived per recall."""
     pos: dict[int, int] = field(default_factory=dict)
 
     def rows(self) -> np.ndarray:
@@ -129,7 +128,7 @@ class _ScopeVectors:
         if self.n:
             cols[:, : self.n] = self.cols[:, : self.n]
         self.cols = cols
-        for name in ("rowid", "conf", "last_seen", "created", "recency"):
+        for name in ("rowid", "conf", "last_seen", "recency"):
             old = getattr(self, name)
             arr = np.zeros(new, dtype=old.dtype)
             arr[: self.n] = old[: self.n]
@@ -147,7 +146,6 @@ class _ScopeVectors:
         self.rowid[i] = rowid
         self.conf[i] = conf
         self.last_seen[i] = seen = _nan(last_seen)
-        self.created[i] = _nan(created)
         self.recency[i] = _nan(created) if math.isnan(seen) else seen
 
     def drop(self, rowid: int) -> None:
@@ -158,7 +156,7 @@ class _ScopeVectors:
         if i != last:
             moved = int(self.rowid[last])
             self.cols[:, i] = self.cols[:, last]
-            for name in ("rowid", "conf", "last_seen", "created", "recency"):
+            for name in ("rowid", "conf", "last_seen", "recency"):
                 arr = getattr(self, name)
                 arr[i] = arr[last]
             self.pos[moved] = i
@@ -627,8 +625,8 @@ class SQLiteStore:
                 sv.rowid[: sv.n] = [r[0] for r in rows]
                 sv.conf[: sv.n] = [r[1] for r in rows]
                 sv.last_seen[: sv.n] = [_nan(r[2]) for r in rows]
-                sv.created[: sv.n] = [_nan(r[3]) for r in rows]
-                seen, made = sv.last_seen[: sv.n], sv.created[: sv.n]
+                made = np.array([_nan(r[3]) for r in rows])
+                seen = sv.last_seen[: sv.n]
                 sv.recency[: sv.n] = np.where(np.isnan(seen), made, seen)
                 sv.pos = {int(r[0]): i for i, r in enumerate(rows)}
             else:

@@ -136,6 +136,29 @@ def test_missing_last_seen_falls_back_to_created_at(store, emb, clock):
     assert h.decay == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize(
+    ("last_seen", "created", "want"), [(None, "now", 0.5), (None, None, 0.0), ("now", None, 0.5)]
+)
+def test_recency_fallbacks_hold_when_a_foreign_write_patches_the_warm_cache(
+    store, emb, clock, last_seen, created, want
+):
+    """The same fallbacks on the patch path: a change another connection made is
+    applied row by row to the warm in-memory matrix, not reloaded."""
+    rid = put(store, emb, "x", [1, 0, 0, 0])
+    q(store, E0)  # warm the cache
+    warm = store._vectors["s"]
+    now = clock()
+    store._conn.execute(
+        "UPDATE memories SET last_seen_at = ?, created_at = ?, "
+        "change_seq = (SELECT MAX(change_seq) + 1 FROM memories) WHERE id = ?",
+        (now if last_seen else None, now if created else None, rid),
+    )
+    clock.advance(30 * DAY)
+    (h,) = q(store, E0)
+    assert store._vectors["s"] is warm  # patched in place, not reloaded
+    assert h.decay == pytest.approx(want)
+
+
 def test_future_timestamp_decays_as_one(store, emb, clock):
     put(store, emb, "x", [1, 0, 0, 0])
     clock.advance(-DAY)
