@@ -13,9 +13,9 @@ For each size (live rows in one scope, 256-d vectors) the same run measures:
   fold-in trigram index is timed apart, before either;
 * a machine baseline in the same rounds: bare SQLite writes (one INSERT of
   the same text and vector and one COMMIT each, same pragmas, no index), the
-  floor any SQLite-backed store pays per durable write. Absolute rates move
-  by a third between runs on a shared machine; the store-only/bare ratio
-  moves far less.
+  floor any SQLite-backed store pays per durable write. Absolute rates
+  moved by up to 1.6x between runs of the same code on a shared machine;
+  a baseline from the same rounds says which kind of run a table came from.
 
 Rows are bulk-loaded through the store's documented private `_bulk_load`
 (random unit vectors; synthetic short texts, or with `--texts

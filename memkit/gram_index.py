@@ -208,7 +208,7 @@ class GramIndex:
         k = unseen + j
         min_hits = k - prefix_len + 1
         probe = [post[i] for i in known[:j] if df[i]]
-        if len(probe) < min_hits or not probe:
+        if len(probe) < min_hits:  # min_hits >= 1, so this covers no postings at all
             return {}
         slots = np.frombuffer(b"".join(probe), dtype=np.int32)  # one copy, not one per gram
         cand, hits = count_at_least(slots, min_hits, len(self._len))

@@ -73,7 +73,7 @@ def rank_vector(
     """
     cosine = np.asarray(cosine)
     if cosine.dtype != np.float32:
-        cosine = cosine.astype(np.float64)
+        cosine = cosine.astype(np.float64, copy=False)
     keep = np.flatnonzero(cosine >= _floor_for(cosine.dtype, params.floor))
     cos = cosine[keep].astype(np.float64)
     cw = confidence_weight(np.asarray(confidence)[keep], params)

@@ -54,18 +54,6 @@ def test_floor_inclusive():
     assert list(r.order) == [2, 0]
 
 
-def test_float32_cosines_meet_the_floor_in_float64():
-    """The store's float32 cosines are cut as float64 values, never against a
-    float32-rounded floor: float32(0.35) < 0.35 must drop at floor 0.35."""
-    p = RecallParams(floor=0.35)
-    cos = np.array([0.35, np.float32(0.5), 0.25], dtype=np.float32)
-    assert float(cos[0]) < 0.35 and np.float32(0.35) == cos[0]
-    r = rank_vector(cos, np.ones(3), np.zeros(3), np.zeros(3), np.arange(3), 0.0, p)
-    assert list(r.order) == [1] and r.cosine.dtype == np.float64 and r.cosine[0] == 0.5
-    at = rank_vector(np.array([0.25], np.float32), [1.0], [0.0], [0.0], [0], 0.0)
-    assert list(at.order) == [0]  # float32(0.25) is exact: at the floor is kept
-
-
 def test_score_formula_and_breakdown():
     r = _rank([0.5], conf=[0.9], ts=[0.0], now=30 * DAY)
     assert r.score[0] == pytest.approx(0.5 * 0.9 * (0.7 + 0.3 * 0.5))
@@ -140,14 +128,16 @@ def test_cosine_scores_on_a_transposed_column_store_view_matches_row_storage():
 
 @pytest.mark.parametrize("floor", [0.0, 0.25, 0.35, 0.1 + 1e-12, -0.2, 1.0, 0.999999999])
 def test_float32_floor_cut_equals_the_float64_cut(floor):
-    """Around the floor, every float32 neighbour is cut exactly as its float64 value."""
+    """The store's float32 cosines are cut as their float64 values, never against a
+    float32-rounded floor: every float32 neighbour of the floor, at and past it."""
     f = np.float32(floor)
     near = [f]
     for _ in range(3):
         near = [np.nextafter(near[0], np.float32(-2)), *near, np.nextafter(near[-1], np.float32(2))]
     cos = np.array(near, dtype=np.float32)
     n = cos.size
-    r = rank_vector(cos, np.ones(n), np.zeros(n), np.zeros(n), np.arange(n), 0.0,
-                    RecallParams(floor=floor))  # fmt: skip
+    p = RecallParams(floor=floor)
+    r = rank_vector(cos, np.ones(n), np.zeros(n), np.zeros(n), np.arange(n), 0.0, p)
     want = {i for i, c in enumerate(cos) if float(c) >= floor}
-    assert set(r.order.tolist()) == want
+    assert set(r.order.tolist()) == want  # e.g. float32(0.35) < 0.35 is dropped at 0.35
+    assert r.cosine.dtype == np.float64  # survivors are widened for scoring
