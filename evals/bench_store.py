@@ -219,15 +219,15 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
     with _one_blas_thread():  # like for like with FAISS's one thread
         # Query by query, in alternating order, so drift on a shared machine and
         # the cache each scan leaves behind fall on both sides alike.
+        sides = (
+            (lambda i: store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i]), rec1),
+            (lambda i: index.search(qs[i : i + 1], LIMIT), fai),
+        )
         for i in range(queries):
-            for side in (0, 1) if i % 2 else (1, 0):
+            for run, times in sides if i % 2 else sides[::-1]:
                 t = time.perf_counter()
-                if side:
-                    store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i])
-                    rec1.append(time.perf_counter() - t)
-                else:
-                    index.search(qs[i : i + 1], LIMIT)
-                    fai.append(time.perf_counter() - t)
+                run(i)
+                times.append(time.perf_counter() - t)
 
     scan_q = max(3, min(queries, 2_000_000 // n))
     for i in range(scan_q):

@@ -75,7 +75,7 @@ def rank_vector(
     if cosine.dtype != np.float32:
         cosine = cosine.astype(np.float64, copy=False)
     keep = np.flatnonzero(cosine >= _floor_for(cosine.dtype, params.floor))
-    cos = cosine[keep].astype(np.float64)
+    cos = cosine[keep].astype(np.float64, copy=False)
     cw = confidence_weight(np.asarray(confidence)[keep], params)
     dec = decay(now - np.asarray(recency_ts, dtype=np.float64)[keep], params.half_life_days)
     share = params.recency_share
