@@ -21,6 +21,7 @@ def fake_row(n: int) -> dict:
         "remember_store_per_s": 2500.0,
         "remember_store_range": (2400.0, 2600.0),
         "bare_sqlite_per_s": 10000.0,
+        "fold_scan_per_s": 2.5,
         "folded": 3000,
         "writes": 6000,
         "index_build_s": 0.5,
@@ -33,7 +34,7 @@ def test_table_rows_have_as_many_cells_as_the_header():
     assert len(widths) == 1
     last = lines[-1]
     assert "| 100,000 |" in last and "2.40x" in last
-    assert "2,500 (2,400-2,600) | 10,000 | 0.25 |" in last
+    assert "2,500 (2,400-2,600) | 10,000 | 0.25 | 2.5 | 1,000x |" in last
 
 
 def test_precomputed_embedder_answers_from_its_table_only():
@@ -57,7 +58,45 @@ def test_tiny_run_folds_half_the_writes(tmp_path):
     assert row["n"] == 300 and row["writes"] == 6000
     assert abs(row["folded"] - 3000) <= 30  # restatements fold, fresh texts rarely do
     assert row["remember_store_per_s"] > 0 and row["index_build_s"] >= 0
-    assert row["bare_sqlite_per_s"] > 0
+    assert row["bare_sqlite_per_s"] > 0 and row["fold_scan_per_s"] > 0
+
+
+def _scan_store(tmp_path, clock):
+    from memkit.embed import HashingEmbedder
+    from memkit.store import SQLiteStore
+
+    path = str(tmp_path / "scan.db")
+    return path, SQLiteStore.open(path, embedder=HashingEmbedder(16), clock=clock)
+
+
+def test_fold_scan_keeps_the_fold_in_rules_and_agrees_with_the_index(tmp_path):
+    now = [1_000_000.0]
+    path, store = _scan_store(tmp_path, lambda: now[0])
+    old = store.remember("bench", "the staging database runs on host alpha")
+    now[0] += 14 * 86400.0  # `old` is now exactly 14 days old: outside the window
+    fresh = store.remember("bench", "the staging database runs on host bravo")
+    store.remember("bench", "the staging database runs on host alpha", kind="preference")
+    gone = store.remember("bench", "weekly backup runs at noon in region west")
+    store.retract("bench", gone.id)
+    conn = bench_store.sqlite3.connect(path)
+    cutoff = now[0] - 14 * 86400.0
+    text = "the staging database runs on host alpha"
+    sim, mid = bench_store._fold_scan(conn, "bench", text, 0.65, cutoff)
+    assert mid == fresh.id and mid != old.id and 0.65 <= sim < 1.0
+    retracted = "weekly backup runs at noon in region west"
+    assert bench_store._fold_scan(conn, "bench", retracted, 0.65, cutoff) is None
+    assert bench_store._fold_scan(conn, "bench", text, 0.999, cutoff) is None
+    conn.close()
+    store.clock = lambda: now[0]
+    assert bench_store._fold_scan_rate(store, path, [text, "nothing like it at all"]) > 0
+
+
+def test_fold_scan_rate_raises_when_the_store_misses_a_match(tmp_path, monkeypatch):
+    path, store = _scan_store(tmp_path, lambda: 1_000_000.0)
+    store.remember("bench", "the staging database runs on host alpha")
+    monkeypatch.setattr(store, "_fold_target", lambda *a: None)
+    with pytest.raises(AssertionError, match="disagree"):
+        bench_store._fold_scan_rate(store, path, ["the staging database runs on host alpha"])
 
 
 def test_pool_source_hands_out_each_text_once_and_says_when_it_runs_out():
