@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+import re
+from unittest import mock
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memkit.params import RedactionParams
 from memkit.redact import REDACTED, redact
+
+redact_module = importlib.import_module("memkit.redact")  # the package re-exports the function
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----"
 
@@ -68,3 +76,64 @@ def test_secrets_can_be_disabled():
 
 def test_empty():
     assert redact("") == ""
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("use bearer abcdefgh12345 for it", "abcdefgh12345"),
+        (PEM.replace("RSA ", ""), "MIIEpAIBAAKCAQEA"),
+        ("google AIzaSyA1234567890abcdefghijklmnopqrstuv", "AIzaSyA123"),
+        ("pat github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "11ABCDEFG"),
+    ],
+)
+def test_secrets_without_colon_or_equals_still_found(text, secret):
+    assert ":" not in text and "=" not in text
+    assert secret not in redact(text)
+
+
+_FRAGMENTS = [
+    "AKIA",
+    "ASIA",
+    "IOSFODNN7EXAMPLE",
+    "ghp_",
+    "github_pat_",
+    "xoxb-",
+    "sk-",
+    "sk-ant-",
+    "AIza",
+    "bearer ",
+    "Bearer\t",
+    "-----BEGIN ",
+    "RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "password",
+    "api_key",
+    "token",
+    "=",
+    ":",
+    "://",
+    "@",
+    " ",
+    "\n",
+    "a",
+    "Z9",
+    "0123456789abcdefghij",
+    "é",
+    '"',
+    "'",
+]
+
+
+@given(
+    st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=6)), max_size=14),
+    st.booleans(),
+)
+@settings(max_examples=400, deadline=None)
+def test_hint_skip_changes_nothing(parts, pii):
+    """Skipping the secret patterns when the hint finds nothing is exact: the
+    result equals running every pattern unconditionally."""
+    text, params = "".join(parts), RedactionParams(pii=pii)
+    fast = redact(text, params)
+    with mock.patch.object(redact_module, "_SECRET_HINT", re.compile("")):
+        assert redact(text, params) == fast
