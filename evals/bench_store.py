@@ -168,9 +168,9 @@ def _remember_rate(store, batch: list[str]) -> tuple[float, int]:
 
 
 def _fold_scan(conn: sqlite3.Connection, scope: str, text: str, t: float, cutoff: float):
-    """The naive fold-in search: every live row of the scope's kind in the window
-    from SQLite, its trigrams, pg_trgm similarity with the write; the best at or
-    above the threshold as (similarity, id), else None."""
+    """The naive fold-in search (the bench writes facts): every live fact of the
+    scope in the window from SQLite, its trigrams, pg_trgm similarity with the
+    write; the best at or above the threshold as (similarity, id), else None."""
     from memkit.text import jaccard, trigrams
 
     grams, best = trigrams(text), None
