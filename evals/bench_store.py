@@ -46,6 +46,9 @@ from pathlib import Path
 
 import numpy as np
 
+from memkit.params import DAY
+from memkit.text import jaccard, trigrams
+
 DIM = 256
 LIMIT = 8
 COMMON = (
@@ -167,13 +170,11 @@ def _remember_rate(store, batch: list[str]) -> tuple[float, int]:
     return len(batch) / (time.perf_counter() - t), folded
 
 
-def _fold_scan(conn: sqlite3.Connection, scope: str, text: str, t: float, cutoff: float):
+def _fold_scan(conn: sqlite3.Connection, scope: str, grams, t: float, cutoff: float):
     """The naive fold-in search (the bench writes facts): every live fact of the
     scope in the window from SQLite, its trigrams, pg_trgm similarity with the
-    write; the best at or above the threshold as (similarity, id), else None."""
-    from memkit.text import jaccard, trigrams
-
-    grams, best = trigrams(text), None
+    write's; the best at or above the threshold as (similarity, id), else None."""
+    best = None
     for mid, content in conn.execute(
         "SELECT id, content FROM memories WHERE scope_id = ? AND kind = 'fact' "
         "AND superseded_by IS NULL AND last_seen_at > ?",
@@ -190,17 +191,15 @@ def _fold_scan_rate(store, path: str, batch: list[str]) -> float:
     fold-in decision: a target with the scan's best similarity, or
     AssertionError. Times the search only (no write), so store-only/scan
     understates the trigram index's gain."""
-    from memkit.text import jaccard, trigrams
-
     t, now = store.fold.threshold, float(store.clock())
-    cutoff = now - store.fold.window_days * 86400.0
+    cutoff = now - store.fold.window_days * DAY
     conn = sqlite3.connect(path)
     spent = 0.0
     for text in batch:
-        t0 = time.perf_counter()
-        best = _fold_scan(conn, "bench", text, t, cutoff)
-        spent += time.perf_counter() - t0
         grams = trigrams(text)
+        t0 = time.perf_counter()
+        best = _fold_scan(conn, "bench", grams, t, cutoff)
+        spent += time.perf_counter() - t0
         target = store._fold_target("bench", "fact", grams, now)
         if (target and jaccard(grams, trigrams(target[4]))) != (best and best[0]):
             raise AssertionError(f"fold-in index and scan disagree on {text!r}")

@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 
 from evals import bench_store
+from memkit.text import trigrams
 
 
 def fake_row(n: int) -> dict:
@@ -81,11 +82,11 @@ def test_fold_scan_keeps_the_fold_in_rules_and_agrees_with_the_index(tmp_path):
     conn = bench_store.sqlite3.connect(path)
     cutoff = now[0] - 14 * 86400.0
     text = "the staging database runs on host alpha"
-    sim, mid = bench_store._fold_scan(conn, "bench", text, 0.65, cutoff)
+    sim, mid = bench_store._fold_scan(conn, "bench", trigrams(text), 0.65, cutoff)
     assert mid == fresh.id and mid != old.id and 0.65 <= sim < 1.0
     retracted = "weekly backup runs at noon in region west"
-    assert bench_store._fold_scan(conn, "bench", retracted, 0.65, cutoff) is None
-    assert bench_store._fold_scan(conn, "bench", text, 0.999, cutoff) is None
+    assert bench_store._fold_scan(conn, "bench", trigrams(retracted), 0.65, cutoff) is None
+    assert bench_store._fold_scan(conn, "bench", trigrams(text), 0.999, cutoff) is None
     conn.close()
     store.clock = lambda: now[0]
     assert bench_store._fold_scan_rate(store, path, [text, "nothing like it at all"]) > 0
