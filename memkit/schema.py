@@ -76,6 +76,17 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         CREATE INDEX memories_change ON memories (change_seq);
         """,
     ),
+    (
+        3,
+        """
+        -- history() looks rows up by successor, and live rows have none: indexing
+        -- only retired rows spares every insert one B-tree page (~7 -> ~6.5 WAL
+        -- pages per remember, measured).
+        DROP INDEX memories_successor;
+        CREATE INDEX memories_successor ON memories (superseded_by)
+            WHERE superseded_by IS NOT NULL;
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when user_version < n."""
 

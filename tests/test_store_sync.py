@@ -1,4 +1,4 @@
-"""In-memory indexes follow other connections' writes (change_seq), and migration 2."""
+"""In-memory indexes follow other connections' writes (change_seq), and migrations 2-3."""
 
 from __future__ import annotations
 
@@ -131,6 +131,49 @@ def test_migration_2_drops_disk_postings_and_keeps_every_row(tmp_path):
     assert "trigrams" not in tables and "grams" not in tables
 
 
-def test_file_stores_checkpoint_every_4000_pages(tmp_path):
+def test_migration_3_indexes_only_retired_rows_by_successor(tmp_path):
+    path = tmp_path / "v2.db"
+    c = sqlite3.connect(path, isolation_level=None)
+    for _version, ddl in MIGRATIONS[:2]:
+        for stmt in ddl.split(";"):
+            if stmt.strip():
+                c.execute(stmt)
+    c.execute("PRAGMA user_version = 2")
+    c.execute(
+        "INSERT INTO memories (id, scope_id, kind, content, confidence, created_at, "
+        "seen_count, last_seen_at, superseded_by, ngrams) VALUES "
+        "('m1', 's', 'fact', 'old wording', 0.7, ?, 1, ?, 'm2', 0), "
+        "('m2', 's', 'fact', 'new wording', 0.7, ?, 1, ?, NULL, 0)",
+        (T0, T0, T0, T0),
+    )
+    c.close()
+    with SQLiteStore.open(str(path), embedder=None, clock=Clock()) as s:
+        assert [m.id for m in s.history("s", "m2")] == ["m1", "m2"]
+        r = s.remember("s", "a fresh fact about the deploy script")
+        c = s._conn
+        (sql,) = c.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'memories_successor'"
+        ).fetchone()
+        assert "WHERE superseded_by IS NOT NULL" in sql
+        plan = c.execute(
+            "EXPLAIN QUERY PLAN SELECT rowid FROM memories WHERE superseded_by = ? "
+            "AND scope_id = ? AND id != ?",
+            ("m2", "s", "m2"),
+        ).fetchall()
+        assert "memories_successor" in plan[0][3]
+        # a live row is not in the partial index; a retired one is
+        by_index = "SELECT id FROM memories INDEXED BY memories_successor WHERE superseded_by = ?"
+        assert c.execute(by_index, ("m2",)).fetchall() == [("m1",)]
+        s.retract("s", r.id)
+        assert c.execute(by_index, (r.id,)).fetchall() == [(r.id,)]
+        with pytest.raises(sqlite3.OperationalError, match="no query solution"):
+            c.execute(
+                "SELECT id FROM memories INDEXED BY memories_successor WHERE superseded_by IS NULL"
+            ).fetchall()
+    c = sqlite3.connect(path)
+    assert c.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 3
+
+
+def test_file_stores_checkpoint_every_16000_pages(tmp_path):
     with SQLiteStore.open(str(tmp_path / "c.db"), embedder=None) as s:
-        assert s._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 4000
+        assert s._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 16_000
