@@ -38,6 +38,12 @@ def test_table_rows_have_as_many_cells_as_the_header():
     assert "2,500 (2,400-2,600) | 10,000 | 0.25 | 2.5 | 1,000x |" in last
 
 
+def test_overall_rate_is_all_writes_over_all_time():
+    # rounds of 1,000 writes taking 1 s, 1 s and 2 s: 3,000 writes in 4 s (the median says 1,000)
+    assert bench_store._overall([1000.0, 1000.0, 500.0]) == pytest.approx(750.0)
+    assert bench_store._overall([2000.0]) == 2000.0
+
+
 def test_precomputed_embedder_answers_from_its_table_only():
     class Inner:
         name, dim = "inner-2", 2
