@@ -6,7 +6,7 @@ The only sqlite3 user in memkit. Design choices, each for a measured reason:
   fold detection and the write it decides are one transaction even across
   processes (SPEC §3.7), and readers never block writers.
 * Fold-in never compares against every row: an in-memory trigram index per
-  (scope, kind) (`memkit.gram_index`, exact by prefix filtering) scores the
+  (scope, kind) (`memkit.gram_index`, exact by l-prefix filtering) scores the
   few candidates exactly; SQLite then confirms they are live and in window.
 * Vector recall scores a per-scope in-memory float32 matrix of live
   embeddings with one matrix-vector product.
@@ -598,13 +598,15 @@ class SQLiteStore:
         """The (scope, kind) trigram index, built from SQLite on first use. Call
         after `_catch_up`."""
         gi = self._grams.get((scope_id, kind))
-        if gi is None:
+        t = self.fold.threshold
+        if gi is None or gi.floor > t:  # built for a higher threshold than fold has now
             gi = GramIndex.build(
                 self._conn.execute(
                     "SELECT rowid, content FROM memories "
                     "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL",
                     (scope_id, kind),
-                )
+                ),
+                floor=min(t, 1.0),  # above 1 nothing folds; the index still answers
             )
             self._grams[(scope_id, kind)] = gi
         return gi

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,15 +30,25 @@ op = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     ops=st.lists(op, max_size=60),
     probes=st.lists(st.lists(st.sampled_from(VOCAB), min_size=1, max_size=8), min_size=1),
     t=st.sampled_from([0.05, 0.3, 0.5, 0.65, 0.8, 0.99, 1.0]),
+    floor_share=st.sampled_from([0.0, 0.5, 1.0]),
+    hits=st.sampled_from([1, 2, 3, 10]),
+    bulk=st.booleans(),
 )
-def test_similar_equals_brute_force_through_rewords_drops_and_compaction(ops, probes, t):
-    """Stale postings (reworded, dropped rows) and compaction never lose or invent a match."""
-    gi, live = GramIndex(), {}
+def test_similar_equals_brute_force_through_rewords_drops_and_compaction(
+    ops, probes, t, floor_share, hits, bulk
+):
+    """Stale postings (reworded, dropped rows), compaction, prefixes posted for
+    any floor <= t and any depth never lose or invent a match."""
+    floor = t * floor_share
+    gi, live = GramIndex(floor, hits), {}
+    if bulk:  # a bulk-built order, then grams first seen later go to its front
+        seed = {100 + i: " ".join(VOCAB[i : i + 3]) for i in range(0, len(VOCAB), 4)}
+        gi, live = GramIndex.build(seed.items(), floor, hits), dict(seed)
     for kind, rowid, words in ops:
         if kind == "put":
             gi.put(rowid, " ".join(words))
@@ -53,6 +65,58 @@ def test_similar_equals_brute_force_through_rewords_drops_and_compaction(ops, pr
         assert got.keys() == want.keys()
         for r in got:
             assert got[r] == pytest.approx(want[r], abs=1e-12)
+
+
+def test_floor_and_depth_are_checked_and_thresholds_below_the_floor_refused():
+    with pytest.raises(ValueError, match=r"floor 1\.5"):
+        GramIndex(1.5)
+    with pytest.raises(ValueError, match=r"floor -0\.1"):
+        GramIndex(-0.1)
+    with pytest.raises(ValueError, match="hits 0"):
+        GramIndex(0.5, 0)
+    gi = GramIndex(0.65, 1)
+    gi.put(1, "deploy staging cluster")
+    assert gi.similar(trigrams("deploy staging cluster"), 0.65) == {1: 1.0}  # at the floor
+    with pytest.raises(ValueError, match=r"threshold 0.6499.*>= 0.65"):
+        gi.similar(trigrams("deploy staging cluster"), 0.6499)
+    with pytest.raises(ValueError, match="threshold 0"):
+        GramIndex().similar(trigrams("deploy"), 0.0)
+
+
+def test_a_floor_posts_only_prefixes_and_common_grams_drop_out_when_reordered():
+    """Each row posts its first m - ceil(floor m) + hits grams in the order; once
+    the rows added outnumber those the order came from (1,000 at least), the
+    order is set afresh, and a gram that turned common goes to the back."""
+    import random
+
+    words = (
+        "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
+        "november oscar papa quebec romeo sierra uniform victor whiskey xray yankee zulu"
+    ).split()
+    seed = {-j: " ".join(words) for j in range(1, 11)}
+    seed[0] = "the"  # its grams are the rarest when the order is set
+    gi, rng = GramIndex.build(seed.items(), 0.65, 2), random.Random(7)
+    rows = dict(seed)
+    for rowid in range(1, 1001):
+        rows[rowid] = "the " + " ".join(rng.sample(words, 5))
+        gi.put(rowid, rows[rowid])
+    common = gi._vocab[" th"]
+    assert {gi._rowid[slot] for slot in gi._post[common]} >= set(range(1, 1001))  # every new row
+    assert gi.stale_postings == 0 and gi._added == 1000  # at the bound: no reorder yet
+    for text in rows.values():
+        m = len(trigrams(text))
+        assert gi._prefix_len(m) == min(m, m - math.ceil(0.65 * m - 1e-9) + 2)
+    posted = sum(gi._prefix_len(len(trigrams(x))) for x in rows.values())
+    assert sum(map(len, gi._post)) == posted
+    rows[1001] = "the " + " ".join(words[:5])
+    gi.put(1001, rows[1001])  # one past it
+    assert gi._added == 0
+    # now only the row that is nothing but "the" (4 grams, posting 3) may hold it
+    assert {gi._rowid[slot] for slot in gi._post[common]} <= {0}
+    assert sum(map(len, gi._post)) == sum(gi._prefix_len(len(trigrams(x))) for x in rows.values())
+    for probe in (rows[7], rows[1001], "the alpha bravo charlie", " ".join(words)):
+        for t in (0.65, 0.8, 1.0):
+            assert gi.similar(trigrams(probe), t) == pytest.approx(brute(rows, probe, t))
 
 
 def test_similarity_at_the_threshold_is_included_and_just_above_is_not():

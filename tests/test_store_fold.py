@@ -211,6 +211,18 @@ def test_refolding_updates_the_trigram_index(store):
     assert store.get("s", a.id).seen_count == 3
 
 
+def test_lowering_the_fold_threshold_rebuilds_the_index_for_it(store):
+    """The trigram index posts prefixes for the threshold it was built for; a
+    lower threshold set later is served by a rebuilt index, not refused or missed."""
+    a = store.remember("s", letters("abcdefghij"))
+    assert not store.remember("s", letters("abcdefxyzw")).folded  # 6/14 < 0.65
+    store.fold = FoldParams(threshold=0.4)
+    res = store.remember("s", letters("efghijklmn"))  # 6/14 with the first row, 2/18 second
+    assert res.folded and res.id == a.id
+    store.fold = FoldParams(threshold=1.5)  # above 1: nothing folds, nothing breaks
+    assert not store.remember("s", letters("efghijklmn")).folded
+
+
 # --- embedding on write (SPEC §3.2) ---------------------------------------------------
 
 
