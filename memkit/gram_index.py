@@ -100,6 +100,7 @@ class GramIndex:
         self._stale = 0  # postings of dead slots
         self._ranked = 0  # live rows when the order was set
         self._added = 0  # slots added since
+        self._mine = np.zeros(0, dtype=np.uint8)  # scratch: 1 at the probe's gram ids
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -277,9 +278,14 @@ class GramIndex:
         offsets = np.zeros(cand.size, dtype=np.int64)
         np.cumsum(sizes[:-1], out=offsets[1:])
         gather = np.repeat(starts - offsets, sizes) + np.arange(int(sizes.sum()))
-        mine = np.zeros(len(post), dtype=np.int64)
+        mine = self._mine
+        if mine.size < len(post):  # grown in steps, so a write does not sweep a fresh array
+            mine = self._mine = np.zeros(2 * len(post), dtype=np.uint8)
         mine[known] = 1
-        inter = np.add.reduceat(mine[flat[gather]], offsets)
+        try:
+            inter = np.add.reduceat(mine[flat[gather]], offsets, dtype=np.int64)
+        finally:
+            mine[known] = 0  # clean for the next probe, whatever happened
         sim = inter / (n + sizes - inter)
         ok = sim >= t
         rowids = np.frombuffer(self._rowid, dtype=np.int64)[cand[ok]]
