@@ -78,7 +78,7 @@ class GramIndex:
     """Trigram postings of the live rows of one (scope, kind), for thresholds >= floor.
 
     `floor` 0 posts every gram of every row (any threshold > 0 is served);
-    the store passes its fold threshold, which posts about a third as many.
+    the store passes its fold threshold (0.65), which posts about half as many.
     """
 
     def __init__(self, floor: float = 0.0, hits: int = HITS) -> None:
