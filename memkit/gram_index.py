@@ -171,9 +171,8 @@ class GramIndex:
         self._stale += n
 
     def _maybe_compact(self) -> None:
-        if self._stale > max(self._live, 50_000) or self._added > _REORDER * max(
-            self._ranked, 1_000
-        ):
+        reorder = self._added > _REORDER * max(self._ranked, 1_000)
+        if reorder or self._stale > max(self._live, 50_000):
             self.compact()
 
     def compact(self) -> None:

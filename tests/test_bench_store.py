@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 
 from evals import bench_store
+from memkit.params import DAY
 from memkit.text import trigrams
 
 
@@ -80,13 +81,13 @@ def test_fold_scan_keeps_the_fold_in_rules_and_agrees_with_the_index(tmp_path):
     now = [1_000_000.0]
     path, store = _scan_store(tmp_path, lambda: now[0])
     old = store.remember("bench", "the staging database runs on host alpha")
-    now[0] += 14 * 86400.0  # `old` is now exactly 14 days old: outside the window
+    now[0] += 14 * DAY  # `old` is now exactly 14 days old: outside the window
     fresh = store.remember("bench", "the staging database runs on host bravo")
     store.remember("bench", "the staging database runs on host alpha", kind="preference")
     gone = store.remember("bench", "weekly backup runs at noon in region west")
     store.retract("bench", gone.id)
     conn = bench_store.sqlite3.connect(path)
-    cutoff = now[0] - 14 * 86400.0
+    cutoff = now[0] - 14 * DAY
     text = "the staging database runs on host alpha"
     sim, mid = bench_store._fold_scan(conn, "bench", trigrams(text), 0.65, cutoff)
     assert mid == fresh.id and mid != old.id and 0.65 <= sim < 1.0
