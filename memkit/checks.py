@@ -50,9 +50,7 @@ def utf8_problem(text: str) -> str | None:
     return None
 
 
-def check_text(
-    value: Any, name: str, *, blank: bool = False, max_bytes: int | None = None
-) -> str:
+def check_text(value: Any, name: str, *, blank: bool = False, max_bytes: int | None = None) -> str:
     """A string, UTF-8 encodable, non-blank unless `blank`, at most `max_bytes`."""
     if not isinstance(value, str):
         raise _refuse(name, value, f"must be a string, got {type(value).__name__}")

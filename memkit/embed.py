@@ -20,7 +20,6 @@ import numpy as np
 
 from memkit.errors import ConfigError
 
-
 EMBED_MAX_BYTES = 8192
 """(memkit) UTF-8 bytes of a text that are embedded (the SPEC's lesson bound; a
 vector of a longer text is the vector of its prefix, cut on a code point)."""

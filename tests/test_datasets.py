@@ -760,7 +760,7 @@ def _at(root: Path, name: str, line: int) -> DatasetError:
     [
         ("facts.jsonl", 1, b"[" * 50_000 + b"]" * 50_000, None, "nested deeper"),
         ("facts.jsonl", 1, b'{"x": ' + b"[" * 100 + b"]" * 100 + b"}", "x" + "[0]" * 64, "nested"),
-        ("probes.jsonl", 2, '{"query": "caf\xe9"}'.encode("latin-1"), None, "byte 0xe9 at column 15"),
+        ("probes.jsonl", 2, '{"query": "caf\xe9"}'.encode("latin-1"), None, "0xe9 at column 15"),
         ("pairs.jsonl", 0, None, "score", "NaN"),
         ("transcripts.jsonl", 0, None, "turns", "Infinity"),
         ("facts.jsonl", 0, None, "content", "lone surrogate"),
@@ -834,5 +834,5 @@ def test_nesting_bound_at_and_past():
     at = b'{"x": ' + b"[" * MAX_DEPTH + b"]" * MAX_DEPTH + b"}"
     assert parse_json_line(at, "f.jsonl", 1)["x"] is not None
     past = b'{"x": ' + b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1) + b"}"
-    with pytest.raises(DatasetError, match="f.jsonl:3:x"):
+    with pytest.raises(DatasetError, match=r"f\.jsonl:3:x"):
         parse_json_line(past, "f.jsonl", 3)
