@@ -15,6 +15,8 @@ those files only:
     metrics.json      deterministic: sorted keys, rounded floats, no timestamps
     metrics.csv       the same table
     latency.json      wall-clock latency p50/p95 (not deterministic, kept apart)
+    spend.json        per system: USD actually spent vs replayed from the cache
+                      (differs between a run and its cached rerun, kept apart)
     breakdown.json    key metrics per (system, scope) with CIs
     units/<key>/      while running: one file per finished (system, replicate,
                       scope) unit; removed when the run completes
@@ -451,6 +453,7 @@ def run_eval(
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
+    write_spend(out)
     write_breakdown(out)
     shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:
@@ -506,6 +509,8 @@ def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.Data
         m.pop("latency_s", None)  # wall-clock: kept out of the deterministic table
         m.update(scorers.pass_metrics(rows))
         groups.setdefault(sys_, {}).update(m)
+    for sys_, rows in _by_system(read_jsonl(d / "passes.jsonl")).items():
+        groups.setdefault(sys_, {}).update(scorers.pass_row_metrics(rows))
     for sys_, rows in _by_system(read_jsonl(d / "extraction.jsonl")).items():
         groups.setdefault(sys_, {}).update(scorers.extraction_metrics(rows))
     records = []
@@ -612,6 +617,26 @@ def write_latency(run_dir: Path) -> None:
             }
         )
     write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
+
+
+def write_spend(run_dir: Path) -> None:
+    """Money spent on provider calls vs answers replayed from the cache, per system.
+
+    Kept out of metrics.json, which must be byte-identical between a run and
+    its cached rerun (there `cost_usd` is what the attempts cost when made).
+    """
+    out = {}
+    for sys_, rows in sorted(_by_system(read_jsonl(run_dir / "attempts.jsonl")).items()):
+        paid = [r for r in rows if not r.get("cached")]
+        out[sys_] = {
+            "attempts": len(rows),
+            "cached_attempts": len(rows) - len(paid),
+            "cost_usd_spent": round(sum(float(r.get("cost_usd") or 0.0) for r in paid), 9),
+            "cost_usd_cached": round(
+                sum(float(r.get("cost_usd") or 0.0) for r in rows if r.get("cached")), 9
+            ),
+        }
+    write_json(run_dir / "spend.json", {"version": RUN_VERSION, "systems": out})
 
 
 # --- paired comparison between systems ---------------------------------------------------

@@ -36,8 +36,11 @@ Definitions (the names are the ones reports print):
   fact already appeared earlier in the list; dedup recall = removed true
   duplicates / true duplicates, precision = removed true duplicates /
   removed, bytes saved = bytes of removed entries.
-- `attempt_validity`: strict / after-repair validity, error code, hallucinated
-  ids, scope-widening entries, op mix and change count of one attempt.
+- `attempt_validity`: strict / after-repair validity (from the two readings
+  the pass recorded), error code, hallucinated ids, scope-widening entries,
+  op mix and change count of one answered request.
+- `repeated_requests`: passes that resent a request identical to one that
+  already failed (a frozen queue).
 - `extraction_counts`: live rows matched to live gold facts (precision) and
   live gold facts covered by a live row (recall), at the end of a scope.
 """
@@ -50,7 +53,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memkit.errors import ConfigError
+from memkit.errors import PROPOSAL_CODES, ConfigError
 
 NAN = math.nan
 Label = str | None
@@ -333,21 +336,25 @@ def _ops(changes: Sequence[Any]) -> Counter[str]:
 
 
 def attempt_validity(
-    parse_mode: str,
-    error_code: str | None,
+    strict_code: str | None,
+    lenient_code: str | None,
     changes: Sequence[Any] | None,
     snapshot_ids: Collection[str],
     scope_id: str,
+    error_code: str | None = None,
 ) -> AttemptScore:
-    """Score one consolidation attempt from its recorded outcome.
+    """Score one answered consolidation attempt from its recorded readings.
 
-    `parse_mode` is "strict", "repaired" or "failed"; `error_code` the
-    validation (or parse) code, None when valid; `changes` the parsed raw
-    changes (None when unparsable).
+    `strict_code` / `lenient_code` are the first failure code of the strict
+    reading and of the lenient repair (None when valid), as the pass recorded
+    them; `changes` the parsed raw changes (None when unparsable);
+    `error_code` the code that refused the pass (defaults to the strict one).
     """
-    if parse_mode not in ("strict", "repaired", "failed"):
-        raise ConfigError(f"unknown parse mode {parse_mode!r}")
-    ok = error_code is None and parse_mode != "failed"
+    for code in (strict_code, lenient_code, error_code):
+        if code is not None and code not in PROPOSAL_CODES:
+            raise ConfigError(f"unknown proposal error code {code!r}")
+    if strict_code is None and lenient_code is not None:
+        raise ConfigError(f"strictly valid but invalid after repair ({lenient_code!r})")
     raw = list(changes or [])
     halluc = widen = 0
     for ch in raw:
@@ -361,9 +368,9 @@ def attempt_validity(
             s = entry.get("scope_id", entry.get("scope"))
             widen += s not in (None, "", scope_id)
     return AttemptScore(
-        strict_valid=ok and parse_mode == "strict",
-        valid_after_repair=ok,
-        error_code=error_code,
+        strict_valid=strict_code is None,
+        valid_after_repair=lenient_code is None,
+        error_code=strict_code if error_code is None else error_code,
         hallucinated_ids=halluc,
         widening=widen,
         ops=dict(_ops(raw)),
@@ -432,14 +439,21 @@ DEFINITIONS: dict[str, str] = {
     "fold_recall": "restatements folded into their own fact's row / restatements, pooled by fact",
     "false_fold_rate": "writes folded into another fact's row / writes, pooled by fact",
     "rows_per_fact": "mean over facts of distinct rows the fact's writes landed in (1 is ideal)",
-    "strict_validity": "share of answered attempts parsed strictly and valid",
-    "valid_after_repair": "share of answered attempts valid after the lenient repair",
-    "error_{code}": "share of answered attempts rejected with code {code}",
-    "hallucinated_ids": "mean per answered attempt of ids not in the pass snapshot",
-    "hallucinating_attempts": "share of answered attempts naming at least one unknown id",
-    "widening_attempts": "share of answered attempts with an entry naming another scope",
-    "op_{op}": "share of proposed changes that are {op}s, pooled over attempts",
-    "changes_per_proposal": "mean changes per parsed proposal",
+    "strict_validity": (
+        "share of distinct answered requests whose answer parses strictly and is valid"
+    ),
+    "valid_after_repair": (
+        "share of distinct answered requests whose answer is valid after the lenient repair"
+    ),
+    "error_{code}": "share of distinct answered requests whose pass was refused with code {code}",
+    "hallucinated_ids": "mean per distinct answered request of ids not in the pass snapshot",
+    "hallucinating_attempts": "share of distinct answered requests naming at least one unknown id",
+    "widening_attempts": "share of distinct answered requests with an entry naming another scope",
+    "op_{op}": "share of proposed changes that are {op}s, pooled over distinct requests",
+    "changes_per_proposal": "mean changes per parsed proposal (distinct requests)",
+    "repeated_requests": (
+        "share of passes whose request is identical to one an earlier pass of the scope failed with"
+    ),
     "provider_failures": "share of attempts without an answer (provider error)",
     "input_tokens": "mean input tokens per attempt",
     "output_tokens": "mean output tokens per attempt",
@@ -547,13 +561,15 @@ def write_metrics(writes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, 
 
 
 def attempt_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
-    """Per-attempt unit values for validity, op mix and cost metrics.
+    """Per-attempt cost metrics, and per distinct request validity metrics.
 
-    "Answered" attempts are those that returned text (a provider failure has
-    no proposal to judge; it counts only in `provider_failures`).
+    Provider failures, tokens and cost count every attempt (each was a call).
+    Validity, error codes, ids and the op mix count each distinct (replicate,
+    model, request hash) once, judged by its first answer: a pass that resends
+    a request identical to an earlier one (a frozen scope, a cache hit) is not
+    a new sample of the model. "Answered" attempts are those that returned
+    text and were judged (a provider failure has no proposal to judge).
     """
-    from memkit.errors import PROPOSAL_CODES
-
     out: dict[str, tuple[list, list | None]] = {}
 
     def add(name: str, v: float, den: float | None = None) -> None:
@@ -562,6 +578,7 @@ def attempt_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[li
         if dens is not None:
             dens.append(den)
 
+    judged: set[tuple[Any, ...]] = set()
     for a in attempts:
         answered = a.get("raw_response") is not None
         add("provider_failures", float(not answered))
@@ -569,14 +586,24 @@ def attempt_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[li
         add("output_tokens", float(a.get("output_tokens") or 0))
         add("cost_usd", float(a.get("cost_usd") or 0.0))
         add("latency_s", float(a.get("latency_s") or 0.0))
-        if not answered:
+        if not answered or a.get("parse_mode") is None:
             continue
-        mode = a.get("parse_mode") or "failed"
-        code = a.get("validation_code")
-        if mode == "failed" and code is None:
-            code = "parse"
+        key = (a.get("replicate", 0), a.get("model"), a.get("request_hash"))
+        if key in judged:
+            continue
+        judged.add(key)
+        if "lenient_code" not in a:
+            raise ConfigError(
+                "attempt row has no strict/lenient outcome (written by an older memkit); "
+                "rerun the evaluation"
+            )
         s = attempt_validity(
-            mode, code, a.get("parsed_changes"), set(a.get("snapshot_ids") or ()), a["scope_id"]
+            a.get("strict_code"),
+            a.get("lenient_code"),
+            a.get("parsed_changes"),
+            set(a.get("snapshot_ids") or ()),
+            a["scope_id"],
+            a.get("validation_code"),
         )
         add("strict_validity", float(s.strict_valid))
         add("valid_after_repair", float(s.valid_after_repair))
@@ -587,7 +614,7 @@ def attempt_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[li
         add("widening_attempts", float(s.widening > 0))
         for op in ("add", "merge", "retract"):
             add(f"op_{op}", float(s.ops.get(op, 0)), float(s.changes))
-        if mode != "failed":
+        if a.get("parsed_changes") is not None:
             add("changes_per_proposal", float(s.changes))
     return out
 
@@ -611,6 +638,24 @@ def pass_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list,
         "cost_usd_per_pass": (cost, None),
         "attempts_per_pass": (tries, None),
     }
+
+
+def pass_row_metrics(passes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
+    """Per-pass metrics read from pass rows (in pass order within a scope).
+
+    `repeated_requests`: the pass sent a request byte-identical (same request
+    hash) to one an earlier pass of the same scope and replicate sent and
+    failed with; the share shows a frozen queue.
+    """
+    failed: set[tuple[Any, ...]] = set()
+    repeated: list[float] = []
+    for p in sorted(passes, key=lambda r: (str(r.get("replicate", 0)), r["scope_id"], r["pass"])):
+        h = p.get("request_hash")
+        key = (p.get("replicate", 0), p["scope_id"], h)
+        repeated.append(float(h is not None and key in failed))
+        if h is not None and p.get("outcome") == "error":
+            failed.add(key)
+    return {"repeated_requests": (repeated, None)}
 
 
 def extraction_metrics(

@@ -263,8 +263,32 @@ def _live_after(res):
     return [ch.entry for ch in res.changes]
 
 
-def test_errors_are_not_cached(srv, tmp_path):
-    c = _consolidator(srv, "e500", cache_dir=tmp_path / "c", max_attempts=1)
+def test_cache_replays_every_attempt_of_a_pass(srv, tmp_path):
+    """A 429 then an answer: the warm rerun shows the same two attempts, marked cached."""
+    with StubServer({"m": [rate_limited(0.01), reply(GOOD)]}) as own:
+        fresh = run_pass_sync(_store(), "s", _consolidator(own, "m", cache_dir=tmp_path), FAST)
+        assert [a.outcome for a in fresh.attempts] == ["rate_limit", "ok"]
+        again = _consolidator(own, "m", cache_dir=tmp_path)
+        warm = run_pass_sync(_store(), "s", again, FAST)
+    assert again.provider_calls == 0 and all(a.cached for a in warm.attempts)
+    strip = ("cached", "latency_s")
+    assert [{k: v for k, v in a.to_dict().items() if k not in strip} for a in warm.attempts] == [
+        {k: v for k, v in a.to_dict().items() if k not in strip} for a in fresh.attempts
+    ]
+
+
+def test_cache_replays_a_pass_that_ended_in_provider_errors(srv, tmp_path):
+    c = _consolidator(srv, "e500", cache_dir=tmp_path / "c", max_attempts=2)
+    first = run_pass_sync(_store(), "s", c, FAST)
+    second = run_pass_sync(_store(), "s", c, FAST)
+    assert first.error_code == second.error_code == "provider"
+    assert [a.outcome for a in second.attempts] == ["server", "server"]
+    assert c.provider_calls == 2 and all(a.cached for a in second.attempts)
+    assert not any(a.cached for a in first.attempts)
+
+
+def test_connection_and_config_errors_are_not_cached(srv, tmp_path):
+    c = _consolidator(srv, "bad_request", cache_dir=tmp_path / "c", max_attempts=1)
     assert run_pass_sync(_store(), "s", c, FAST).outcome == "error"
     assert run_pass_sync(_store(), "s", c, FAST).outcome == "error"
     assert c.provider_calls == 2 and len(ResponseCache(tmp_path / "c")) == 0

@@ -22,7 +22,7 @@ from memkit.consolidate.consolidators import (
     get_consolidator,
 )
 from memkit.consolidate.heuristic import HeuristicConsolidator
-from memkit.consolidate.parse import Parsed, parse_response
+from memkit.consolidate.parse import Judgement, Parsed, Verdict, judge, parse_response
 from memkit.consolidate.passes import run_pass, run_pass_sync
 from memkit.consolidate.request import (
     NATIVE_PROMPT,
@@ -50,6 +50,7 @@ __all__ = [
     "ConsolidationRequest",
     "Consolidator",
     "HeuristicConsolidator",
+    "Judgement",
     "LiteLLMConsolidator",
     "NATIVE_PROMPT",
     "NATIVE_PROMPT_VERSION",
@@ -68,6 +69,7 @@ __all__ = [
     "evidence_messages",
     "evidence_text",
     "get_consolidator",
+    "judge",
     "parse_response",
     "prepare_request",
     "rollout_id",
@@ -77,4 +79,5 @@ __all__ = [
     "stage_run",
     "validate_batch",
     "validate_changes",
+    "Verdict",
 ]
