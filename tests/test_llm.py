@@ -206,6 +206,9 @@ def test_fenced_json_strict_fails_lenient_repairs(srv):
     assert res.outcome == "error" and res.error_code == "parse"
     (a,) = res.attempts
     assert a.outcome == "parse" and a.parse_mode == "failed" and "```json" in a.raw_response
+    # read once, judged both ways: strictly a parse failure, valid after repair
+    assert (a.strict_code, a.lenient_code) == ("parse", None)
+    assert a.parsed_changes == json.loads(GOOD)["changes"]
     assert _pending(store) == 1 and store.live("s") == []
     res = run_pass_sync(store, "s", _consolidator(srv, "fencer"), replace(FAST, lenient=True))
     assert res.outcome == "committed" and res.parse_mode == "repaired"
@@ -218,6 +221,7 @@ def test_invented_ids_rejected(srv):
     res = run_pass_sync(store, "s", _consolidator(srv, "inventor"), FAST)
     assert res.outcome == "error" and res.error_code == "unknown_id"
     assert res.attempts[0].validation_code == "unknown_id" and len(res.attempts) == 1
+    assert res.attempts[0].strict_code == res.attempts[0].lenient_code == "unknown_id"
     assert _pending(store) == 1
 
 

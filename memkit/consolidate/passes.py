@@ -14,14 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from memkit.consolidate.consolidators import Consolidator, Reply
-from memkit.consolidate.parse import judge
+from memkit.consolidate.judge import judge
+from memkit.consolidate.reply import Consolidator, Reply
 from memkit.consolidate.request import ConsolidationRequest, evidence_text, prepare_request
 from memkit.consolidate.result import Attempt, PassResult
-from memkit.consolidate.validate import validate_changes
 from memkit.errors import ProposalError, ProviderError, RequestTooLarge
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
+from memkit.proposal import validate_proposal
 from memkit.text import byte_len
 from memkit.types import CommitResult, Memory, Rollout
 
@@ -150,14 +150,14 @@ async def run_pass(
         rollout_ids = [r.id for r in rollouts]
         judged = judge(
             reply.text,
-            lambda raw: validate_changes(scope_id, rollout_ids, snapshot, raw, params),
+            lambda raw: validate_proposal(scope_id, rollout_ids, snapshot, raw, params),
         )
         verdict, parse_mode = judged.under(params.lenient)
         code = verdict.code
         try:
             if verdict.error is not None:
                 raise verdict.error
-            commit = store.commit_pass(scope_id, rollout_ids, snapshot, verdict.changes, params)
+            commit = store.commit_pass(scope_id, rollout_ids, snapshot, verdict.typed, params)
         except ProposalError as e:
             code = e.code
             raise
@@ -174,13 +174,12 @@ async def run_pass(
                     parsed_changes=judged.lenient.changes,
                     outcome=attempts[-1].outcome if code is None else _rejected(code),
                 )
-        changes = verdict.typed
         return PassResult(
             scope_id=scope_id,
             outcome="committed",
             rollout_ids=tuple(r.id for r in rollouts),
             snapshot_ids=tuple(m.id for m in snapshot),
-            changes=changes,
+            changes=commit.changes,
             commit=commit,
             attempts=tuple(attempts),
             request_hash=request.request_hash,
