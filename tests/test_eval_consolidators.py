@@ -16,7 +16,8 @@ import pytest
 from stub_openai import StubServer, consolidation_payload, fenced, first_time, rate_limited, reply
 
 from evals.replay import CachingEmbedder
-from evals.runner import RunConfig, load_any, read_jsonl, run_eval
+from evals.runfolder import read_jsonl
+from evals.runner import RunConfig, load_any, run_eval
 from memkit.embed import get_embedder
 
 CLEAN = "litellm:openai/clean"
