@@ -26,6 +26,7 @@ from evals.scorers import (
     AttemptUnit,
     FactUnit,
     ProbeUnit,
+    RolloutUnit,
     RowUnit,
     Write,
     judged_first,
@@ -99,6 +100,16 @@ def fact_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
     return out
 
 
+def rollout_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+    """Each staged rollout at the end of a scope, by where it ended (extraction rows)."""
+    out: list[Unit] = []
+    for e in rows:
+        counts = e.get("rollouts") or {}
+        for state in ("consumed", "pending", "parked"):
+            out += [(e.get("scope_id"), RolloutUnit(state))] * int(counts.get(state, 0))
+    return out
+
+
 UNIT_BUILDERS: dict[str, tuple[str, Callable[[Iterable[Mapping[str, Any]]], list[Unit]]]] = {
     "probe": ("probes", probe_units),
     "write": ("writes", write_units),
@@ -106,6 +117,7 @@ UNIT_BUILDERS: dict[str, tuple[str, Callable[[Iterable[Mapping[str, Any]]], list
     "pass": ("attempts", pass_units),
     "row": ("extraction", row_units),
     "fact": ("extraction", fact_units),
+    "rollout": ("extraction", rollout_units),
 }
 """unit -> (run file it is built from, builder)."""
 
@@ -147,7 +159,7 @@ pass_metrics = _of("pass")
 
 def extraction_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Values]:
     """metric -> Values for the extraction metrics (rows and gold facts as units)."""
-    return {**_of("row")(rows), **_of("fact")(rows)}
+    return {**_of("row")(rows), **_of("fact")(rows), **_of("rollout")(rows)}
 
 
 def estimate(values: Values, *, seed: int = 0, resamples: int = 1000) -> Any:

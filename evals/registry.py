@@ -24,11 +24,20 @@ from typing import Any, TypeVar
 
 from memkit.errors import ConfigError
 
-UNITS: tuple[str, ...] = ("probe", "write", "attempt", "pass", "row", "fact", "pair")
+UNITS: tuple[str, ...] = (
+    "probe",
+    "write",
+    "attempt",
+    "pass",
+    "row",
+    "fact",
+    "rollout",
+    "pair",
+)
 """probe: a recall probe; write: a fact's store-mode writes; attempt: one model
 call; pass: one consolidation pass (its attempts); row: a live row at the end
-of a scope; fact: a live gold fact at the end of a scope; pair: a labelled
-text pair."""
+of a scope; fact: a live gold fact at the end of a scope; rollout: a staged
+rollout at the end of a scope; pair: a labelled text pair."""
 DIRECTIONS: dict[str, str] = {"higher": "↑", "lower": "↓", "neutral": "·"}
 """Which way is better; `neutral` for descriptive numbers (op mix, changes per
 proposal, share of empty recalls) where neither is."""

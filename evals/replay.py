@@ -17,8 +17,9 @@ which the runner writes to run files and `evals.metrics` scores.
 - **Pipeline mode**: each run is staged (`stage_run`) and consolidation
   passes run with the chosen consolidator until nothing is pending or a pass
   fails (failed evidence waits for the scope's next run, as with the worker;
-  a final drain runs after the scope's last run). Rows are labelled with gold
-  facts by `evals.matcher`.
+  a final drain runs after the scope's last run; a batch refused 3 times is
+  parked by the store, and pass rows name what each pass parked). Rows are
+  labelled with gold facts by `evals.matcher`.
 
 Side effects stay here and in the store; everything scored is recorded.
 """
@@ -510,6 +511,7 @@ async def replay_pipeline_scope(
                 "rollout_ids": list(field_of(res, "rollout_ids") or ()),
                 "snapshot_ids": snap,
                 "changes": _jsonable(list(field_of(res, "changes") or ())),
+                "parked": list(field_of(res, "parked") or ()),
                 "wall_s": wall,
             }
             out.passes.append(prow)
@@ -553,11 +555,18 @@ async def replay_pipeline_scope(
                 "stale_gold": sorted(stale),
                 "staged_runs": sorted(staged),
                 "stage_errors": stage_errors,
+                "rollouts": _rollout_counts(store, scope.scope_id),
             }
         )
     finally:
         store.close()
     return out
+
+
+def _rollout_counts(store: Any, scope_id: str) -> dict[str, int]:
+    """Where the scope's staged evidence ended: consumed, still pending, or parked."""
+    st = store.stats(scope_id)
+    return {k: int(st.get(f"rollouts_{k}", 0)) for k in ("consumed", "pending", "parked")}
 
 
 # --- the oracle's gold lookup -----------------------------------------------------------

@@ -186,8 +186,10 @@ def write_spend(run_dir: Path) -> None:
         out[sys_] = {
             "attempts": len(rows),
             "cached_attempts": len(replayed),
-            "cost_usd_spent": round(sum(float(r.get("cost_usd") or 0.0) for r in paid), 9),
-            "cost_usd_cached": round(sum(float(r.get("cost_usd") or 0.0) for r in replayed), 9),
+            "cost_usd_spent": round(sum((float(r.get("cost_usd") or 0.0) for r in paid), 0.0), 9),
+            "cost_usd_cached": round(
+                sum((float(r.get("cost_usd") or 0.0) for r in replayed), 0.0), 9
+            ),
         }
     write_json(run_dir / "spend.json", {"version": RUN_VERSION, "systems": out})
 

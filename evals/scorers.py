@@ -496,6 +496,13 @@ class FactUnit:
     covered: bool
 
 
+@dataclass(frozen=True, slots=True)
+class RolloutUnit:
+    """A staged rollout at the end of a scope: "consumed", "pending" or "parked"."""
+
+    state: str
+
+
 # --- the registered metrics --------------------------------------------------------
 
 K_VALUES: tuple[int, ...] = (1, 3, 8)
@@ -780,6 +787,24 @@ register(
     direction="lower",
     family="extraction",
 )(lambda r: float(r.fact is not None and r.fact in r.stale_gold))
+
+register(
+    "parked_rollouts",
+    unit="rollout",
+    definition=(
+        "share of staged rollouts parked at the end of the scope (3 invalid answers; "
+        "memkit extension of SPEC §7.8)"
+    ),
+    direction="lower",
+    family="rollouts",
+)(lambda r: float(r.state == "parked"))
+register(
+    "pending_rollouts",
+    unit="rollout",
+    definition="share of staged rollouts still pending at the end of the scope (never committed)",
+    direction="lower",
+    family="rollouts",
+)(lambda r: float(r.state == "pending"))
 
 _attempt(
     "cost_usd",

@@ -70,6 +70,12 @@ PROPOSAL_CODES: tuple[str, ...] = (
 )
 """Stable error codes of a rejected proposal (SPEC §7.5-7.7); `parse` covers §7.5."""
 
+ANSWER_CODES: tuple[str, ...] = tuple(
+    c for c in PROPOSAL_CODES if c not in ("stale_snapshot", "consumed")
+)
+"""Codes that judge the answer itself (parse and validation, SPEC §7.5-7.6), not
+what changed under the store lock; only these count toward parking a rollout."""
+
 
 class ProposalError(MemkitError, ValueError):
     """A consolidation proposal was rejected; nothing was mutated."""

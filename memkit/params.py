@@ -93,3 +93,8 @@ class ConsolidationParams:
     # parsing
     lenient: bool = False
     """(memkit) Repair a fenced / wrapped JSON answer; reported apart from strict."""
+    # parking (memkit extension of §7.8)
+    park_after: int = 3
+    """(memkit) A rollout that was part of this many passes whose answer was
+    invalid (a parse or validation code, never a provider error) is parked: it
+    leaves the pending queue until `SQLiteStore.requeue`. 0 turns parking off."""

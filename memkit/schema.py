@@ -87,6 +87,19 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             WHERE superseded_by IS NOT NULL;
         """,
     ),
+    (
+        4,
+        """
+        -- (memkit, SPEC §7.8 extension) A rollout that was part of `park_after`
+        -- passes whose answer was invalid is parked: it leaves the pending queue
+        -- (so one poison batch cannot block its scope) and keeps its evidence.
+        ALTER TABLE rollouts ADD COLUMN failed_passes INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE rollouts ADD COLUMN parked_at REAL;
+        DROP INDEX rollouts_pending;
+        CREATE INDEX rollouts_pending ON rollouts (scope_id, staged_at, seq)
+            WHERE consumed_at IS NULL AND parked_at IS NULL;
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when user_version < n."""
 

@@ -25,6 +25,7 @@ Design choices, each for a measured reason:
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -38,12 +39,14 @@ from memkit import rank
 from memkit import store_rows as sql
 from memkit.embed import Embedder, get_embedder, normalize_rows
 from memkit.errors import (
+    ANSWER_CODES,
     AlreadyConsumed,
     ConfigError,
     EmbedderMismatch,
     NotFound,
     ProposalError,
     StaleSnapshot,
+    TranscriptError,
 )
 from memkit.params import (
     DAY,
@@ -64,6 +67,7 @@ _BUSY_TIMEOUT_MS = 60_000
 _WAL_PAGES = 16_000
 """Pages of WAL between automatic checkpoints (see `SQLiteStore.open`)."""
 
+_ROLLOUT_ID = re.compile(r"[0-9a-f]{64}")
 ITEM_FIELDS: tuple[str, ...] = ("content", "kind", "confidence", "tags", "source_run_id")
 """The fields of one `remember_many` item (those of `remember`)."""
 
@@ -561,7 +565,8 @@ class SQLiteStore:
             return [r.memory() for r in sql.rows(self._conn, where, args)]
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
-        """Row counts (live, retired, retracted, embedded, per kind) and rollout counts."""
+        """Row counts (live, retired, retracted, embedded, per kind) and rollout counts
+        (pending, consumed, parked: each staged rollout is in exactly one)."""
         where, args = ("WHERE scope_id = ?", (scope_id,)) if scope_id is not None else ("", ())
         with self._lock:
             c = self._conn
@@ -580,9 +585,11 @@ class SQLiteStore:
                     args,
                 ).fetchall()
             )
-            pending, consumed = c.execute(
-                "SELECT COALESCE(SUM(consumed_at IS NULL), 0), "
-                f"COALESCE(SUM(consumed_at IS NOT NULL), 0) FROM rollouts {where}",
+            pending, consumed, parked = c.execute(
+                "SELECT COALESCE(SUM(consumed_at IS NULL AND parked_at IS NULL), 0), "
+                "COALESCE(SUM(consumed_at IS NOT NULL), 0), "
+                "COALESCE(SUM(consumed_at IS NULL AND parked_at IS NOT NULL), 0) "
+                f"FROM rollouts {where}",
                 args,
             ).fetchone()
             meta = dict(c.execute("SELECT key, value FROM meta").fetchall())
@@ -597,6 +604,7 @@ class SQLiteStore:
             "by_kind": {k: by_kind.get(k, 0) for k in KINDS},
             "rollouts_pending": pending,
             "rollouts_consumed": consumed,
+            "rollouts_parked": parked,
             "embedder": meta.get("embedder"),
             "embedder_dim": int(meta["embedder_dim"]) if "embedder_dim" in meta else None,
         }
@@ -604,7 +612,21 @@ class SQLiteStore:
     # -- consolidation, store side (SPEC §7) --------------------------------------------
 
     def stage_rollout(self, rollout: Rollout) -> bool:
-        """Persist a rollout; False (no change) when that id is already staged."""
+        """Persist a rollout; False (no change) when that id is already staged.
+
+        A rollout whose id is not 64 lowercase hex (SPEC §7 staging) or whose
+        scope is not a non-blank string is refused with TranscriptError: it
+        could never pass validation, so it must never reach the queue.
+        """
+        if not isinstance(rollout.id, str) or not _ROLLOUT_ID.fullmatch(rollout.id):
+            raise TranscriptError(
+                f"rollout id {rollout.id!r:.80} is not 64 lowercase hex (a SHA-256 of the "
+                "transcript, see memkit.consolidate.rollout_id)"
+            )
+        if not isinstance(rollout.scope_id, str) or not rollout.scope_id.strip():
+            raise TranscriptError(
+                f"rollout scope {rollout.scope_id!r:.80} is not a non-blank string"
+            )
         with self._lock:
             staged_at = rollout.staged_at if rollout.staged_at is not None else float(self.clock())
             cur = self._conn.execute(
@@ -621,14 +643,12 @@ class SQLiteStore:
             )
             return cur.rowcount == 1
 
-    def pending_rollouts(self, scope_id: str, limit: int = 4) -> list[Rollout]:
-        """Unconsumed rollouts of a scope, oldest first."""
+    def _rollouts(self, where: str, args: Sequence[Any]) -> list[Rollout]:
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id, scope_id, messages, final, staged_at, consumed_at, run_id "
-                "FROM rollouts WHERE scope_id = ? AND consumed_at IS NULL "
-                "ORDER BY staged_at, seq LIMIT ?",
-                (scope_id, max(int(limit), 0)),
+                "SELECT id, scope_id, messages, final, staged_at, consumed_at, run_id, "
+                f"failed_passes, parked_at FROM rollouts WHERE {where}",
+                tuple(args),
             ).fetchall()
         return [
             Rollout(
@@ -639,9 +659,90 @@ class SQLiteStore:
                 staged_at=r[4],
                 consumed_at=r[5],
                 run_id=r[6],
+                failed_passes=r[7],
+                parked_at=r[8],
             )
             for r in rows
         ]
+
+    def pending_rollouts(self, scope_id: str, limit: int = 4) -> list[Rollout]:
+        """Unconsumed, unparked rollouts of a scope, oldest first."""
+        return self._rollouts(
+            "scope_id = ? AND consumed_at IS NULL AND parked_at IS NULL "
+            "ORDER BY staged_at, seq LIMIT ?",
+            (scope_id, max(int(limit), 0)),
+        )
+
+    def parked_rollouts(self, scope_id: str) -> list[Rollout]:
+        """(memkit) Rollouts parked after repeated invalid answers, oldest first."""
+        return self._rollouts(
+            "scope_id = ? AND consumed_at IS NULL AND parked_at IS NOT NULL "
+            "ORDER BY staged_at, seq",
+            (scope_id,),
+        )
+
+    def requeue(self, scope_id: str, rollout_id: str) -> None:
+        """(memkit) Put a parked rollout back in the pending queue, its failures forgotten.
+
+        Raises ConfigError unless `rollout_id` is parked in `scope_id`.
+        """
+        with self._write() as w:
+            cur = w.conn.execute(
+                "UPDATE rollouts SET parked_at = NULL, failed_passes = 0 WHERE id = ? "
+                "AND scope_id = ? AND consumed_at IS NULL AND parked_at IS NOT NULL",
+                (rollout_id, scope_id),
+            )
+            if cur.rowcount != 1:
+                raise ConfigError(f"rollout {rollout_id!r:.80} is not parked in scope {scope_id!r}")
+
+    def record_failed_pass(
+        self,
+        scope_id: str,
+        rollout_ids: Sequence[str],
+        code: str,
+        params: ConsolidationParams = ConsolidationParams(),
+    ) -> tuple[str, ...]:
+        """(memkit) Count an invalid answer against a pass's rollouts; park those at the limit.
+
+        `code` must judge the answer (`memkit.errors.ANSWER_CODES`: a parse or
+        validation failure; a provider error or a stale snapshot is not the
+        evidence's fault and is never counted). In one write transaction,
+        every named rollout still pending in the scope gets one more failed
+        pass, and those that reach `params.park_after` are parked; so a crash
+        either records the failed pass with its parking or neither. Returns
+        the ids parked by this call, in batch order.
+        """
+        if code not in ANSWER_CODES:
+            raise ConfigError(
+                f"record_failed_pass: {code!r} does not judge the answer "
+                f"(want one of {', '.join(ANSWER_CODES)})"
+            )
+        ids = list(dict.fromkeys(rollout_ids))
+        if not ids:
+            return ()
+        ph = ",".join("?" * len(ids))
+        mine = f"id IN ({ph}) AND scope_id = ? AND consumed_at IS NULL AND parked_at IS NULL"
+        with self._write() as w:
+            w.conn.execute(
+                f"UPDATE rollouts SET failed_passes = failed_passes + 1 WHERE {mine}",
+                (*ids, scope_id),
+            )
+            if params.park_after <= 0:
+                return ()
+            due = {
+                r[0]
+                for r in w.conn.execute(
+                    f"SELECT id FROM rollouts WHERE {mine} AND failed_passes >= ?",
+                    (*ids, scope_id, params.park_after),
+                )
+            }
+            if due:
+                dph = ",".join("?" * len(due))
+                w.conn.execute(
+                    f"UPDATE rollouts SET parked_at = ? WHERE id IN ({dph})",
+                    (float(self.clock()), *due),
+                )
+        return tuple(i for i in ids if i in due)
 
     def snapshot(
         self, scope_id: str, limit: int = 32, *, policy: str = "recent", query: str = ""

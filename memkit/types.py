@@ -101,6 +101,10 @@ class Rollout:
     staged_at: float | None = None
     consumed_at: float | None = None
     run_id: str | None = None
+    failed_passes: int = 0
+    """(memkit) Passes this rollout was part of that got an invalid answer."""
+    parked_at: float | None = None
+    """(memkit) When it left the pending queue after too many invalid answers."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import pytest
 
 from memkit import SQLiteStore
 from memkit.consolidate import Reply, build_rollout, parse_response, run_pass_sync
-from memkit.errors import PROPOSAL_CODES, ProposalError
+from memkit.errors import ANSWER_CODES, PROPOSAL_CODES, ProposalError
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
 from memkit.proposal import validate_batch, validate_changes
@@ -185,6 +185,16 @@ def test_rejected_leaves_store_unchanged(line, shared_store):
     assert [getattr(e, "code", None) for e in errors] == [line["expect"]]
     assert res.attempts[-1].validation_code == line["expect"]
     assert res.attempts[-1].raw_response == answer_text(line, ids)
+    # the one write a refused answer makes (memkit extension of §7.8, parking):
+    # one more failed pass on its rollout; undo it so the corpus shares one store
+    con = sqlite3.connect(str(path))
+    try:
+        (failed,) = con.execute("SELECT failed_passes FROM rollouts").fetchone()
+        assert failed == (1 if line["expect"] in ANSWER_CODES else 0)
+        con.execute("UPDATE rollouts SET failed_passes = 0")
+        con.commit()
+    finally:
+        con.close()
     assert _dump(path) == before
     assert len(store.pending_rollouts(SCOPE)) == 1
 

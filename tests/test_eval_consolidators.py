@@ -107,6 +107,19 @@ def test_clean_and_sloppy_models_scored_from_their_answers(bundled, emb, tmp_pat
     n = res.metrics.set_index(["system", "metric"])["n"]
     assert n[(sloppy, "strict_validity")] == len(sloppy_bodies)
 
+    # 3. no head-of-line freeze: a batch refused 3 times is parked, the queue moves on
+    passes = read_jsonl(tmp_path / "fresh" / "passes.jsonl")
+    failed = Counter(
+        (p["scope_id"], p["request_hash"])
+        for p in passes
+        if p["system"] == sloppy and p["outcome"] == "error"
+    )
+    assert failed and max(failed.values()) <= 3
+    parked = [rid for p in passes if p["system"] == sloppy for rid in p["parked"]]
+    assert parked and len(parked) == len(set(parked))
+    assert t[(sloppy, "parked_rollouts")] > 0 and t[(clean, "parked_rollouts")] == 0
+    assert not [p for p in passes if p["system"] == clean and p["parked"]]
+
     # 4. every attempt recorded and replayed: fresh and cached runs are byte-identical
     assert t[(clean, "attempts_per_pass")] == 2.0 and t[(clean, "provider_failures")] == 0.5
     fresh = (tmp_path / "fresh" / "metrics.json").read_bytes()
@@ -117,3 +130,24 @@ def test_clean_and_sloppy_models_scored_from_their_answers(bundled, emb, tmp_pat
     assert rows and all(r["cached"] for r in rows)
     first = json.loads((tmp_path / "fresh" / "spend.json").read_text())["systems"]
     assert first[clean]["cached_attempts"] == 0
+
+
+def test_spend_splits_money_spent_from_replayed_answers(tmp_path):
+    from evals.runfolder import write_jsonl, write_spend
+
+    rows = [
+        {"system": "a", "cost_usd": 0.25, "cached": False},
+        {"system": "a", "cost_usd": 0.5, "cached": True},
+        {"system": "a", "cost_usd": None, "cached": False},  # a provider failure
+        {"system": "b", "cost_usd": 0.125, "cached": True},
+    ]
+    write_jsonl(tmp_path / "attempts.jsonl", rows)
+    write_spend(tmp_path)
+    got = json.loads((tmp_path / "spend.json").read_text())["systems"]
+    assert got["a"] == {
+        "attempts": 3,
+        "cached_attempts": 1,
+        "cost_usd_spent": 0.25,
+        "cost_usd_cached": 0.5,
+    }
+    assert got["b"]["cost_usd_spent"] == 0.0 and got["b"]["cost_usd_cached"] == 0.125

@@ -4,6 +4,13 @@ A pass never raises for an expected failure (provider, parse, validation,
 stale snapshot, oversize request): it reports the exception to `on_error`,
 returns a PassResult with `outcome="error"`, and leaves the evidence
 pending. Only cancellation propagates, so a worker can bound a pass.
+
+(memkit extension of SPEC §7.8) An *answered* but invalid proposal (a parse
+or validation code, `ANSWER_CODES`) is counted against the batch's rollouts
+by the store (`record_failed_pass`), which parks a rollout on its
+`params.park_after`-th such pass: out of the queue, evidence kept,
+`PassResult.parked` names them. Provider errors, timeouts and stale
+snapshots never count, so an outage cannot park evidence.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from memkit.consolidate.judge import judge
 from memkit.consolidate.reply import Consolidator, Reply
 from memkit.consolidate.request import ConsolidationRequest, evidence_text, prepare_request
 from memkit.consolidate.result import Attempt, PassResult
-from memkit.errors import ProposalError, ProviderError, RequestTooLarge
+from memkit.errors import ANSWER_CODES, ProposalError, ProviderError, RequestTooLarge
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
 from memkit.proposal import validate_proposal
@@ -110,6 +117,7 @@ async def run_pass(
     request: ConsolidationRequest | None = None
     attempts: list[Attempt] = []
     parse_mode = None
+    parked: tuple[str, ...] = ()
 
     def failed(exc: BaseException) -> PassResult:
         _report(on_error, exc)
@@ -125,6 +133,7 @@ async def run_pass(
             request_bytes=byte_len(request.user_text) if request else 0,
             excerpt_size=request.excerpt_size if request else None,
             parse_mode=parse_mode,
+            parked=parked,
         )
 
     try:
@@ -160,6 +169,8 @@ async def run_pass(
             commit = store.commit_pass(scope_id, rollout_ids, snapshot, verdict.typed, params)
         except ProposalError as e:
             code = e.code
+            if code in ANSWER_CODES:
+                parked = _record_failure(store, scope_id, rollout_ids, code, params)
             raise
         finally:
             if attempts:
@@ -193,6 +204,23 @@ async def run_pass(
         if not isinstance(exc, ProposalError | ProviderError):
             log.exception("unexpected error in consolidation pass for %r", scope_id)
         return failed(exc)
+
+
+def _record_failure(
+    store: PassStore,
+    scope_id: str,
+    rollout_ids: Sequence[str],
+    code: str,
+    params: ConsolidationParams,
+) -> tuple[str, ...]:
+    """Count an invalid answer against the batch (memkit §7.8 extension: parking).
+
+    A store without `record_failed_pass` (a custom PassStore) never parks.
+    """
+    record = getattr(store, "record_failed_pass", None)
+    if record is None:
+        return ()
+    return tuple(record(scope_id, rollout_ids, code, params))
 
 
 def _rejected(code: str) -> str:

@@ -108,6 +108,8 @@ class PassResult:
     request_bytes: int = 0
     excerpt_size: int | None = None
     parse_mode: Literal["strict", "repaired", "failed"] | None = None
+    parked: tuple[str, ...] = ()
+    """(memkit) Rollouts this failed pass parked (their `park_after`-th invalid answer)."""
 
     @property
     def ok(self) -> bool:
@@ -136,4 +138,5 @@ class PassResult:
             "request_bytes": self.request_bytes,
             "excerpt_size": self.excerpt_size,
             "parse_mode": self.parse_mode,
+            "parked": list(self.parked),
         }

@@ -1,0 +1,328 @@
+"""Parking (memkit extension of SPEC §7.8, issue #16): no head-of-line freeze.
+
+A rollout that was part of `park_after` (3) passes whose answer was invalid
+leaves the pending queue, keeps its evidence and can be re-queued; provider
+errors and stale snapshots never count. A SIGKILL while a pass parks never
+leaves a rollout both parked and pending, and never loses one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from memkit import SQLiteStore
+from memkit.consolidate import OracleConsolidator, build_rollout, run_pass_sync
+from memkit.errors import ConfigError, ProviderError, TranscriptError
+from memkit.llm import CallAttempt
+from memkit.params import ConsolidationParams
+from memkit.types import Rollout
+
+S = "s"
+INVENTED = [{"ids": ["mem-invented"], "entry": None}]
+
+
+def _stage(store: SQLiteStore, *texts: str, scope: str = S) -> list[str]:
+    ids = []
+    for i, text in enumerate(texts):
+        r = build_rollout(scope, [{"role": "user", "content": text}], "ok", run_id=f"{scope}-{i}")
+        assert store.stage_rollout(replace(r, staged_at=float(i)))
+        ids.append(r.id)
+    return ids
+
+
+def _poisoned(request) -> list:
+    """Invalid whenever the batch holds a poison rollout, else one valid add per rollout."""
+    texts = [m["content"] for r in request.rollouts for m in r.messages]
+    if any("poison" in t for t in texts):
+        return INVENTED
+    return [{"ids": [], "entry": {"content": f"learned: {t}"}} for t in texts]
+
+
+POISONED = OracleConsolidator(_poisoned, name="poisoned")
+
+
+@pytest.fixture
+def store():
+    with SQLiteStore.open(":memory:", embedder=None) as s:
+        yield s
+
+
+def _pending(store, scope=S):
+    return [r.id for r in store.pending_rollouts(scope, 100)]
+
+
+def test_three_invalid_answers_park_exactly_the_batch_then_later_evidence_commits(store):
+    ids = _stage(store, "poison head", "b", "c", "d", "e", "f")
+    for n in (1, 2):
+        res = run_pass_sync(store, S, POISONED)
+        assert res.error_code == "unknown_id" and res.parked == ()
+        assert _pending(store) == ids  # a bound: not parked at 2
+        assert [r.failed_passes for r in store.pending_rollouts(S, 100)] == [n] * 4 + [0, 0]
+    res = run_pass_sync(store, S, POISONED)
+    assert res.error_code == "unknown_id" and res.parked == tuple(ids[:4])  # ... parked at 3
+    assert _pending(store) == ids[4:]
+    parked = store.parked_rollouts(S)
+    assert [r.id for r in parked] == ids[:4]
+    assert all(r.failed_passes == 3 and r.parked_at is not None for r in parked)
+    assert parked[0].messages[0]["content"] == "poison head"  # the evidence is kept
+    stats = store.stats(S)
+    assert (stats["rollouts_pending"], stats["rollouts_parked"], stats["rollouts_consumed"]) == (
+        2,
+        4,
+        0,
+    )
+    # the queue moves on: the next batch commits
+    res = run_pass_sync(store, S, POISONED)
+    assert res.outcome == "committed" and res.consumed == tuple(ids[4:])
+    assert sorted(m.content for m in store.live(S)) == ["learned: e", "learned: f"]
+
+
+def test_requeue_puts_a_parked_rollout_back_with_its_failures_forgotten(store):
+    ids = _stage(store, "poison", "b")
+    for _ in range(3):
+        run_pass_sync(store, S, POISONED)
+    assert [r.id for r in store.parked_rollouts(S)] == ids and _pending(store) == []
+    store.requeue(S, ids[1])
+    (back,) = store.pending_rollouts(S)
+    assert back.id == ids[1] and back.failed_passes == 0 and back.parked_at is None
+    assert store.stats(S)["rollouts_parked"] == 1
+    res = run_pass_sync(store, S, POISONED)
+    assert res.outcome == "committed" and res.consumed == (ids[1],)
+    with pytest.raises(ConfigError, match="not parked in scope"):
+        store.requeue(S, ids[1])  # consumed now
+    with pytest.raises(ConfigError, match="not parked in scope 'other'"):
+        store.requeue("other", ids[0])  # another scope's rollout
+    with pytest.raises(ConfigError, match="not parked"):
+        store.requeue(S, "0" * 64)
+    assert [r.id for r in store.parked_rollouts(S)] == [ids[0]]
+
+
+class _Down:
+    name = "down"
+
+    async def propose(self, request):
+        err = ProviderError("server down", kind="server", status=503)
+        err.attempts = (CallAttempt(model="down", outcome="server", status=503),)
+        raise err
+
+
+def test_provider_errors_and_stale_snapshots_never_park(store):
+    ids = _stage(store, "a", "b")
+    for _ in range(5):
+        res = run_pass_sync(store, S, _Down())
+        assert res.error_code == "provider" and res.parked == ()
+    assert _pending(store) == ids
+    assert [r.failed_passes for r in store.pending_rollouts(S)] == [0, 0]
+    for code in ("stale_snapshot", "consumed", "provider", "nonsense"):
+        with pytest.raises(ConfigError, match="does not judge the answer"):
+            store.record_failed_pass(S, ids, code)
+    assert store.stats(S)["rollouts_parked"] == 0
+
+
+def test_park_after_is_a_tunable_and_zero_turns_parking_off(store):
+    ids = _stage(store, "poison")
+    once = ConsolidationParams(park_after=1)
+    assert run_pass_sync(store, S, POISONED, once).parked == tuple(ids)
+    (other,) = _stage(store, "poison again", scope="t")
+    off = ConsolidationParams(park_after=0)
+    for _ in range(5):
+        assert run_pass_sync(store, "t", POISONED, off).parked == ()
+    assert _pending(store, "t") == [other]
+    assert store.pending_rollouts("t")[0].failed_passes == 5
+
+
+def test_record_failed_pass_counts_only_pending_rollouts_of_the_scope(store):
+    a, _b = _stage(store, "a", "b")
+    (t,) = _stage(store, "t", scope="t")
+    assert store.record_failed_pass(S, [a, t, "f" * 64], "parse", ConsolidationParams()) == ()
+    assert [r.failed_passes for r in store.pending_rollouts(S)] == [1, 0]
+    assert store.pending_rollouts("t")[0].failed_passes == 0  # foreign scope untouched
+    assert store.record_failed_pass(S, [a, a], "parse") == ()  # a duplicate counts once
+    assert store.record_failed_pass(S, [a], "invalid_lesson") == (a,)
+    assert store.record_failed_pass(S, [a], "parse") == ()  # parked: no longer counted
+    assert store.parked_rollouts(S)[0].failed_passes == 3
+    assert store.record_failed_pass(S, [], "parse") == ()
+
+
+@pytest.mark.parametrize(
+    "bad_id",
+    ["abc", "A" * 64, "a" * 63, "a" * 65, "g" * 64, " " + "a" * 63, None, 7],
+)
+def test_stage_rollout_refuses_a_malformed_id(store, bad_id):
+    r = build_rollout(S, [{"role": "user", "content": "x"}], "ok")
+    with pytest.raises(TranscriptError, match="64 lowercase hex"):
+        store.stage_rollout(replace(r, id=bad_id))
+    assert store.stats(S)["rollouts_pending"] == 0
+    assert store.stage_rollout(replace(r, id="a" * 64))  # the bound itself is accepted
+
+
+@pytest.mark.parametrize("bad_scope", ["", "   ", None, 3])
+def test_stage_rollout_refuses_a_malformed_scope(store, bad_scope):
+    r = build_rollout(S, [{"role": "user", "content": "x"}], "ok")
+    with pytest.raises(TranscriptError, match="rollout scope"):
+        store.stage_rollout(replace(r, scope_id=bad_scope))
+    assert store.stats()["rollouts_pending"] == 0
+
+
+def test_a_store_from_before_parking_migrates_with_its_queue(tmp_path):
+    from memkit.schema import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    c = sqlite3.connect(path)
+    for _version, ddl in MIGRATIONS[:3]:
+        for stmt in ddl.split(";"):
+            if stmt.strip():
+                c.execute(stmt)
+    c.execute("PRAGMA user_version = 3")
+    c.execute(
+        "INSERT INTO rollouts (id, scope_id, run_id, messages, final, staged_at) "
+        "VALUES (?, 's', 'r', '[]', '', 1.0)",
+        ("b" * 64,),
+    )
+    c.commit()
+    c.close()
+    with SQLiteStore.open(str(path), embedder=None) as store:
+        (r,) = store.pending_rollouts(S)
+        assert (r.id, r.failed_passes, r.parked_at) == ("b" * 64, 0, None)
+        assert store.stats(S)["rollouts_parked"] == 0
+
+
+def test_rollout_type_defaults():
+    r = Rollout(id="a" * 64, scope_id=S, messages=(), final="")
+    assert r.failed_passes == 0 and r.parked_at is None
+
+
+# --- crash safety: SIGKILL while passes park ------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+KILLS = 30
+
+ZYGOTE = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from memkit import SQLiteStore
+    from memkit.consolidate import OracleConsolidator, run_pass
+
+    DB = sys.argv[1]
+
+    def gold(request):
+        # every eleventh run is poison: its batch fails until it is parked
+        if any(int(r.run_id.split("-")[1]) % 11 == 0 for r in request.rollouts):
+            return [{"ids": ["mem-invented"], "entry": None}]
+        return [{"ids": [], "entry": {"content": f"marker {r.run_id}"}} for r in request.rollouts]
+
+    async def loop():
+        store = SQLiteStore.open(DB, embedder=None)
+        model = OracleConsolidator(gold)
+        while True:
+            res = await run_pass(store, "crash", model, on_error=lambda e: None)
+            if res.outcome == "error" and res.error_code != "unknown_id":
+                os.write(2, f"pass error: {res.error}\\n".encode())
+                os._exit(3)
+            if res.outcome == "nothing_pending":
+                await asyncio.sleep(0.001)
+
+    print("ready", flush=True)
+    for line in sys.stdin:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                asyncio.run(loop())
+            finally:
+                os._exit(4)
+        print(pid, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(f"reaped {status}", flush=True)
+    """
+)
+
+
+def _stage_file(db: Path, start: int, n: int) -> dict[str, str]:
+    staged = {}
+    with SQLiteStore.open(str(db), embedder=None) as store:
+        for i in range(start, start + n):
+            run_id = f"run-{i:04d}"
+            r = build_rollout(
+                "crash", [{"role": "user", "content": f"evidence {i}"}], "", run_id=run_id
+            )
+            assert store.stage_rollout(r)
+            staged[r.id] = run_id
+    return staged
+
+
+def _check(db: Path, staged: dict[str, str]) -> tuple[int, int]:
+    """Every staged rollout is in exactly one state, consistent with its counts and rows."""
+    con = sqlite3.connect(str(db))
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        con.close()
+    with SQLiteStore.open(str(db), embedder=None) as store:
+        pending = {r.id: r for r in store.pending_rollouts("crash", 10**6)}
+        parked = {r.id: r for r in store.parked_rollouts("crash")}
+        markers = {m.content for m in store.live("crash")}
+        stats = store.stats("crash")
+    consumed = {rid for rid, run in staged.items() if f"marker {run}" in markers}
+    assert not set(pending) & set(parked), "a rollout is both parked and pending"
+    assert not consumed & (set(pending) | set(parked))
+    assert set(pending) | set(parked) | consumed == set(staged), "a rollout was lost"
+    assert (stats["rollouts_pending"], stats["rollouts_parked"], stats["rollouts_consumed"]) == (
+        len(pending),
+        len(parked),
+        len(consumed),
+    )
+    assert all(r.failed_passes == 3 for r in parked.values())  # never double-counted
+    assert all(r.failed_passes < 3 for r in pending.values())
+    return len(parked), len(consumed)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_sigkill_while_parking_never_loses_or_duplicates_a_rollout(tmp_path):
+    db = tmp_path / "park.db"
+    staged = _stage_file(db, 0, 60)
+    script = tmp_path / "zygote.py"
+    script.write_text(ZYGOTE)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    z = subprocess.Popen(
+        [sys.executable, str(script), str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(REPO),
+    )
+    rng = random.Random(20261203)
+    parked = consumed = 0
+    try:
+        assert z.stdout.readline().strip() == "ready", z.stderr.read()
+        for _ in range(KILLS):
+            if len(staged) - parked - consumed < 40:
+                staged |= _stage_file(db, len(staged), 60)
+            z.stdin.write("go\n")
+            z.stdin.flush()
+            pid = int(z.stdout.readline())
+            time.sleep(rng.uniform(0.005, 0.080))
+            os.kill(pid, signal.SIGKILL)
+            reaped = z.stdout.readline().strip()
+            assert reaped.startswith("reaped"), reaped
+            status = int(reaped.split()[1])
+            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, (
+                f"worker ended on its own (status {status}): {z.stderr.read()}"
+            )
+            parked, consumed = _check(db, staged)
+    finally:
+        z.stdin.close()
+        z.wait(timeout=10)
+    assert parked > 0 and consumed > 0  # the kills landed while both kinds of pass ran
