@@ -22,7 +22,7 @@ $(BENCH_STAMP): $(STAMP)
 
 # Main job: offline evaluation on the bundled dataset -> reports/latest/
 eval: $(STAMP)
-	$(BIN)/memkit eval run --preset bundled --out reports/latest
+	$(BIN)/memkit eval run --preset bundled --out reports/latest --overwrite
 
 # Every test: ruff, pytest (unit, property, integration) and the notebooks under nbval.
 test: $(STAMP)

@@ -146,10 +146,23 @@ def _load_checked(cfg: Any) -> Any:
 def _run_parser() -> argparse.ArgumentParser:
     p = _parser("memkit eval run", run_main.__doc__)
     _common(p)
-    p.add_argument("--out", metavar="DIR", help="run folder (default reports/runs/<name>)")
     p.add_argument(
-        "--name", help="run name, recorded in the manifest (default: the preset or 'run')"
+        "--out",
+        metavar="DIR",
+        help="run folder (default reports/runs/<name>); an existing run folder is refused "
+        "unless --resume or --overwrite",
     )
+    p.add_argument(
+        "--name",
+        help="run name, recorded in the manifest (default: the --out folder's name, else "
+        "<preset or 'run'>-<UTC time>-<short id>, unique)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (only with the same configuration)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="clear the run folder in --out first")
     p.add_argument(
         "--mode",
         choices=("store", "pipeline", "both"),
@@ -182,7 +195,8 @@ def _run_parser() -> argparse.ArgumentParser:
 def run_main(argv: list[str]) -> int:
     """Run an evaluation (store mode and/or pipeline mode) into a run folder."""
     a = _run_parser().parse_args(argv)
-    from evals.runner import run_eval
+    from evals.runner import _resume_key, run_eval
+    from evals.runs import default_name, prepare_run_dir
 
     extra: dict[str, Any] = {
         "name": a.name,
@@ -207,16 +221,25 @@ def run_main(argv: list[str]) -> int:
             for c in specs
             if c.startswith("litellm:")
         }
+    if not a.name:
+        extra["name"] = Path(a.out).name if a.out else default_name(a.preset or "run")
     cfg = _config(a, **extra)
     ds = _load_checked(cfg)
     out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
+    prepare_run_dir(
+        out, cfg.to_dict(), _resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite
+    )
     try:
         res = run_eval(cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds)
     except KeyboardInterrupt:
-        again = shlex.join(["memkit", "eval", "run", *argv])
+        again = [x for x in argv if x not in ("--resume", "--overwrite")]
+        if not a.out:
+            again += ["--out", str(out)]
+        if not a.name:
+            again += ["--name", cfg.name]
         print(
-            f"memkit eval run: interrupted; finished units are kept in {out}: "
-            f"rerun `{again}` to resume",
+            f"memkit eval run: interrupted; finished units are kept in {out}: resume with "
+            f"`{shlex.join(['memkit', 'eval', 'run', *again, '--resume'])}`",
             file=sys.stderr,
         )
         return 130
@@ -276,8 +299,12 @@ def _sweep_parser() -> argparse.ArgumentParser:
         help="consolidator for consolidation tunables (default %(default)s)",
     )
     p.add_argument(
-        "--out", metavar="DIR", help="folder for sweep.csv, recommended.json and the report"
+        "--out",
+        metavar="DIR",
+        help="folder for sweep.csv, recommended.json and the report (an existing one is "
+        "refused unless --overwrite)",
     )
+    p.add_argument("--overwrite", action="store_true", help="clear the --out folder first")
     return p
 
 
@@ -289,7 +316,8 @@ def sweep_main(argv: list[str]) -> int:
     a = _sweep_parser().parse_args(argv)
     from evals.checks import check_metric, parse_grid
     from evals.report import build_report
-    from evals.runner import RUN_VERSION, _now, _versions, write_json
+    from evals.runner import RUN_VERSION, _git_revision, _now, _versions, write_json
+    from evals.runs import prepare_run_dir
     from evals.scorers import definition
     from evals.sweep import sweep
 
@@ -297,6 +325,8 @@ def sweep_main(argv: list[str]) -> int:
     check_metric(a.objective)
     cfg = _config(a)
     ds = _load_checked(cfg)
+    if a.out:
+        prepare_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite)
     started = _now()
     res = sweep(
         ds,
@@ -355,6 +385,7 @@ def sweep_main(argv: list[str]) -> int:
                 "config": cfg.to_dict(),
                 "grid": grid,
                 "packages": _versions(),
+                "git_revision": _git_revision(),
                 "dataset": {
                     "name": getattr(ds, "name", None),
                     "version": getattr(ds, "version", None),

@@ -220,6 +220,8 @@ def probe_row(
     fallback = next((h.fallback for h in hits if h.fallback), None)
     if getattr(store.embedder, "errors", 0) > embed_errors:
         fallback = "embed_error"
+    elif fallback is None and store.embedder is None:
+        fallback = "no_embedder"
     block = assemble_block(hits, variant.assembly)
     acc = block.account
     labels = {h.id: label(h.memory) for h in hits}

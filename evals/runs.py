@@ -109,3 +109,76 @@ def summary(d: Path) -> dict[str, Any]:
         "headline": "; ".join(head),
         "path": str(d),
     }
+
+
+# --- a run folder that never lies ------------------------------------------------------
+
+
+def default_name(base: str) -> str:
+    """A run name no other run has: `<base>-<UTC time>-<6 hex>`."""
+    import time
+    import uuid
+
+    return f"{base}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+
+
+def prepare_run_dir(
+    out: Path,
+    config: dict[str, Any],
+    resume_key: str | None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> None:
+    """Refuse to write a run into a folder that holds another one.
+
+    An empty or missing folder is fine. Otherwise `overwrite` clears it first
+    (only if it is a run folder: it must hold manifest.json or units/), and
+    `resume` continues it only when it holds this very configuration: a killed
+    run's `units/<resume_key>` or a finished run's manifest with the same config.
+    """
+    import shutil
+
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other")
+    if not out.exists():
+        if resume:
+            raise ConfigError(f"nothing to resume: {str(out)!r} does not exist")
+        return
+    if not out.is_dir():
+        raise ConfigError(f"{str(out)!r} is a file, not a run folder")
+    if not any(out.iterdir()):
+        return
+    is_run = (out / "manifest.json").is_file() or (out / "units").is_dir()
+    if overwrite:
+        if not is_run:
+            raise ConfigError(
+                f"{str(out)!r} is not a run folder (no manifest.json or units/); "
+                "refusing to clear it: choose another --out"
+            )
+        shutil.rmtree(out)
+        return
+    if not resume:
+        raise ConfigError(
+            f"{str(out)!r} already holds a run: add --resume to continue it with the same "
+            "configuration, --overwrite to clear it first, or give another --out"
+        )
+    if resume_key is not None and (out / "units" / resume_key).is_dir():
+        return
+    mpath = out / "manifest.json"
+    if mpath.is_file():
+        old = dict(json.loads(mpath.read_text(encoding="utf-8")).get("config") or {})
+        new = dict(config)
+        old.pop("name", None)
+        new.pop("name", None)
+        if old == new:
+            return
+        diff = sorted(k for k in {*old, *new} if old.get(k) != new.get(k))
+        raise ConfigError(
+            f"{str(out)!r} holds a run with another configuration ({', '.join(diff)} "
+            "differ): --resume continues only the same one; use --overwrite or another --out"
+        )
+    raise ConfigError(
+        f"{str(out)!r} holds an unfinished run of another configuration, dataset or code: "
+        "--resume continues only the same one; use --overwrite or another --out"
+    )

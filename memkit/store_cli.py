@@ -137,7 +137,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="memkit store",
         description="Inspect a memkit store file (read-only: the file is never written).",
     )
-    sub = ap.add_subparsers(dest="sub", metavar="{stats,recall,history}", required=True)
+    sub = ap.add_subparsers(
+        dest="sub", metavar="{stats,recall,history}", required=True, help="what to show"
+    )
 
     def command(name: str, help_: str, fn) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
