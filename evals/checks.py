@@ -16,8 +16,7 @@ import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memkit.cli import close_match
-from memkit.errors import ConfigError
+from memkit.errors import ConfigError, did_you_mean
 
 UNIT_INTERVAL: frozenset[str] = frozenset(
     {
@@ -42,7 +41,7 @@ def unknown(what: str, name: str, valid: Iterable[str]) -> ConfigError:
     """The error for a name that is not one of `valid`: lists them, suggests the closest."""
     valid = sorted(valid)
     return ConfigError(
-        f"unknown {what} {name!r}{close_match(name, valid)}; valid: {listing(valid)}"
+        f"unknown {what} {name!r}{did_you_mean(name, valid)}; valid: {listing(valid)}"
     )
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memkit.errors import ConfigError, MemkitError
+from memkit.errors import ConfigError, MemkitError, did_you_mean
 
 DEFAULT_RUNS = Path("reports") / "runs"
 DEFAULT_CACHE = Path("reports") / "cache"
@@ -494,8 +494,6 @@ def report_main(argv: list[str]) -> int:
 
 def _group(prog: str, doc: str, table: dict[str, Callable[[], Callable]], argv: list[str]) -> int:
     """`<prog> <sub> ...`: dispatch to one of `table`, or print the group's help."""
-    from memkit.cli import close_match
-
     subs = {name: load() for name, load in table.items()}
     usage = [f"usage: {prog} {{{','.join(subs)}}} [options]", "", doc, "", "commands:"]
     usage += [f"  {n:<9} {_first_line(f)}" for n, f in subs.items()]
@@ -504,7 +502,7 @@ def _group(prog: str, doc: str, table: dict[str, Callable[[], Callable]], argv: 
         print("\n".join(usage))
         return 0
     if not argv or argv[0] not in subs:
-        what = f"unknown command {argv[0]!r}{close_match(argv[0], subs)}" if argv else "no command"
+        what = f"unknown command {argv[0]!r}{did_you_mean(argv[0], subs)}" if argv else "no command"
         print(f"{prog}: {what}\n\n" + "\n".join(usage), file=sys.stderr)
         return 2
     return subs[argv[0]](argv[1:])

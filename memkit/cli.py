@@ -13,10 +13,11 @@ Exit status everywhere: 0 ok, 1 a failed run or threshold, 2 a usage error,
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Callable
 from importlib import metadata
+
+from memkit.errors import did_you_mean
 
 GROUP = "memkit.commands"
 """Entry-point group through which packages add `memkit <command>`."""
@@ -69,12 +70,6 @@ def _usage(plugins: dict[str, metadata.EntryPoint]) -> str:
     return "\n".join(lines)
 
 
-def close_match(word: str, choices) -> str:
-    """' (did you mean X?)' for the closest of `choices`, or ''."""
-    best = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {best[0]}?)" if best else ""
-
-
 def _call(fn: Command, argv: list[str]) -> int:
     """Run one command: argparse's exits become return codes, Ctrl-C one line."""
     try:
@@ -106,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return _call(plugins[cmd].load(), rest)
     known = sorted({*builtin, *plugins})
     print(
-        f"memkit: unknown command {cmd!r}{close_match(cmd, known)}; "
+        f"memkit: unknown command {cmd!r}{did_you_mean(cmd, known)}; "
         f"commands: {', '.join(known)}\n\n{_usage(plugins)}",
         file=sys.stderr,
     )

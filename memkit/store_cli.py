@@ -14,7 +14,7 @@ import json
 import sys
 from dataclasses import replace
 
-from memkit.errors import ConfigError, MemkitError
+from memkit.errors import ConfigError, MemkitError, did_you_mean
 from memkit.params import RecallParams
 from memkit.store import SQLiteStore
 from memkit.types import KINDS, Memory
@@ -34,11 +34,10 @@ def _check_scope(store: SQLiteStore, scope: str | None) -> None:
         return
     known = store.scopes()
     if scope not in known:
-        from memkit.cli import close_match
-
         listed = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "") or "(none)"
         raise ConfigError(
-            f"scope {scope!r} is not in {store.path!r}{close_match(scope, known)}; scopes: {listed}"
+            f"scope {scope!r} is not in {store.path!r}{did_you_mean(scope, known)}; "
+            f"scopes: {listed}"
         )
 
 

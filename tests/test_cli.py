@@ -284,3 +284,32 @@ def test_failing_embedder_is_loud(tiny, tmp_path, monkeypatch, capsys):
     assert {p["fallback"] for p in probes} == {"embed_error"}
     html = (out / "report.html").read_text()
     assert html.index("embedder failed") < html.index("<table")  # the banner opens it
+
+
+def test_memkit_never_names_evals():
+    """The library does not depend on the suite, not even by an import string: `eval`,
+    `bench` and `report` reach `memkit` through the suite's entry points."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "memkit"
+    offenders = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value] if node.value.startswith("evals") else []
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "evals"]
+    assert offenders == []
+    from importlib import metadata
+
+    eps = {ep.name: ep.value for ep in metadata.entry_points(group="memkit.commands")}
+    assert eps == {
+        "eval": "evals.commands:eval_main",
+        "bench": "evals.commands:bench_main",
+        "report": "evals.commands:report_main",
+    }
