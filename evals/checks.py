@@ -125,17 +125,10 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
 
 
 def known_metrics() -> list[str]:
-    """Every metric name the suite can score (templated definitions expanded)."""
-    from evals.scorers import DEFINITIONS, K_VALUES
-    from memkit.errors import PROPOSAL_CODES
+    """Every metric name the suite can score (the registry's names)."""
+    from evals import registry
 
-    fill = {"{k}": [str(k) for k in K_VALUES], "{code}": list(PROPOSAL_CODES)}
-    fill["{op}"] = ["add", "merge", "retract"]
-    out = []
-    for key in DEFINITIONS:
-        slot = next((s for s in fill if s in key), None)
-        out += [key] if slot is None else [key.replace(slot, v) for v in fill[slot]]
-    return sorted(set(out))
+    return list(registry.all_metrics())
 
 
 def check_metric(name: str, valid: Iterable[str] | None = None) -> str:

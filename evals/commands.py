@@ -315,10 +315,8 @@ def sweep_main(argv: list[str]) -> int:
     Scored in store mode (pipeline mode for consolidation tunables)."""
     a = _sweep_parser().parse_args(argv)
     from evals.checks import check_metric, parse_grid
-    from evals.report import build_report
-    from evals.runner import RUN_VERSION, _git_revision, _now, _versions, write_json
+    from evals.runfolder import now
     from evals.runs import prepare_run_dir
-    from evals.scorers import definition
     from evals.sweep import sweep
 
     grid = parse_grid(a.grid)
@@ -327,7 +325,7 @@ def sweep_main(argv: list[str]) -> int:
     ds = _load_checked(cfg)
     if a.out:
         prepare_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite)
-    started = _now()
+    started = now()
     res = sweep(
         ds,
         grid,
@@ -350,54 +348,11 @@ def sweep_main(argv: list[str]) -> int:
     print(frame[frame["metric"] == a.objective].to_string(index=False))
     print("recommended:", json.dumps(res.recommended, sort_keys=True))
     if a.out:
+        from evals.report import build_report
+        from evals.sweep import write_sweep
+
         out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        f = frame.copy()
-        f["param"] = ",".join(res.params)
-        f["point"] = f[res.params[0]] if len(res.params) == 1 else f["point_index"]
-        f.to_csv(out / "sweep.csv", index=False, float_format="%.6f")
-        write_json(out / "recommended.json", {"version": RUN_VERSION, **res.recommended})
-        rows = []
-        best = frame[
-            frame["point_index"]
-            == frame[
-                (frame["metric"] == a.objective) & (frame["value"] == res.recommended["value"])
-            ]["point_index"].min()
-        ]
-        for r in best.itertuples():
-            rows.append(
-                {
-                    "system": "store@recommended",
-                    "metric": r.metric,
-                    "value": None if r.value != r.value else round(r.value, 6),
-                    "lo": None if r.lo != r.lo else round(r.lo, 6),
-                    "hi": None if r.hi != r.hi else round(r.hi, 6),
-                    "n": int(r.n),
-                    "definition": definition(r.metric),
-                }
-            )
-        write_json(out / "metrics.json", {"version": RUN_VERSION, "metrics": rows})
-        write_json(
-            out / "manifest.json",
-            {
-                "version": RUN_VERSION,
-                "name": f"sweep {' x '.join(res.params)}",
-                "config": cfg.to_dict(),
-                "grid": grid,
-                "packages": _versions(),
-                "git_revision": _git_revision(),
-                "dataset": {
-                    "name": getattr(ds, "name", None),
-                    "version": getattr(ds, "version", None),
-                    "fingerprint": ds.fingerprint() if hasattr(ds, "fingerprint") else None,
-                },
-                "embedder": cfg.embedder,
-                "seed": cfg.seed,
-                "systems": ["store"],
-                "started_at": started,
-                "ended_at": _now(),
-            },
-        )
+        write_sweep(out, res, config=cfg, dataset=ds, grid=grid, started_at=started)
         build_report(out)
         print(f"sweep written to {out}")
     return 0
@@ -423,7 +378,8 @@ def compare_main(argv: list[str]) -> int:
     import pandas as pd
 
     from evals.checks import check_metric, check_names
-    from evals.runner import COMPARE_METRICS, compare_runs, read_jsonl
+    from evals.compare import compare_runs
+    from evals.runfolder import read_jsonl
 
     run = Path(a.run)
     if not (run / "manifest.json").is_file():
@@ -440,14 +396,15 @@ def compare_main(argv: list[str]) -> int:
         if len(systems) < 2:
             raise ConfigError(f"{str(run)!r} has fewer than two pipeline systems; use --a/--b")
         pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]
-    metrics = tuple(check_metric(m) for m in a.metric) if a.metric else COMPARE_METRICS
+    metrics = tuple(check_metric(m) for m in a.metric) if a.metric else None
     frame = pd.concat(
         [compare_runs(run, x, a.b_run, y, metrics=metrics, seed=a.seed) for x, y in pairs],
         ignore_index=True,
     )
     if frame.empty:
         raise RunFailed(
-            f"no metric of {', '.join(metrics)} is recorded for both systems of each pair "
+            f"no metric of {', '.join(metrics or ['the defaults'])} is recorded for both "
+            "systems of each pair "
             f"({', '.join(f'{x} vs {y}' for x, y in pairs)})"
         )
     cols = ["metric", "a", "b", "value", "lo", "hi", "n", "unit"]

@@ -21,29 +21,17 @@ from typing import Any
 
 import pandas as pd
 
+from evals import registry
 from memkit.errors import ConfigError
 
 RECALL_PLOT = ("p_at_1", "p_at_3", "recall_at_8", "mrr", "ndcg_at_8")
 WASTE_PARTS = ("waste_irrelevant", "waste_duplicate", "waste_superseded")
-HEADLINE = (
-    "p_at_1",
-    "recall_at_8",
-    "mrr",
-    "ndcg_at_8",
-    "budget_waste",
-    "supersede_leakage",
-    "relevant_shut_out",
-    "fold_recall",
-    "false_fold_rate",
-    "dedup_recall",
-    "strict_validity",
-    "valid_after_repair",
-    "hallucinated_ids",
-    "extraction_recall",
-    "extraction_precision",
-    "cost_usd",
-)
 VALIDITY_PLOT = ("strict_validity", "valid_after_repair", "extraction_recall")
+
+
+def _named(metric: str) -> str:
+    """A metric name with its direction mark; an unregistered name is an error."""
+    return f"{metric} {registry.get(metric).mark}"
 
 
 def _load(run_dir: Path, name: str) -> Any:
@@ -149,7 +137,7 @@ def _compare_plot(compare: pd.DataFrame) -> bytes | None:
     c = compare.dropna(subset=["value"])
     if c.empty:
         return None
-    labels = [f"{r.metric}\n{r.a} − {r.b}" for r in c.itertuples()]
+    labels = [f"{_named(r.metric)}\n{r.a} − {r.b}" for r in c.itertuples()]
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(c) + 1.2))
     y = list(range(len(c)))
     lo = (c["value"] - c["lo"].fillna(c["value"])).clip(lower=0)
@@ -184,31 +172,14 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
 
 
-LOWER_IS_BETTER = frozenset(
-    {
-        "budget_waste",
-        "supersede_leakage",
-        "relevant_shut_out",
-        "false_fold_rate",
-        "hallucinated_ids",
-        "cost_usd",
-        *WASTE_PARTS,
-    }
-)
-"""Direction of headline metrics for runs whose metrics.json rows carry none."""
-
-
-def _direction(table: pd.DataFrame, metric: str) -> str:
-    rows = table[table["metric"] == metric]
-    if "direction" in rows and rows["direction"].notna().any():
-        return str(rows["direction"].dropna().iloc[0])
-    return "lower" if metric in LOWER_IS_BETTER else "higher"
+def _direction(metric: str) -> str:
+    return registry.get(metric).direction
 
 
 def _best(values: dict[str, float], direction: str) -> set[str]:
     """Systems holding the best value (ties all marked); none when fewer than two compete."""
     vals = {k: v for k, v in values.items() if v is not None and not math.isnan(v)}
-    if len(vals) < 2:
+    if len(vals) < 2 or direction not in ("higher", "lower"):
         return set()
     best = min(vals.values()) if direction == "lower" else max(vals.values())
     return {k for k, v in vals.items() if v == best}
@@ -269,6 +240,9 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     matcher = _load(d, "matcher.json")
     sweep = pd.read_csv(d / "sweep.csv") if (d / "sweep.csv").is_file() else None
     compare = pd.read_csv(d / "compare.csv") if (d / "compare.csv").is_file() else None
+    if compare is not None:  # only pairs of this run's systems (never a stale file's)
+        ran = set(manifest.get("systems") or [])
+        compare = compare[compare["a"].isin(ran) & compare["b"].isin(ran)]
 
     plots: list[tuple[str, str, bytes]] = []
     for name, caption, png in (
@@ -317,8 +291,10 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     ]
     sections: list[tuple[str, list[str], list[list[str]]]] = []
     systems = [x for x in sorted(table["system"].unique()) if x != "matcher"]
+    for m in [*table["metric"], *RECALL_PLOT, *WASTE_PARTS, *VALIDITY_PLOT]:
+        registry.get(m)  # a report names registered metrics only
     headline = []
-    for m in HEADLINE:
+    for m in registry.names(listed="headline"):
         cells, values = [], {}
         for sys_ in systems:
             r = table[(table["system"] == sys_) & (table["metric"] == m)]
@@ -327,22 +303,29 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 continue
             values[sys_] = float(r.iloc[0]["value"]) if r.iloc[0]["value"] is not None else None
             cells.append(_fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"]))
-        direction = _direction(table, m)
+        direction = _direction(m)
         best = _best(values, direction)
         cells = [f"**{c}**" if s_ in best else c for s_, c in zip(systems, cells, strict=True)]
         if any(c != "—" for c in cells):
-            headline.append([f"{m} {'↓' if direction == 'lower' else '↑'}", *cells])
+            headline.append([_named(m), *cells])
     headline_section = (
         "Headline (value [95% CI]; ↑ higher is better, ↓ lower is better; best in bold; "
         "definitions in the per-system tables)",
         ["metric", *systems],
         headline,
     )
-    head = ["metric", "value [95% CI]", "n", "definition"]
+    head = ["metric", "value [95% CI]", "n", "unit", "definition"]
     for sys_ in sorted(table["system"].unique()):
         sub = table[table["system"] == sys_]
         rows = [
-            [r.metric, _fmt(r.value, r.lo, r.hi), str(r.n), r.definition] for r in sub.itertuples()
+            [
+                _named(r.metric),
+                _fmt(r.value, r.lo, r.hi),
+                str(r.n),
+                registry.get(r.metric).unit,
+                registry.get(r.metric).definition,
+            ]
+            for r in sub.itertuples()
         ]
         sections.append((f"System `{sys_}`", head, rows))
     breakdown = (_load(d, "breakdown.json") or {}).get("rows", [])
@@ -362,7 +345,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                         else _fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"], 2)
                     )
                 rows.append([scope, *cells])
-            sections.append((f"Per scope: `{sys_}`", ["scope", *metrics_here], rows))
+            sections.append((f"Per scope: `{sys_}`", ["scope", *map(_named, metrics_here)], rows))
     if latency:
         rows = [
             [s, _fmt(v[m]["value"], v[m]["lo"], v[m]["hi"], 4), m, str(v[m]["n"])]
@@ -395,7 +378,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         )
     if compare is not None and not compare.empty:
         rows = [
-            [r.metric, f"{r.a} − {r.b}", _fmt(r.value, r.lo, r.hi), str(r.n), r.unit]
+            [_named(r.metric), f"{r.a} − {r.b}", _fmt(r.value, r.lo, r.hi), str(r.n), r.unit]
             for r in compare.itertuples()
         ]
         sections.append(
@@ -407,7 +390,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         )
     if sweep is not None and not sweep.empty:
         rows = [
-            [str(r.param), f"{r.point:g}", r.metric, _fmt(r.value, r.lo, r.hi), str(r.n)]
+            [str(r.param), f"{r.point:g}", _named(r.metric), _fmt(r.value, r.lo, r.hi), str(r.n)]
             for r in sweep.itertuples()
         ]
         sections.append(("Sweep", ["param", "point", "metric", "value [95% CI]", "n"], rows))

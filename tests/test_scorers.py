@@ -231,22 +231,22 @@ def test_extraction_counts_fixtures():
 
 
 def test_pass_metrics_sum_retries_per_pass():
-    from evals.scorers import pass_metrics
+    from evals.aggregate import pass_metrics
 
-    assert pass_metrics([])["tokens_per_pass"] == ([], None)
+    assert pass_metrics([])["tokens_per_pass"].nums == []
     rows = [
         {"scope_id": "s", "pass": 0, "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.1},
         {"scope_id": "s", "pass": 0, "input_tokens": 10, "output_tokens": 0, "cost_usd": 0.1},
         {"scope_id": "s", "pass": 1, "input_tokens": 3, "output_tokens": 1, "cost_usd": 0.0},
     ]
     m = pass_metrics(rows)
-    assert m["tokens_per_pass"][0] == [25.0, 4.0]
-    assert m["cost_usd_per_pass"][0] == pytest.approx([0.2, 0.0])
-    assert m["attempts_per_pass"][0] == [2.0, 1.0]
+    assert m["tokens_per_pass"].nums == [25.0, 4.0]
+    assert m["cost_usd_per_pass"].nums == pytest.approx([0.2, 0.0])
+    assert m["attempts_per_pass"].nums == [2.0, 1.0]
 
 
 def test_aggregation_of_probe_rows_clamp_stopped_block():
-    from evals.scorers import estimate, probe_metrics
+    from evals.aggregate import estimate, probe_metrics
 
     row = {
         "relevant": ["f1", "f2"],
@@ -283,7 +283,7 @@ def test_rows_per_fact_fixtures():
 
 
 def test_pass_metrics_more_fixtures():
-    from evals.scorers import pass_metrics
+    from evals.aggregate import pass_metrics
 
     # passes are keyed by scope and replicate too: same pass index, different units
     rows = [
@@ -291,7 +291,7 @@ def test_pass_metrics_more_fixtures():
         {"scope_id": "t", "pass": 0, "input_tokens": 2, "output_tokens": 2},
         {"scope_id": "s", "pass": 0, "replicate": 1, "input_tokens": 4, "output_tokens": 0},
     ]
-    assert sorted(pass_metrics(rows)["tokens_per_pass"][0]) == [2.0, 4.0, 4.0]
+    assert sorted(pass_metrics(rows)["tokens_per_pass"].nums) == [2.0, 4.0, 4.0]
     # missing usage (a provider failure) counts as zero, the attempt still counts
     m = pass_metrics([{"scope_id": "s", "pass": 3}])
-    assert m["tokens_per_pass"][0] == [0.0] and m["attempts_per_pass"][0] == [1.0]
+    assert m["tokens_per_pass"].nums == [0.0] and m["attempts_per_pass"].nums == [1.0]
