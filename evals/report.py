@@ -187,7 +187,7 @@ def _best(values: dict[str, float], direction: str) -> set[str]:
 
 def _failures(d: Path, systems: list[str]) -> list[str]:
     """One line per system of what failed: the embedder on probes, the provider on attempts."""
-    from evals.runner import read_jsonl
+    from evals.runfolder import read_jsonl
 
     probes: dict[str, list[int]] = {}
     for r in read_jsonl(d / "probes.jsonl"):
