@@ -238,6 +238,52 @@ def probe_row(
     }
 
 
+# --- gold structure (both modes) ----------------------------------------------------------
+
+
+def predecessors_of(facts: Iterable[Any]) -> dict[str, list[str]]:
+    """successor fact id -> every fact it supersedes (many-to-one: MSC merges several)."""
+    out: dict[str, list[str]] = {}
+    for f in facts:
+        succ = field_of(f, "superseded_by")
+        if succ:
+            out.setdefault(succ, []).append(field_of(f, "fact_id"))
+    return out
+
+
+def writes_by_run(facts: Iterable[Any]) -> dict[str, list[str]]:
+    """run id -> the facts it establishes, in write order: by fact id, except that a
+    fact comes after every fact it supersedes (a merged line after its own sources)."""
+    facts = list(facts)
+    preds = predecessors_of(facts)
+    depth: dict[str, int] = {}
+
+    def depth_of(fid: str, seen: frozenset[str] = frozenset()) -> int:
+        if fid not in depth:
+            ps = [p for p in preds.get(fid, ()) if p not in seen]
+            depth[fid] = 1 + max((depth_of(p, seen | {fid}) for p in ps), default=-1)
+        return depth[fid]
+
+    out: dict[str, list[str]] = {}
+    for f in facts:
+        for rid in field_of(f, "established_in") or ():
+            out.setdefault(rid, []).append(field_of(f, "fact_id"))
+    for fids in out.values():
+        fids.sort(key=lambda x: (depth_of(x), x))
+    return out
+
+
+def fold_groups_of(facts: Iterable[Any]) -> dict[str, str]:
+    """fact id -> its labelled fold group (`meta["fold_group"]`, e.g. MSC merges); empty
+    when the source labels none."""
+    out = {}
+    for f in facts:
+        g = (field_of(f, "meta") or {}).get("fold_group")
+        if g:
+            out[field_of(f, "fact_id")] = g
+    return out
+
+
 # --- store mode ------------------------------------------------------------------------
 
 
@@ -289,18 +335,13 @@ def replay_store_scope(
     store = _open_store(embedder, clock, fold, scope.scope_id)
     sid = scope.scope_id
     facts = {field_of(f, "fact_id"): f for f in scope.facts}
-    predecessor = {
-        field_of(f, "superseded_by"): field_of(f, "fact_id")
-        for f in scope.facts
-        if field_of(f, "superseded_by")
-    }
-    by_run: dict[str, list[str]] = {}
-    for fid, f in sorted(facts.items()):
-        for rid in field_of(f, "established_in") or ():
-            by_run.setdefault(rid, []).append(fid)
+    predecessors = predecessors_of(scope.facts)
+    by_run = writes_by_run(scope.facts)
+    group = fold_groups_of(scope.facts)
     row_fact: dict[str, str] = {}
     fact_rows: dict[str, list[str]] = {}  # live rows per fact, latest last
     times_written: dict[str, int] = {}
+    write_seq: dict[str, int] = {}  # row -> position of its latest write
     done: set[str] = set()
     writes: list[dict[str, Any]] = []
     probes: list[dict[str, Any]] = []
@@ -328,14 +369,19 @@ def replay_store_scope(
                 text = field_of(f, "content")
                 if n > 0 and paras:
                     text = paras[(n - 1) % len(paras)]
-                old = predecessor.get(fid)
-                row, folded, before = None, False, None
-                if n == 0 and old is not None and fact_rows.get(old):
-                    olds = targets(old)
+                olds = [(r, o) for o in predecessors.get(fid, ()) for r in targets(o)]
+                row, folded, before, updated = None, False, None, False
+                if n == 0 and olds:
+                    # many-to-one: the latest predecessor row becomes the successor,
+                    # every other predecessor row is retired
+                    last = max(olds, key=lambda ro: write_seq.get(ro[0], -1))
                     try:
-                        row = store.update(sid, olds[-1], text)
-                        fact_rows[old].remove(olds[-1])
-                        retire(old, olds[:-1])
+                        row = store.update(sid, last[0], text)
+                        updated = True
+                        fact_rows[last[1]].remove(last[0])
+                        for r, o in olds:
+                            if r != last[0]:
+                                retire(o, [r])
                     except NotFound:  # the old row is gone: write the new fact plainly
                         row = None
                 if row is None:
@@ -359,9 +405,16 @@ def replay_store_scope(
                         "row": row,
                         "folded": bool(folded),
                         "row_fact": before,
+                        "update": updated,
                         "time": clock.now,
+                        **(
+                            {"group": group.get(fid, fid), "row_group": group.get(before, before)}
+                            if group
+                            else {}
+                        ),
                     }
                 )
+                write_seq[row] = len(writes)
                 row_fact[row] = fid
                 rows = fact_rows.setdefault(fid, [])
                 if row in rows:
@@ -576,17 +629,13 @@ def oracle_gold(dataset: Any, matcher: Matcher, *, max_changes: int = 16) -> Cal
     named at most once, and at most `max_changes` changes are returned.
     """
     facts = {field_of(f, "fact_id"): f for f in field_of(dataset, "facts")}
-    established: dict[str, list[str]] = {}
+    established = writes_by_run(facts.values())
+    predecessors = predecessors_of(facts.values())
     retracted: dict[str, list[str]] = {}
-    predecessor: dict[str, str] = {}
     for fid in sorted(facts):
         f = facts[fid]
-        for rid in field_of(f, "established_in") or ():
-            established.setdefault(rid, []).append(fid)
         if field_of(f, "retracted_in"):
             retracted.setdefault(field_of(f, "retracted_in"), []).append(fid)
-        if field_of(f, "superseded_by"):
-            predecessor[field_of(f, "superseded_by")] = fid
 
     def entry(fid: str) -> dict[str, Any]:
         f = facts[fid]
@@ -602,18 +651,24 @@ def oracle_gold(dataset: Any, matcher: Matcher, *, max_changes: int = 16) -> Cal
         used: set[str] = set()
         seen: set[str] = set()
         changes: list[dict[str, Any]] = []
+        batch = {
+            fid for r in request.rollouts for fid in established.get(getattr(r, "run_id", None), ())
+        }
         for r in request.rollouts:
             run = getattr(r, "run_id", None)
             for fid in established.get(run, ()):
                 if fid in row_of or fid in seen or field_of(facts[fid], "scope_id") != scope:
                     continue
                 seen.add(fid)
-                old = predecessor.get(fid)
-                if old in row_of and row_of[old] not in used:
-                    used.add(row_of[old])
-                    changes.append({"ids": [row_of[old]], "entry": entry(fid)})
-                else:
-                    changes.append({"ids": [], "entry": entry(fid)})
+                if field_of(facts[fid], "superseded_by") in batch:
+                    continue  # superseded within this batch: write only its successor
+                ids = [
+                    row_of[o]
+                    for o in predecessors.get(fid, ())
+                    if o in row_of and row_of[o] not in used
+                ]
+                used.update(ids)
+                changes.append({"ids": ids, "entry": entry(fid)})
             for fid in retracted.get(run, ()):
                 if fid in row_of and row_of[fid] not in used:
                     used.add(row_of[fid])

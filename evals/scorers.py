@@ -432,6 +432,13 @@ DEFINITIONS: dict[str, str] = {
     "fold_recall": "restatements folded into their own fact's row / restatements, pooled by fact",
     "false_fold_rate": "writes folded into another fact's row / writes, pooled by fact",
     "rows_per_fact": "mean over facts of distinct rows the fact's writes landed in (1 is ideal)",
+    "group_fold_recall": (
+        "writes of a labelled fold group (MSC merge) after its first, folded into a row of "
+        "the same group / such writes, pooled by group"
+    ),
+    "group_false_fold_rate": (
+        "writes of a labelled fold group folded into another group's row / writes, pooled by group"
+    ),
     "strict_validity": "share of answered attempts parsed strictly and valid",
     "valid_after_repair": "share of answered attempts valid after the lenient repair",
     "error_{code}": "share of answered attempts rejected with code {code}",
@@ -539,10 +546,46 @@ def write_metrics(writes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, 
         ff_n.append(c.false_folds)
         ff_d.append(c.writes)
         rows.append(next(iter(rows_per_fact(ws).values())))
-    return {
+    out = {
         "fold_recall": (rec_n, rec_d),
         "false_fold_rate": (ff_n, ff_d),
         "rows_per_fact": (rows, None),
+    }
+    out.update(group_fold_metrics(writes))
+    return out
+
+
+def group_fold_metrics(writes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list]]:
+    """Fold-in scored against a source's labelled fold groups (MSC merges), pooled by group.
+
+    Only writes carrying `group` (the fact's labelled group) and `row_group` (the
+    group of the fact the row held before the write) count, and not a successor
+    written as the `update` of its predecessor's row; none -> no metrics.
+    A write whose group already holds a written row should fold into a row of
+    its group (`group_fold_recall`); a fold into another group's row is a false
+    fold (`group_false_fold_rate`).
+    """
+    by: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for w in writes:
+        if w.get("group") is not None and not w.get("update"):
+            by.setdefault((w["scope_id"], w["group"]), []).append(w)
+    if not by:
+        return {}
+    rec_n, rec_d, ff_n, ff_d = [], [], [], []
+    for key in sorted(by):
+        seen = ok = wrong = 0
+        for i, w in enumerate(by[key]):
+            if i > 0:  # the group already has a row
+                seen += 1
+                ok += bool(w["folded"]) and w.get("row_group") == w["group"]
+            wrong += bool(w["folded"]) and w.get("row_group") != w["group"]
+        rec_n.append(ok)
+        rec_d.append(seen)
+        ff_n.append(wrong)
+        ff_d.append(len(by[key]))
+    return {
+        "group_fold_recall": (rec_n, rec_d),
+        "group_false_fold_rate": (ff_n, ff_d),
     }
 
 

@@ -294,15 +294,28 @@ def test_msc_sessions_personas_and_fold_in_gold(tmp_path):
     groups = ds.fold_groups()
     sid = "msc:test_0:s"
     assert groups["msc:test_0:merged:p2:0"] == [f"{sid}2:p2:0", f"{sid}2:p2:1"]
-    assert groups["msc:test_0:merged:p1:1"] == [f"{sid}1:p1:1", f"{sid}2:p1:0"]  # gym folds
-    assert groups["msc:test_0:merged:p2:1"] == [f"{sid}1:p2:0"]  # unchanged line
+    # the s1 gym line *is* merged line p1:1 (same text): normalised into it, established
+    # in s1; the s2 line "I like to go to the gym." restates a live fact: a paraphrase
+    gym = ds.facts_by_id["msc:test_0:merged:p1:1"]
+    assert "msc:test_0:merged:p1:1" not in groups
+    assert gym.established_in == ("msc:test_0:s1", "msc:test_0:s2")
+    assert gym.paraphrases == ("I like to go to the gym.",)
+    assert gym.meta["normalised"] == (f"{sid}1:p1:1", f"{sid}2:p1:0")
+    assert gym.meta["folded_from"] == (f"{sid}1:p1:1", f"{sid}2:p1:0")
+    assert f"{sid}1:p1:1" not in ds.facts_by_id and f"{sid}2:p1:0" not in ds.facts_by_id
+    alaska = ds.facts_by_id["msc:test_0:merged:p2:1"]  # unchanged line: one fact, from s1
+    assert "msc:test_0:merged:p2:1" not in groups and alaska.established_in[0].endswith("s1")
+    assert ds.info["normalised"] == 4  # Jeep, gym (said, then restated), Alaska
+    assert ds.facts_by_id[f"{sid}2:p2:1"].meta["fold_group"] == "msc:test_0:merged:p2:0"
+    labels = {(p.a, p.b): p.label for p in ds.pairs}
+    assert labels[("I like to go to the gym.", "I enjoy exercising at the gym.")] == "paraphrase"
+    assert [lab for (a, _), lab in labels.items() if a == "My sister is a nurse."] == ["distinct"]
     sister = ds.facts_by_id[f"{sid}2:p2:2"]
     assert sister.superseded_by is None  # the merged list dropped it: it folds nowhere
     merged = ds.facts_by_id["msc:test_0:merged:p2:0"]
     assert merged.established_in == ("msc:test_0:s2",) and merged.meta["merged"]
     assert merged.meta["folded_from"] == (f"{sid}2:p2:0", f"{sid}2:p2:1")
-    assert ds.facts_by_id[f"{sid}2:p1:0"].kind == "preference"  # "I like to go to the gym."
-    assert ds.facts_by_id[f"{sid}1:p1:0"].kind == "fact"
+    assert ds.facts_by_id["msc:test_0:merged:p1:0"].kind == "fact"  # "I own a Jeep."
     assert ds.probes == () and check_dataset(ds) == []
 
 
