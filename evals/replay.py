@@ -483,7 +483,7 @@ def _jsonable(v: Any) -> Any:
 
 def attempt_row(attempt: Any, pass_: Any, scope_id: str, snapshot_ids: Sequence[str]) -> dict:
     """One consolidation attempt as a run-file row (DESIGN "Run outputs")."""
-    from memkit.consolidate.parse import parse_response
+    from memkit.proposal import parse_response
 
     raw = field_of(attempt, "raw_response")
     try:

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memkit.errors import ConfigError
+from memkit.proposal import raw_op, unknown_ids, widening_entries
 
 NAN = math.nan
 Label = str | None
@@ -314,24 +315,6 @@ class AttemptScore:
     changes: int
 
 
-def _ops(changes: Sequence[Any]) -> Counter[str]:
-    c: Counter[str] = Counter()
-    for ch in changes:
-        if not isinstance(ch, Mapping):
-            c["invalid"] += 1
-            continue
-        ids, entry = ch.get("ids") or [], ch.get("entry")
-        if ids and entry is not None:
-            c["merge"] += 1
-        elif ids:
-            c["retract"] += 1
-        elif entry is not None:
-            c["add"] += 1
-        else:
-            c["invalid"] += 1
-    return c
-
-
 def attempt_validity(
     parse_mode: str,
     error_code: str | None,
@@ -349,24 +332,13 @@ def attempt_validity(
         raise ConfigError(f"unknown parse mode {parse_mode!r}")
     ok = error_code is None and parse_mode != "failed"
     raw = list(changes or [])
-    halluc = widen = 0
-    for ch in raw:
-        if not isinstance(ch, Mapping):
-            continue
-        ids = ch.get("ids") or []
-        if isinstance(ids, list):
-            halluc += sum(1 for i in ids if isinstance(i, str) and i not in snapshot_ids)
-        entry = ch.get("entry")
-        if isinstance(entry, Mapping):
-            s = entry.get("scope_id", entry.get("scope"))
-            widen += s not in (None, "", scope_id)
     return AttemptScore(
         strict_valid=ok and parse_mode == "strict",
         valid_after_repair=ok,
         error_code=error_code,
-        hallucinated_ids=halluc,
-        widening=widen,
-        ops=dict(_ops(raw)),
+        hallucinated_ids=unknown_ids(raw, snapshot_ids),
+        widening=widening_entries(raw, scope_id),
+        ops=dict(Counter(raw_op(ch) for ch in raw)),
         changes=len(raw),
     )
 

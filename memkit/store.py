@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 
 from memkit import rank
-from memkit.consolidate.validate import validate_changes
 from memkit.embed import Embedder, get_embedder, normalize_rows
 from memkit.errors import (
     AlreadyConsumed,
     ConfigError,
     EmbedderMismatch,
     NotFound,
+    ProposalError,
     StaleSnapshot,
 )
 from memkit.gram_index import GramIndex
@@ -49,6 +49,7 @@ from memkit.params import (
     RecallParams,
     RedactionParams,
 )
+from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
 from memkit.schema import migrate
 from memkit.text import jaccard, keywords, trigrams
@@ -933,19 +934,35 @@ class SQLiteStore:
     ) -> CommitResult:
         """Apply one validated consolidation pass atomically (SPEC §7.7).
 
-        In one BEGIN IMMEDIATE transaction: every rollout must exist in this
-        scope unconsumed (else AlreadyConsumed), every snapshot row must still
-        be live and unchanged (else StaleSnapshot), `changes` is re-validated,
-        then adds insert (they do not fold, as in the reference), merges insert
-        and retire the named rows to the new id, retracts point rows at
-        themselves, and exactly these rollouts are marked consumed. Any failure
-        mutates nothing.
+        `changes` is a `memkit.proposal.Proposal` validated for exactly this
+        pass, or the raw parsed changes list (validated here, once, before the
+        lock). In one BEGIN IMMEDIATE transaction: every rollout must exist in
+        this scope unconsumed (else AlreadyConsumed), every snapshot row must
+        still be live and unchanged (else StaleSnapshot), then a validation
+        failure is raised (so its code ranks after these two, as before);
+        adds insert (they do not fold, as in the reference), merges insert and
+        retire the named rows to the new id, retracts point rows at
+        themselves, and exactly these rollouts are marked consumed. Any
+        failure mutates nothing. Returns what was applied, typed changes
+        included.
         """
         rollout_ids = list(rollout_ids)
         snapshot = list(snapshot)
-        # Validate once outside the lock to embed entries before taking the write lock.
-        pre = _safe_validate(scope_id, rollout_ids, snapshot, changes, params)
-        vecs = self._embed_entries(pre) if pre is not None else {}
+        invalid: ProposalError | None = None
+        typed: tuple[Change, ...] = ()
+        if isinstance(changes, Proposal):
+            if not changes.is_for(scope_id, rollout_ids, snapshot, params):
+                raise ConfigError(
+                    "commit_pass: the proposal was validated for another pass "
+                    "(scope, rollouts, snapshot or params differ)"
+                )
+            typed = changes.changes
+        else:
+            try:
+                typed = validate_proposal(scope_id, rollout_ids, snapshot, changes, params).changes
+            except ProposalError as e:
+                invalid = e
+        vecs = self._embed_entries(typed)
         with self._lock:
             with self._tx():
                 c = self._conn
@@ -976,7 +993,8 @@ class SQLiteStore:
                     ):
                         raise StaleSnapshot(f"snapshot memory {m.id!r} changed since the snapshot")
                     live_rows[m.id] = r
-                typed = validate_changes(scope_id, rollout_ids, snapshot, changes, params)
+                if invalid is not None:
+                    raise invalid
                 now = float(self.clock())
                 seq = self._catch_up() + 1
                 added: list[str] = []
@@ -988,7 +1006,7 @@ class SQLiteStore:
                     if ch.entry is not None:
                         e = ch.entry
                         content, tag_list = self._redact(e.content, e.tags)
-                        vec = vecs.get(e.content) if e.content in vecs else self._embed_one(content)
+                        vec = vecs[e.content]
                         new_id, rowid = self._insert(
                             scope_id, e.kind, content, tag_list, e.confidence, None, now, vec, seq
                         )
@@ -1011,7 +1029,9 @@ class SQLiteStore:
             for rowid, vec, conf, kind, content in patches:
                 self._patch(scope_id, rowid, vec, conf, now, now)
                 self._index(scope_id, kind, rowid, content)
-        return CommitResult(added=tuple(added), retired=tuple(retired), consumed=tuple(rollout_ids))
+        return CommitResult(
+            added=tuple(added), retired=tuple(retired), consumed=tuple(rollout_ids), changes=typed
+        )
 
     def _embed_entries(self, changes: Sequence[Change]) -> dict[str, np.ndarray | None]:
         texts = [ch.entry.content for ch in changes if ch.entry is not None]
@@ -1064,13 +1084,6 @@ class SQLiteStore:
                 )
             self._seen_seq = seq
             self._forget(scope_id)
-
-
-def _safe_validate(scope_id, rollout_ids, snapshot, changes, params) -> tuple[Change, ...] | None:
-    try:
-        return validate_changes(scope_id, rollout_ids, snapshot, changes, params)
-    except Exception:
-        return None  # the authoritative validation runs inside the transaction
 
 
 class _Transaction:

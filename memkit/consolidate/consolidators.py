@@ -10,59 +10,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from memkit import llm
 from memkit.consolidate.cache import ResponseCache, cache_key
+from memkit.consolidate.heuristic import HeuristicConsolidator
+from memkit.consolidate.reply import Consolidator, Reply, local_reply
 from memkit.consolidate.request import ConsolidationRequest
 from memkit.errors import ConfigError, ProviderError
 from memkit.llm import CallAttempt, RetryPolicy
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A consolidator's raw answer with the attempts that produced it."""
-
-    text: str
-    model: str
-    attempts: tuple[CallAttempt, ...] = field(default_factory=tuple)
-    cached: bool = False
-
-    @property
-    def input_tokens(self) -> int:
-        return sum(a.input_tokens for a in self.attempts)
-
-    @property
-    def output_tokens(self) -> int:
-        return sum(a.output_tokens for a in self.attempts)
-
-    @property
-    def cost_usd(self) -> float:
-        return sum(a.cost_usd for a in self.attempts)
-
-    @property
-    def latency_s(self) -> float:
-        return sum(a.latency_s for a in self.attempts)
-
-
-@runtime_checkable
-class Consolidator(Protocol):
-    """Proposes changes for one pass. Raise ProviderError when no answer came."""
-
-    name: str
-
-    async def propose(self, request: ConsolidationRequest) -> Reply: ...
-
-
-def local_reply(name: str, text: str, t0: float) -> Reply:
-    """A reply produced in-process (no provider): one "ok" attempt with its latency."""
-    return Reply(
-        text=text,
-        model=name,
-        attempts=(CallAttempt(model=name, outcome="ok", latency_s=time.perf_counter() - t0),),
-    )
 
 
 class LiteLLMConsolidator:
@@ -241,8 +198,6 @@ def get_consolidator(spec: str, **options: Any) -> Consolidator:
     if kind == "litellm":
         return LiteLLMConsolidator(arg, **options)
     if kind == "heuristic" and not arg:
-        from memkit.consolidate.heuristic import HeuristicConsolidator
-
         return HeuristicConsolidator(**options)
     if kind == "oracle" and not arg:
         if "gold" not in options:

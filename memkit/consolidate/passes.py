@@ -14,14 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from memkit.consolidate.consolidators import Consolidator, Reply
-from memkit.consolidate.parse import parse_response
+from memkit.consolidate.reply import Consolidator, Reply
 from memkit.consolidate.request import ConsolidationRequest, evidence_text, prepare_request
 from memkit.consolidate.result import Attempt, PassResult
-from memkit.consolidate.validate import validate_changes
 from memkit.errors import ProposalError, ProviderError, RequestTooLarge
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
+from memkit.proposal import parse_response, validate_proposal
 from memkit.text import byte_len
 from memkit.types import CommitResult, Memory, Rollout
 
@@ -158,12 +157,9 @@ async def run_pass(
             raise
         parse_mode = parsed.mode
         try:
-            changes = validate_changes(
-                scope_id, [r.id for r in rollouts], snapshot, parsed.changes, params
-            )
-            commit = store.commit_pass(
-                scope_id, [r.id for r in rollouts], snapshot, parsed.changes, params
-            )
+            rollout_ids = [r.id for r in rollouts]
+            proposal = validate_proposal(scope_id, rollout_ids, snapshot, parsed.changes, params)
+            commit = store.commit_pass(scope_id, rollout_ids, snapshot, proposal, params)
         except ProposalError as e:
             if last is not None:
                 attempts[-1] = _with(
@@ -184,7 +180,7 @@ async def run_pass(
             outcome="committed",
             rollout_ids=tuple(r.id for r in rollouts),
             snapshot_ids=tuple(m.id for m in snapshot),
-            changes=changes,
+            changes=commit.changes,
             commit=commit,
             attempts=tuple(attempts),
             request_hash=request.request_hash,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from memkit.consolidate.validate import change_to_json
+from memkit.proposal import change_to_json
 from memkit.types import Change, CommitResult
 
 ATTEMPT_VERSION = 1
