@@ -190,8 +190,16 @@ def probe_row(
     variant: Variant,
     label: Callable[[Any], str | None],
     stale: set[str],
+    sessions: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Recall + assemble for one probe and record everything scoring needs."""
+    """Recall + assemble for one probe and record everything scoring needs.
+
+    From the probe's `meta`: `group` (per-group tables), `undefined` (a reason
+    the probe's relevance metrics are undefined, e.g. LoCoMo `unmapped`),
+    `apart` (kept out of the overall pool, reported in its group), and
+    `rank_all` (also record the store's full ranking as `[fact, session]`,
+    `sessions` mapping fact -> session, for LongMemEval's retrieval metrics).
+    """
     from memkit.assemble import assemble_block
 
     scope = field_of(probe, "scope_id")
@@ -235,7 +243,32 @@ def probe_row(
         "stopped": list(acc.stopped_by_budget),
         "account": acc.to_dict(),
         "error": error,
+        **_probe_extras(store, probe, variant, label, sessions or {}),
     }
+
+
+def _probe_extras(
+    store: Any, probe: Any, variant: Variant, label: Callable[[Any], str | None], sessions: Any
+) -> dict[str, Any]:
+    meta = field_of(probe, "meta") or {}
+    out: dict[str, Any] = {k: meta[k] for k in ("group", "undefined") if meta.get(k)}
+    if meta.get("apart"):
+        out["apart"] = True
+    if meta.get("rank_all"):
+        try:
+            hits = store.recall(
+                field_of(probe, "scope_id"),
+                field_of(probe, "query"),
+                limit=0,
+                params=variant.recall,
+            )
+        except Exception:  # already recorded as the probe's error
+            hits = []
+        ranked = [label(h.memory) for h in hits]
+        out["ranking"] = [[f, sessions.get(f)] for f in ranked]
+        rel = field_of(probe, "relevant") or ()
+        out["relevant_sessions"] = sorted({sessions[f] for f in rel if f in sessions})
+    return out
 
 
 # --- gold structure (both modes) ----------------------------------------------------------
@@ -273,6 +306,11 @@ def writes_by_run(facts: Iterable[Any]) -> dict[str, list[str]]:
     return out
 
 
+def sessions_of(facts: Iterable[Any]) -> dict[str, str]:
+    """fact id -> the run (session) that first established it."""
+    return {field_of(f, "fact_id"): (field_of(f, "established_in") or (None,))[0] for f in facts}
+
+
 def fold_groups_of(facts: Iterable[Any]) -> dict[str, str]:
     """fact id -> its labelled fold group (`meta["fold_group"]`, e.g. MSC merges); empty
     when the source labels none."""
@@ -285,6 +323,18 @@ def fold_groups_of(facts: Iterable[Any]) -> dict[str, str]:
 
 
 # --- store mode ------------------------------------------------------------------------
+
+
+def ingest(store: Any, scope_id: str, items: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Write items in order through fold-in: one `remember_many` transaction (one
+    embedding call) when the store has it, else `remember` item by item; the fold
+    decisions are the same either way."""
+    if not items:
+        return []
+    many = getattr(store, "remember_many", None)
+    if many is not None:
+        return list(many(scope_id, items))
+    return [store.remember(scope_id, **item) for item in items]
 
 
 @dataclass
@@ -338,6 +388,7 @@ def replay_store_scope(
     predecessors = predecessors_of(scope.facts)
     by_run = writes_by_run(scope.facts)
     group = fold_groups_of(scope.facts)
+    session_of = sessions_of(scope.facts)
     row_fact: dict[str, str] = {}
     fact_rows: dict[str, list[str]] = {}  # live rows per fact, latest last
     times_written: dict[str, int] = {}
@@ -358,6 +409,44 @@ def replay_store_scope(
             if r in fact_rows.get(fid, []):
                 fact_rows[fid].remove(r)
 
+    def record(fid: str, n: int, rid: str, row: str, folded: bool, updated: bool) -> None:
+        before = row_fact.get(row) if folded else None
+        if folded and before is not None and before != fid:
+            fact_rows[before].remove(row)
+        writes.append(
+            {
+                "scope_id": sid,
+                "run_id": rid,
+                "fact": fid,
+                "restatement": n > 0,
+                "row": row,
+                "folded": bool(folded),
+                "row_fact": before,
+                "update": updated,
+                "time": clock.now,
+                **(
+                    {"group": group.get(fid, fid), "row_group": group.get(before, before)}
+                    if group
+                    else {}
+                ),
+            }
+        )
+        write_seq[row] = len(writes)
+        row_fact[row] = fid
+        rows = fact_rows.setdefault(fid, [])
+        if row in rows:
+            rows.remove(row)
+        rows.append(row)
+        times_written[fid] = n + 1
+
+    batch: list[tuple[str, int, str, dict[str, Any]]] = []  # plain writes, in order
+
+    def flush() -> None:
+        results = ingest(store, sid, [item for *_, item in batch])
+        for (fid, n, rid, _), res in zip(batch, results, strict=True):
+            record(fid, n, rid, res.id, res.folded, False)
+        batch.clear()
+
     try:
         for run in scope.runs:
             rid = field_of(run, "run_id")
@@ -369,58 +458,28 @@ def replay_store_scope(
                 text = field_of(f, "content")
                 if n > 0 and paras:
                     text = paras[(n - 1) % len(paras)]
-                olds = [(r, o) for o in predecessors.get(fid, ()) for r in targets(o)]
-                row, folded, before, updated = None, False, None, False
-                if n == 0 and olds:
-                    # many-to-one: the latest predecessor row becomes the successor,
-                    # every other predecessor row is retired
-                    last = max(olds, key=lambda ro: write_seq.get(ro[0], -1))
-                    try:
-                        row = store.update(sid, last[0], text)
-                        updated = True
-                        fact_rows[last[1]].remove(last[0])
-                        for r, o in olds:
-                            if r != last[0]:
-                                retire(o, [r])
-                    except NotFound:  # the old row is gone: write the new fact plainly
-                        row = None
-                if row is None:
-                    res = store.remember(
-                        sid,
-                        text,
-                        kind=field_of(f, "kind") or "fact",
-                        confidence=0.7,
-                        source_run_id=rid,
-                    )
-                    row, folded = res.id, res.folded
-                    before = row_fact.get(row) if folded else None
-                    if folded and before is not None and before != fid:
-                        fact_rows[before].remove(row)
-                writes.append(
-                    {
-                        "scope_id": sid,
-                        "run_id": rid,
-                        "fact": fid,
-                        "restatement": n > 0,
-                        "row": row,
-                        "folded": bool(folded),
-                        "row_fact": before,
-                        "update": updated,
-                        "time": clock.now,
-                        **(
-                            {"group": group.get(fid, fid), "row_group": group.get(before, before)}
-                            if group
-                            else {}
-                        ),
-                    }
-                )
-                write_seq[row] = len(writes)
-                row_fact[row] = fid
-                rows = fact_rows.setdefault(fid, [])
-                if row in rows:
-                    rows.remove(row)
-                rows.append(row)
-                times_written[fid] = n + 1
+                if n == 0 and predecessors.get(fid):
+                    flush()  # the predecessors' rows must exist before the successor
+                    olds = [(r, o) for o in predecessors[fid] for r in targets(o)]
+                    if olds:
+                        # many-to-one: the latest predecessor row becomes the successor,
+                        # every other predecessor row is retired
+                        last = max(olds, key=lambda ro: write_seq.get(ro[0], -1))
+                        try:
+                            row = store.update(sid, last[0], text)
+                        except NotFound:  # the old row is gone: write the new fact plainly
+                            pass
+                        else:
+                            fact_rows[last[1]].remove(last[0])
+                            for r, o in olds:
+                                if r != last[0]:
+                                    retire(o, [r])
+                            record(fid, n, rid, row, False, True)
+                            continue
+                kind = field_of(f, "kind") or "fact"
+                item = {"content": text, "kind": kind, "confidence": 0.7, "source_run_id": rid}
+                batch.append((fid, n, rid, item))
+            flush()
             for fid, f in sorted(facts.items()):
                 if field_of(f, "retracted_in") == rid:
                     retire(fid, targets(fid))
@@ -429,7 +488,9 @@ def replay_store_scope(
                 p = pending.pop(0)
                 stale = stale_facts(scope, done, set(times_written))
                 for v in variants:
-                    probes.append(probe_row(store, p, v, lambda m: row_fact.get(m.id), stale))
+                    probes.append(
+                        probe_row(store, p, v, lambda m: row_fact.get(m.id), stale, session_of)
+                    )
     finally:
         store.close()
     return StoreModeResult(probes, writes)
@@ -581,6 +642,8 @@ async def replay_pipeline_scope(
     def label(m: Any) -> str | None:
         return matcher.match(m.content, scope.scope_id).fact_id
 
+    session_of = sessions_of(scope.facts)
+
     try:
         for run in scope.runs:
             rid = field_of(run, "run_id")
@@ -596,7 +659,7 @@ async def replay_pipeline_scope(
                 p = pending.pop(0)
                 _, stale = live_gold(scope, done, staged)
                 for v in variants:
-                    out.probes.append(probe_row(store, p, v, label, stale))
+                    out.probes.append(probe_row(store, p, v, label, stale, session_of))
         await drain()
         expected, stale = live_gold(scope, done, staged)
         rows = store.live(scope.scope_id)

@@ -50,6 +50,7 @@ from typing import Any
 import pandas as pd
 
 from evals import scorers
+from evals.groups import write_groups
 from evals.matcher import Matcher, pair_accuracy, pair_predictions
 from evals.replay import (
     CachingEmbedder,
@@ -439,6 +440,7 @@ def run_eval(
                 "version": getattr(ds, "version", None),
                 "fingerprint": fingerprint,
                 "path": config.dataset,
+                "info": json.loads(dumps(dict(getattr(ds, "info", None) or {}))),
             },
             "embedder": getattr(emb, "name", None),
             "llm": _llm_info(),
@@ -452,6 +454,7 @@ def run_eval(
     write_metrics(out, table)
     write_latency(out)
     write_breakdown(out)
+    write_groups(out)
     shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:
         from evals.report import build_report

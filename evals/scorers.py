@@ -433,20 +433,33 @@ DEFINITIONS: dict[str, str] = {
     "stale_rows": "share of live rows holding a retracted or superseded gold fact",
     "matcher_precision": "matcher rule as paraphrase classifier on labelled pairs: precision",
     "matcher_recall": "matcher rule as paraphrase classifier on labelled pairs: recall",
+    "undefined_{reason}": (
+        "share of probes whose relevance metrics are undefined ({reason}); they are left "
+        "out of every relevance metric, never scored 0"
+    ),
 }
 
 
 def definition(metric: str) -> str:
     """The printed definition of a metric name (templated names resolved)."""
+    from evals.retrieval import DEFINITIONS as RETRIEVAL
+
     if metric in DEFINITIONS:
         return DEFINITIONS[metric]
+    if metric in RETRIEVAL:
+        return RETRIEVAL[metric]
     for key, text in DEFINITIONS.items():
         if "{" not in key:
             continue
         prefix = key.split("{")[0]
         if metric.startswith(prefix):
             arg = metric[len(prefix) :]
-            return text.replace("{k}", arg).replace("{code}", arg).replace("{op}", arg)
+            return (
+                text.replace("{k}", arg)
+                .replace("{code}", arg)
+                .replace("{op}", arg)
+                .replace("{reason}", arg)
+            )
     return ""
 
 
@@ -454,12 +467,21 @@ def _labels(row: Mapping[str, Any]) -> list[Label]:
     return [r["fact"] for r in row["recalled"]]
 
 
-def probe_metrics(probes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
+def probe_metrics(
+    probes: Sequence[Mapping[str, Any]], *, include_apart: bool = False
+) -> dict[str, tuple[list, list | None]]:
     """Per-probe unit values for every probe metric.
 
     Returns metric -> (values, None) for means, or (numerators, denominators)
-    for pooled ratios; `evals.stats` turns each into an Estimate.
+    for pooled ratios; `evals.stats` turns each into an Estimate. A row marked
+    `undefined` (e.g. LoCoMo `unmapped`: evidence no gold fact cites) has no
+    relevance-based metric (never a 0, never off-topic) and counts in
+    `undefined_<reason>`; rows marked `apart` (LoCoMo adversarial) are left
+    out unless `include_apart` (their group's table). Rows with a `ranking`
+    also give LongMemEval's retrieval metrics (`evals.retrieval`).
     """
+    from evals.retrieval import retrieval_metrics
+
     out: dict[str, tuple[list, list | None]] = {}
 
     def add(name: str, v: float, den: float | None = None) -> None:
@@ -468,28 +490,18 @@ def probe_metrics(probes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, 
         if dens is not None:
             dens.append(den)
 
+    probes = [r for r in probes if include_apart or not r.get("apart")]
+    reasons = sorted({str(r["undefined"]) for r in probes if r.get("undefined")})
     for row in probes:
         labels = _labels(row)
         rel = set(row["relevant"])
         stale = set(row.get("stale") or ())
         scores = [r["score"] for r in row["recalled"]]
         admitted = [a["fact"] for a in row["admitted"]]
-        add("precision_returned", precision_of_returned(labels, rel))
-        for k in K_VALUES:
-            add(f"p_at_{k}", precision_at_k(labels, rel, k))
-        for k in K_VALUES[1:]:
-            add(f"recall_at_{k}", recall_at_k(labels, rel, k))
-        add("mrr", reciprocal_rank(labels, rel))
-        add("mrr_pessimistic", reciprocal_rank_pessimistic(labels, scores, rel))
-        add("ndcg_at_8", ndcg_at_k(labels, rel, 8))
+        for reason in reasons:
+            add(f"undefined_{reason}", float(row.get("undefined") == reason))
         add("empty_recall", float(not labels))
         add("supersede_leakage", float(leaked(admitted, stale)))
-        w = budget_waste([(a["fact"], a["bytes"]) for a in row["admitted"]], rel, stale)
-        add("budget_waste", w.wasted, w.admitted)
-        add("waste_irrelevant", w.irrelevant, w.admitted)
-        add("waste_duplicate", w.duplicate, w.admitted)
-        add("waste_superseded", w.superseded, w.admitted)
-        add("relevant_shut_out", relevant_shut_out(labels, admitted, rel))
         add("clamp_stopped", float(bool(row.get("stopped"))))
         d = dedup_counts(
             [(r["fact"], r["bytes"]) for r in row["recalled"]],
@@ -498,6 +510,23 @@ def probe_metrics(probes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, 
         add("dedup_recall", d.removed_true, d.true_duplicates)
         add("dedup_precision", d.removed_true, d.removed)
         add("dedup_bytes_saved", d.bytes_saved)
+        if row.get("undefined"):
+            continue
+        add("precision_returned", precision_of_returned(labels, rel))
+        for k in K_VALUES:
+            add(f"p_at_{k}", precision_at_k(labels, rel, k))
+        for k in K_VALUES[1:]:
+            add(f"recall_at_{k}", recall_at_k(labels, rel, k))
+        add("mrr", reciprocal_rank(labels, rel))
+        add("mrr_pessimistic", reciprocal_rank_pessimistic(labels, scores, rel))
+        add("ndcg_at_8", ndcg_at_k(labels, rel, 8))
+        w = budget_waste([(a["fact"], a["bytes"]) for a in row["admitted"]], rel, stale)
+        add("budget_waste", w.wasted, w.admitted)
+        add("waste_irrelevant", w.irrelevant, w.admitted)
+        add("waste_duplicate", w.duplicate, w.admitted)
+        add("waste_superseded", w.superseded, w.admitted)
+        add("relevant_shut_out", relevant_shut_out(labels, admitted, rel))
+    out.update(retrieval_metrics(probes))
     return out
 
 
