@@ -17,8 +17,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evals import scorers
-
 GROUP_METRICS: tuple[str, ...] = (
     "p_at_1",
     "recall_at_3",
@@ -41,6 +39,8 @@ def group_rows(
 ) -> list[dict[str, Any]]:
     """One record per (system, group, metric), plus `probes` and `undefined_<reason>`
     counts per (system, group); empty when no probe carries a group."""
+    from evals.aggregate import estimate, probe_units, ranking_units, unit_values
+
     by: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in probes:
         if r.get("group") is not None:
@@ -53,17 +53,20 @@ def group_rows(
         for reason in reasons:
             count = sum(r.get("undefined") == reason for r in rows)
             out.append({**base, "metric": f"undefined_{reason}", "value": count, "n": len(rows)})
-        metrics = scorers.probe_metrics(rows, include_apart=True)
+        values = unit_values("probe", probe_units(rows, include_apart=True), GROUP_METRICS)
+        ranked = ranking_units(rows, include_apart=True)
+        if ranked:
+            values.update(unit_values("ranking", ranked, GROUP_METRICS))
         for m in GROUP_METRICS:
-            if m in metrics:
-                e = scorers.estimate(metrics[m], seed=seed, resamples=resamples)
+            if m in values:
+                e = estimate(values[m], seed=seed, resamples=resamples)
                 out.append({**base, "metric": m, **e.as_dict(DIGITS)})
     return out
 
 
 def write_groups(run_dir: Path) -> None:
     """`groups.json` for a run folder whose probes carry groups (else nothing)."""
-    from evals.runner import RUN_VERSION, read_jsonl, write_json
+    from evals.runfolder import RUN_VERSION, read_jsonl, write_json
 
     manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
     cfg = manifest.get("config", {})

@@ -286,24 +286,29 @@ def predecessors_of(facts: Iterable[Any]) -> dict[str, list[str]]:
 
 def writes_by_run(facts: Iterable[Any]) -> dict[str, list[str]]:
     """run id -> the facts it establishes, in write order: by fact id, except that a
-    fact comes after every fact it supersedes (a merged line after its own sources)."""
+    fact comes after every fact of the same run it supersedes (a merged line after
+    its own sources)."""
     facts = list(facts)
     preds = predecessors_of(facts)
+    out: dict[str, list[str]] = {}
+    for f in sorted(facts, key=lambda f: field_of(f, "fact_id")):
+        for rid in field_of(f, "established_in") or ():
+            out.setdefault(rid, []).append(field_of(f, "fact_id"))
+    return {rid: _after_predecessors(fids, preds) for rid, fids in out.items()}
+
+
+def _after_predecessors(fids: list[str], preds: Mapping[str, list[str]]) -> list[str]:
+    """fids sorted by (depth among themselves in the supersede graph, id)."""
+    here = set(fids)
     depth: dict[str, int] = {}
 
     def depth_of(fid: str, seen: frozenset[str] = frozenset()) -> int:
         if fid not in depth:
-            ps = [p for p in preds.get(fid, ()) if p not in seen]
+            ps = [p for p in preds.get(fid, ()) if p in here and p not in seen]
             depth[fid] = 1 + max((depth_of(p, seen | {fid}) for p in ps), default=-1)
         return depth[fid]
 
-    out: dict[str, list[str]] = {}
-    for f in facts:
-        for rid in field_of(f, "established_in") or ():
-            out.setdefault(rid, []).append(field_of(f, "fact_id"))
-    for fids in out.values():
-        fids.sort(key=lambda x: (depth_of(x), x))
-    return out
+    return sorted(fids, key=lambda x: (depth_of(x), x))
 
 
 def sessions_of(facts: Iterable[Any]) -> dict[str, str]:
@@ -543,21 +548,18 @@ def _jsonable(v: Any) -> Any:
 
 
 def attempt_row(attempt: Any, pass_: Any, scope_id: str, snapshot_ids: Sequence[str]) -> dict:
-    """One consolidation attempt as a run-file row (DESIGN "Run outputs")."""
-    from memkit.proposal import parse_response
+    """One consolidation attempt as a run-file row (DESIGN "Run outputs").
 
-    raw = field_of(attempt, "raw_response")
-    try:
-        parsed = parse_response(raw, lenient=True).changes if raw is not None else None
-    except Exception:
-        parsed = None
+    The attempt already carries its strict and lenient outcome and the parsed
+    changes (the pass read the answer once); nothing is re-parsed here.
+    """
     row = attempt.to_dict() if hasattr(attempt, "to_dict") else _jsonable(attempt)
+    row["parsed_changes"] = _jsonable(row.get("parsed_changes"))
     row.update(
         {
             "scope_id": scope_id,
             "snapshot_ids": list(snapshot_ids),
             "rollout_ids": list(field_of(pass_, "rollout_ids") or ()),
-            "parsed_changes": _jsonable(parsed),
         }
     )
     return row
@@ -623,6 +625,7 @@ async def replay_pipeline_scope(
                 "pass": len(out.passes),
                 "outcome": outcome,
                 "error_code": field_of(res, "error_code"),
+                "request_hash": field_of(res, "request_hash"),
                 "rollout_ids": list(field_of(res, "rollout_ids") or ()),
                 "snapshot_ids": snap,
                 "changes": _jsonable(list(field_of(res, "changes") or ())),

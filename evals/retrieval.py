@@ -31,6 +31,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from evals.registry import register
 from memkit.errors import ConfigError
 
 NAN = math.nan
@@ -114,38 +115,46 @@ def probe_retrieval(
     return out
 
 
-def retrieval_metrics(probes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, None]]:
-    """Per-probe values of every LongMemEval retrieval metric, for rows with a
-    `ranking`; rows marked `undefined` (abstention) are left out."""
-    out: dict[str, tuple[list, None]] = {}
-    for row in probes:
-        if row.get("ranking") is None or row.get("undefined"):
-            continue
-        values = probe_retrieval(
+class RankingUnit:
+    """One probe's recorded ranking with every retrieval metric computed once."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, row: Mapping[str, Any]):
+        self.values = probe_retrieval(
             row["ranking"], row["relevant"], row.get("relevant_sessions") or ()
         )
-        for name, v in values.items():
-            out.setdefault(name, ([], None))[0].append(v)
-    return out
 
 
-DEFINITIONS: dict[str, str] = {}
-for _level in LEVELS:
-    for _k in K_VALUES:
-        DEFINITIONS[f"{_level}_recall_any_at_{_k}"] = (
-            f"LongMemEval {_level}-level recall_any@{_k}: share of non-abstention questions "
-            f"with a has_answer {_level} in the top {_k}"
-            + (
+def _register() -> None:
+    for level in LEVELS:
+        for k in K_VALUES:
+            grown = (
                 " (k grown to span k distinct sessions, as the authors)"
-                if _level == "session"
+                if level == "session"
                 else ""
             )
-        )
-        DEFINITIONS[f"{_level}_recall_all_at_{_k}"] = (
-            f"LongMemEval {_level}-level recall_all@{_k}: share of non-abstention questions "
-            f"with every has_answer {_level} in the top {_k}"
-        )
-        DEFINITIONS[f"{_level}_ndcg_any_at_{_k}"] = (
-            f"LongMemEval {_level}-level ndcg_any@{_k}: mean nDCG, binary gains on has_answer "
-            "turns, discount 1 at ranks 1-2 then 1/log2(rank) (the authors' eval_utils)"
-        )
+            for stat, text in (
+                ("recall_any", f"with a has_answer {level} in the top {k}{grown}"),
+                ("recall_all", f"with every has_answer {level} in the top {k}{grown}"),
+            ):
+                register(
+                    f"{level}_{stat}_at_{k}",
+                    unit="ranking",
+                    definition=f"LongMemEval {level}-level {stat}@{k}: share of "
+                    f"non-abstention questions {text}",
+                    direction="higher",
+                    family="ranking",
+                )(lambda u, n=f"{level}_{stat}_at_{k}": u.values[n])
+            register(
+                f"{level}_ndcg_any_at_{k}",
+                unit="ranking",
+                definition=f"LongMemEval {level}-level ndcg_any@{k}: mean nDCG over "
+                "non-abstention questions, binary gains on has_answer turns, discount 1 at "
+                f"ranks 1-2 then 1/log2(rank){grown}",
+                direction="higher",
+                family="ranking",
+            )(lambda u, n=f"{level}_ndcg_any_at_{k}": u.values[n])
+
+
+_register()

@@ -429,7 +429,8 @@ def test_locomo_real(shared_datasets):
     assert ds.counts["probes"] == 1986
     # 2,541 observations; 8 repeat another of the same speaker and are merged into it
     assert ds.counts["facts"] == 2541 - 8 and ds.info["normalised"] == 8
-    assert sum(bool(p.meta.get("undefined")) for p in ds.probes) == 307
+    unmapped = sum(bool(p.meta.get("undefined")) for p in ds.probes)
+    assert unmapped == 307 == ds.info["unmapped_probes"]
     counts = {g: sum(p.meta["group"] == g for p in ds.probes) for g in CATEGORIES.values()}
     assert list(counts.values()) == [282, 321, 96, 841, 446]
     assert all(bool(p.meta.get("apart")) == (p.meta["category"] == 5) for p in ds.probes)

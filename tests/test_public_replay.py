@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from evals.adapters import load_msc
-from evals.runner import RunConfig, read_jsonl, run_eval
+from evals.runfolder import read_jsonl
+from evals.runner import RunConfig, run_eval
 
 
 def _run(spec, out, *, consolidators=(), store_mode=True, limit=None):
@@ -64,9 +65,7 @@ def test_locomo_unmapped_probes_are_undefined_never_off_topic(shared_datasets, t
     for m in ("p_at_1", "recall_at_8", "budget_waste", "precision_returned"):
         assert m in t.index
     assert t.loc["p_at_1", "n"] == len(scored) < len(overall)
-    unmapped_overall = sum(r.get("undefined") == "unmapped" for r in overall)
-    u = t.loc["undefined_unmapped"]
-    assert round(u["value"] * u["n"]) == unmapped_overall > 0
+    assert sum(r.get("undefined") == "unmapped" for r in overall) > 0
     # an unmapped probe's admitted bytes are never counted as (irrelevant) waste
     assert t.loc["budget_waste", "n"] == len(scored)
     groups = json.loads((tmp_path / "groups.json").read_text())["rows"]

@@ -24,7 +24,8 @@ groups are closed transitively. The fact keeps the earliest observation's id
 and text, the others become its paraphrases (restatements, written again in
 their sessions by store mode), and it cites every member's dialog ids.
 `Dataset.pairs` holds these repeats as paraphrase pairs and, as distinct
-pairs, each member beside the most similar other observation of its speaker:
+pairs, each member beside the other observation of its speaker sharing the
+most words:
 the matcher's measured figure on this source (a derived label, documented).
 
 Left out: session and event summaries (generated upstream, not gold
@@ -49,10 +50,10 @@ from evals.adapters.shared import (
     make_dataset,
     require,
     root_run,
+    words,
 )
 from evals.datasets import Dataset, GoldFact, Pair, Probe, Transcript
 from memkit.errors import DatasetError
-from memkit.text import word_set
 
 CATEGORIES = {
     1: "1 multi-hop",
@@ -115,14 +116,18 @@ def load_locomo(path: str | Path, *, limit: int | None = None) -> Dataset:
         facts,
         probes,
         pairs=_pairs(facts),
-        info={"normalised": merged, "ambiguous_text": ambiguous_texts(facts)},
+        info={
+            "normalised": merged,
+            "unmapped_probes": sum(bool(p.meta.get("unmapped")) for p in probes),
+            "ambiguous_text": ambiguous_texts(facts),
+        },
     )
 
 
 def _pairs(facts: list[GoldFact]) -> list[Pair]:
     """Labelled pairs from the normalised repeats: each repeat and its fact's text is a
-    paraphrase; each text of a merged fact and the most similar other observation of
-    the same speaker is distinct."""
+    paraphrase; each text of a merged fact and the other observation of the same
+    speaker sharing the most words with it is distinct."""
     by: dict[tuple[str, str], list[GoldFact]] = {}
     for f in facts:
         by.setdefault((f.scope_id, f.meta["speaker"]), []).append(f)
@@ -242,7 +247,7 @@ def _normalise(facts: list[GoldFact], order: dict[str, int]) -> tuple[list[GoldF
 
     Returns the facts and the number of observations merged into another.
     """
-    words = [word_set(f.content) for f in facts]
+    wsets = [words(f.content) for f in facts]
     parent = list(range(len(facts)))
 
     def root(i: int) -> int:
@@ -255,7 +260,7 @@ def _normalise(facts: list[GoldFact], order: dict[str, int]) -> tuple[list[GoldF
         a, b = facts[i], facts[j]
         if a.meta["speaker"] != b.meta["speaker"]:
             continue
-        short, long_ = sorted((words[i], words[j]), key=len)
+        short, long_ = sorted((wsets[i], wsets[j]), key=len)
         if len(short) >= REPEAT_MIN_WORDS and short <= long_:
             parent[root(j)] = root(i)
     groups: dict[int, list[GoldFact]] = {}

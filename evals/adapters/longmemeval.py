@@ -105,10 +105,11 @@ def load_longmemeval(
         facts,
         probes,
         info={
+            "abstention_probes": sum(p.meta["abstention"] for p in probes),
             "matcher": "LongMemEval labels no equivalent texts, so the matcher has no "
             "measured figure here; store mode needs none (row provenance is exact). "
             "Closest measured sets: MSC fold groups and LoCoMo repeated observations "
-            "(see their runs' matcher.json)."
+            "(see their runs' matcher.json).",
         },
     )
 

@@ -24,10 +24,10 @@ matcher cannot tell apart; they cap the oracle's extraction scores.
 
 Labelled pairs for the matcher (`Dataset.pairs`): every non-identical
 (per-session line, its merged line) is a paraphrase (restatements
-included); each per-session line
-and the most similar merged line of the same speaker it does not fold into
-is distinct. The fold assignment is this adapter's word-share rule, so these
-labels are a documented derivation, not crowd labels.
+included); each per-session line and the merged line of the same speaker
+it does not fold into that shares the most words with it is distinct. The
+fold assignment is this adapter's word-share rule, so these labels are a
+documented derivation, not crowd labels.
 
 Left out: blank persona lines (they state nothing), `init_personas` (the
 PersonaChat personas the crowd workers were given, not what the dialogue
@@ -52,10 +52,11 @@ from evals.adapters.shared import (
     make_dataset,
     require,
     root_run,
+    words,
 )
 from evals.datasets import Dataset, GoldFact, Pair, Transcript
 from memkit.errors import DatasetError
-from memkit.text import trigram_similarity, word_set
+from memkit.text import trigram_similarity
 
 MSC_SESSION3_START = "2022-01-01T00:00:00+00:00"
 """Synthetic start of every MSC session 3; MSC records only the gaps between sessions."""
@@ -100,12 +101,12 @@ def _persona_kind(text: str) -> str:
 def _fold_target(text: str, merged: Sequence[str]) -> int | None:
     """Index of the merged line holding the largest share of text's words (>= MSC_FOLD_MIN);
     ties go to the higher trigram similarity, then to the earlier line."""
-    w = word_set(text)
+    w = words(text)
     if not w:
         return None
     best, best_key = None, None
     for k, m in enumerate(merged):
-        share = len(w & word_set(m)) / len(w)
+        share = len(w & words(m)) / len(w)
         if share < MSC_FOLD_MIN:
             continue
         key = (share, trigram_similarity(text, m))

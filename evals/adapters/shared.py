@@ -9,6 +9,7 @@ naming file, record and field. Nothing benchmark-specific lives here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +28,7 @@ from evals.datasets import (
     iso_utc,
 )
 from memkit.errors import DatasetError
+from memkit.text import word_set
 
 
 def find_data(path: str | Path, folder: str, patterns: Sequence[str]) -> list[Path]:
@@ -127,6 +129,12 @@ def require(rec: Any, key: str, types: type | tuple[type, ...], file: Path, n: i
     return value
 
 
+@functools.lru_cache(maxsize=65536)
+def words(text: str) -> frozenset[str]:
+    """The assembler's word set of a text, memoised (adapters compare each line often)."""
+    return frozenset(word_set(text))
+
+
 def equivalence_pairs(
     positives: Iterable[tuple[str, str]],
     negatives: Iterable[tuple[str, Sequence[str]]],
@@ -135,15 +143,14 @@ def equivalence_pairs(
     """Labelled pairs from a source's own equivalences, for the matcher's figure.
 
     `positives` are (text, text) the source says state one fact; `negatives`
-    are (text, candidates it is *not* equivalent to): the candidate the
-    matcher finds most similar becomes a hard `distinct` pair.
+    are (text, candidates it is *not* equivalent to): the candidate sharing the
+    most words with it (ties: the first) becomes a hard `distinct` pair.
     """
-    from evals.matcher import similarity
-
     out = [Pair(a, b, "paraphrase", source) for a, b in positives]
     for text, others in negatives:
         if others:
-            best = max(others, key=lambda o: similarity(text, o))
+            w = words(text)
+            best = max(others, key=lambda o: len(w & words(o)) / (len(w | words(o)) or 1))
             out.append(Pair(text, best, "distinct", source))
     return out
 
