@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv if argv is not None else sys.argv[1:])
 
-    from evals import scorers
+    from evals import aggregate
     from evals.matcher import Matcher
     from evals.replay import CachingEmbedder, replay_pipeline_scope, replay_store, scopes_of
     from evals.runner import load_any
@@ -50,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     r = replay_store(ds, embedder=emb)
-    groups = scorers.probe_metrics(r.probes)
-    groups.update(scorers.write_metrics(r.writes))
+    groups = aggregate.probe_metrics(r.probes)
+    groups.update(aggregate.write_metrics(r.writes))
     for v in groups.values():
-        scorers.estimate(v)
+        aggregate.estimate(v)
     store_s = time.perf_counter() - t0
 
     floors = [round(i / a.points, 4) for i in range(a.points)]

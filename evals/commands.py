@@ -155,9 +155,8 @@ def sweep_main(argv: list[str]) -> int:
     p.add_argument("--out", help="folder for sweep.csv, recommended.json and the report")
     a = p.parse_args(argv)
     try:
-        from evals.report import build_report
-        from evals.runner import RUN_VERSION, _now, _versions, load_any, write_json
-        from evals.scorers import definition
+        from evals.runfolder import now
+        from evals.runner import load_any
         from evals.sweep import resolve, sweep
 
         grid: dict[str, list[Any]] = {}
@@ -169,7 +168,7 @@ def sweep_main(argv: list[str]) -> int:
             grid[name] = [_value(v) for v in vals.split(",")]
         cfg = _config(a)
         ds = load_any(cfg.dataset, limit=cfg.limit)
-        started = _now()
+        started = now()
         res = sweep(
             ds,
             grid,
@@ -194,53 +193,11 @@ def sweep_main(argv: list[str]) -> int:
     print(frame[frame["metric"] == a.objective].to_string(index=False))
     print("recommended:", json.dumps(res.recommended, sort_keys=True))
     if a.out:
+        from evals.report import build_report
+        from evals.sweep import write_sweep
+
         out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        f = frame.copy()
-        f["param"] = ",".join(res.params)
-        f["point"] = f[res.params[0]] if len(res.params) == 1 else f["point_index"]
-        f.to_csv(out / "sweep.csv", index=False, float_format="%.6f")
-        write_json(out / "recommended.json", {"version": RUN_VERSION, **res.recommended})
-        rows = []
-        best = frame[
-            frame["point_index"]
-            == frame[
-                (frame["metric"] == a.objective) & (frame["value"] == res.recommended["value"])
-            ]["point_index"].min()
-        ]
-        for r in best.itertuples():
-            rows.append(
-                {
-                    "system": "store@recommended",
-                    "metric": r.metric,
-                    "value": None if r.value != r.value else round(r.value, 6),
-                    "lo": None if r.lo != r.lo else round(r.lo, 6),
-                    "hi": None if r.hi != r.hi else round(r.hi, 6),
-                    "n": int(r.n),
-                    "definition": definition(r.metric),
-                }
-            )
-        write_json(out / "metrics.json", {"version": RUN_VERSION, "metrics": rows})
-        write_json(
-            out / "manifest.json",
-            {
-                "version": RUN_VERSION,
-                "name": f"sweep {' x '.join(res.params)}",
-                "config": cfg.to_dict(),
-                "grid": grid,
-                "packages": _versions(),
-                "dataset": {
-                    "name": getattr(ds, "name", None),
-                    "version": getattr(ds, "version", None),
-                    "fingerprint": ds.fingerprint() if hasattr(ds, "fingerprint") else None,
-                },
-                "embedder": cfg.embedder,
-                "seed": cfg.seed,
-                "systems": ["store"],
-                "started_at": started,
-                "ended_at": _now(),
-            },
-        )
+        write_sweep(out, res, config=cfg, dataset=ds, grid=grid, started_at=started)
         build_report(out)
         print(f"sweep written to {out}")
     return 0
@@ -260,7 +217,8 @@ def compare_main(argv: list[str]) -> int:
     try:
         import pandas as pd
 
-        from evals.runner import COMPARE_METRICS, compare_runs, read_jsonl
+        from evals.compare import compare_runs
+        from evals.runfolder import read_jsonl
 
         run = Path(a.run)
         if a.a and a.b:
@@ -270,7 +228,7 @@ def compare_main(argv: list[str]) -> int:
             if len(systems) < 2:
                 raise MemkitError(f"{str(run)!r} has fewer than two pipeline systems; use --a/--b")
             pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]
-        metrics = tuple(a.metric) if a.metric else COMPARE_METRICS
+        metrics = tuple(a.metric) if a.metric else None
         frame = pd.concat(
             [compare_runs(run, x, a.b_run, y, metrics=metrics, seed=a.seed) for x, y in pairs],
             ignore_index=True,

@@ -1,6 +1,6 @@
 """Markdown + self-contained HTML report, built only from a run folder's files.
 
-Reads `manifest.json`, `metrics.json`, `latency.json`, `matcher.json` and
+Reads `manifest.json`, `metrics.json`, `latency.json`, `spend.json`, `matcher.json` and
 (when present) `sweep.csv` / `compare.csv`; writes `report.md`, `report.html`
 (plots inlined as base64 PNG, no external assets) and the PNGs themselves.
 Every table cell is "value [95% CI]" with its n and the metric's definition;
@@ -20,29 +20,17 @@ from typing import Any
 
 import pandas as pd
 
+from evals import registry
 from memkit.errors import ConfigError
 
 RECALL_PLOT = ("p_at_1", "p_at_3", "recall_at_8", "mrr", "ndcg_at_8")
 WASTE_PARTS = ("waste_irrelevant", "waste_duplicate", "waste_superseded")
-HEADLINE = (
-    "p_at_1",
-    "recall_at_8",
-    "mrr",
-    "ndcg_at_8",
-    "budget_waste",
-    "supersede_leakage",
-    "relevant_shut_out",
-    "fold_recall",
-    "false_fold_rate",
-    "dedup_recall",
-    "strict_validity",
-    "valid_after_repair",
-    "hallucinated_ids",
-    "extraction_recall",
-    "extraction_precision",
-    "cost_usd",
-)
 VALIDITY_PLOT = ("strict_validity", "valid_after_repair", "extraction_recall")
+
+
+def _named(metric: str) -> str:
+    """A metric name with its direction mark; an unregistered name is an error."""
+    return f"{metric} {registry.get(metric).mark}"
 
 
 def _load(run_dir: Path, name: str) -> Any:
@@ -148,7 +136,7 @@ def _compare_plot(compare: pd.DataFrame) -> bytes | None:
     c = compare.dropna(subset=["value"])
     if c.empty:
         return None
-    labels = [f"{r.metric}\n{r.a} − {r.b}" for r in c.itertuples()]
+    labels = [f"{_named(r.metric)}\n{r.a} − {r.b}" for r in c.itertuples()]
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(c) + 1.2))
     y = list(range(len(c)))
     lo = (c["value"] - c["lo"].fillna(c["value"])).clip(lower=0)
@@ -231,8 +219,10 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     ]
     sections: list[tuple[str, list[str], list[list[str]]]] = []
     systems = [x for x in sorted(table["system"].unique()) if x != "matcher"]
+    for m in [*table["metric"], *RECALL_PLOT, *WASTE_PARTS, *VALIDITY_PLOT]:
+        registry.get(m)  # a report names registered metrics only
     headline = []
-    for m in HEADLINE:
+    for m in registry.names(listed="headline"):
         cells = []
         for sys_ in systems:
             r = table[(table["system"] == sys_) & (table["metric"] == m)]
@@ -240,20 +230,28 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 "—" if r.empty else _fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"])
             )
         if any(c != "—" for c in cells):
-            headline.append([m, *cells])
+            headline.append([_named(m), *cells])
     if headline:
         sections.append(
             (
-                "Headline (value [95% CI]; definitions in the per-system tables)",
+                "Headline (value [95% CI]; ↑ higher is better, ↓ lower is better; "
+                "definitions in the per-system tables)",
                 ["metric", *systems],
                 headline,
             )
         )
-    head = ["metric", "value [95% CI]", "n", "definition"]
+    head = ["metric", "value [95% CI]", "n", "unit", "definition"]
     for sys_ in sorted(table["system"].unique()):
         sub = table[table["system"] == sys_]
         rows = [
-            [r.metric, _fmt(r.value, r.lo, r.hi), str(r.n), r.definition] for r in sub.itertuples()
+            [
+                _named(r.metric),
+                _fmt(r.value, r.lo, r.hi),
+                str(r.n),
+                registry.get(r.metric).unit,
+                registry.get(r.metric).definition,
+            ]
+            for r in sub.itertuples()
         ]
         sections.append((f"System `{sys_}`", head, rows))
     breakdown = (_load(d, "breakdown.json") or {}).get("rows", [])
@@ -273,7 +271,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                         else _fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"], 2)
                     )
                 rows.append([scope, *cells])
-            sections.append((f"Per scope: `{sys_}`", ["scope", *metrics_here], rows))
+            sections.append((f"Per scope: `{sys_}`", ["scope", *map(_named, metrics_here)], rows))
     if latency:
         rows = [
             [s, _fmt(v[m]["value"], v[m]["lo"], v[m]["hi"], 4), m, str(v[m]["n"])]
@@ -285,6 +283,25 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             (
                 "Latency (wall-clock seconds per attempt and per pass; not in metrics.json)",
                 ["system", "value [95% CI]", "statistic", "n"],
+                rows,
+            )
+        )
+    spend = (_load(d, "spend.json") or {}).get("systems", {})
+    if spend:
+        rows = [
+            [
+                s,
+                str(v["attempts"]),
+                str(v["cached_attempts"]),
+                f"${v['cost_usd_spent']:.4g}",
+                f"${v['cost_usd_cached']:.4g}",
+            ]
+            for s, v in spend.items()
+        ]
+        sections.append(
+            (
+                "Spend (provider calls made in this run vs attempts replayed from the cache)",
+                ["system", "attempts", "replayed", "USD spent", "USD replayed (not spent)"],
                 rows,
             )
         )
@@ -306,7 +323,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         )
     if compare is not None and not compare.empty:
         rows = [
-            [r.metric, f"{r.a} − {r.b}", _fmt(r.value, r.lo, r.hi), str(r.n), r.unit]
+            [_named(r.metric), f"{r.a} − {r.b}", _fmt(r.value, r.lo, r.hi), str(r.n), r.unit]
             for r in compare.itertuples()
         ]
         sections.append(
@@ -318,7 +335,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         )
     if sweep is not None and not sweep.empty:
         rows = [
-            [str(r.param), f"{r.point:g}", r.metric, _fmt(r.value, r.lo, r.hi), str(r.n)]
+            [str(r.param), f"{r.point:g}", _named(r.metric), _fmt(r.value, r.lo, r.hi), str(r.n)]
             for r in sweep.itertuples()
         ]
         sections.append(("Sweep", ["param", "point", "metric", "value [95% CI]", "n"], rows))

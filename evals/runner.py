@@ -1,7 +1,7 @@
 """Run matrix: systems (store mode, pipeline mode per consolidator) x replicates x scopes.
 
-A run writes a folder (DESIGN.md "Run outputs"); reports are built from
-those files only:
+A run writes a folder (DESIGN.md "Run outputs") through `evals.runfolder`;
+reports are built from those files only:
 
     manifest.json     config, package versions, git revision, dataset fingerprint,
                       seed, start/end (the only place timestamps live)
@@ -15,6 +15,8 @@ those files only:
     metrics.json      deterministic: sorted keys, rounded floats, no timestamps
     metrics.csv       the same table
     latency.json      wall-clock latency p50/p95 (not deterministic, kept apart)
+    spend.json        per system: USD actually spent vs replayed from the cache
+                      (differs between a run and its cached rerun, kept apart)
     breakdown.json    key metrics per (system, scope) with CIs
     units/<key>/      while running: one file per finished (system, replicate,
                       scope) unit; removed when the run completes
@@ -40,12 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as _dt
 import hashlib
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +53,7 @@ from typing import Any
 
 import pandas as pd
 
-from evals import scorers
+from evals.aggregate import metrics_from_run, write_breakdown
 from evals.matcher import Matcher, pair_accuracy, pair_predictions
 from evals.providers import ModelStopped, StopOnFatal, banner_lines, failure_summary
 from evals.replay import (
@@ -65,14 +64,22 @@ from evals.replay import (
     replay_store_scope,
     scopes_of,
 )
-from evals.stats import bootstrap_mean, bootstrap_quantile
+from evals.runfolder import (
+    DIGITS,
+    REPO,
+    RUN_VERSION,
+    dumps,
+    now,
+    write_json,
+    write_jsonl,
+    write_latency,
+    write_manifest,
+    write_metrics,
+    write_spend,
+)
 from memkit.errors import ConfigError
 from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
 
-RUN_VERSION = 1
-"""Version of every file in a run folder."""
-DIGITS = 6
-REPO = Path(__file__).resolve().parents[1]
 PRESETS: dict[str, dict[str, Any]] = {
     "bundled": {
         "dataset": "datasets/bundled",
@@ -176,72 +183,6 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
     if not path.exists() and not path.is_absolute() and (REPO / path).exists():
         path = REPO / path  # repo-relative (presets), whatever the working directory
     return load_dataset(path)
-
-
-# --- small file helpers -------------------------------------------------------------
-
-
-def dumps(obj: Any) -> str:
-    """Canonical JSON for run files: sorted keys, UTF-8, no NaN."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False)
-
-
-def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(dumps({"version": RUN_VERSION, **r}) + "\n")
-    os.replace(tmp, path)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(dumps(obj) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _git_revision() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    out: dict[str, str | None] = {"python": sys.version.split()[0]}
-    for pkg in ("memkit", "numpy", "pandas", "litellm", "wordllama", "scikit-learn", "matplotlib"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    return out
-
-
-def _llm_info() -> dict[str, str]:
-    """litellm version and price-map source, without importing litellm."""
-    from memkit.llm import runtime_info
-
-    return runtime_info()
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 # --- progress -------------------------------------------------------------------------
@@ -348,7 +289,7 @@ def run_eval(
     from memkit.embed import get_embedder
 
     out = Path(out)
-    started = _now()
+    started = now()
     preflight(config)
     ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
     units_dir = out / "units" / _resume_key(config, ds)
@@ -470,34 +411,23 @@ def run_eval(
         write_jsonl(out / f"{k}.jsonl", rows)
     pairs = list(getattr(ds, "pairs", ()) or ())
     write_json(out / "matcher.json", matcher_accuracy(pairs, config))
-    fingerprint = ds.fingerprint() if hasattr(ds, "fingerprint") else None
     health = failure_summary(files["attempts"], config.max_failure_share, stopped)
-    write_json(
-        out / "manifest.json",
-        {
-            "version": RUN_VERSION,
-            "name": config.name,
-            "config": config.to_dict(),
-            "packages": _versions(),
-            "git_revision": _git_revision(),
-            "dataset": {
-                "name": getattr(ds, "name", None),
-                "version": getattr(ds, "version", None),
-                "fingerprint": fingerprint,
-                "path": config.dataset,
-            },
-            "embedder": getattr(emb, "name", None),
-            "llm": _llm_info(),
-            "seed": config.seed,
-            "systems": systems,
-            "providers": {"failures": health, "limits": limits},
-            "started_at": started,
-            "ended_at": _now(),
-        },
+    write_manifest(
+        out,
+        name=config.name,
+        config=config.to_dict(),
+        dataset=ds,
+        dataset_path=config.dataset,
+        embedder=getattr(emb, "name", None),
+        seed=config.seed,
+        systems=systems,
+        started_at=started,
+        providers={"failures": health, "limits": limits},
     )
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
+    write_spend(out)
     write_breakdown(out)
     shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:
@@ -524,270 +454,6 @@ def matcher_accuracy(pairs: Sequence[Any], config: RunConfig) -> dict[str, Any]:
         "precision_ci": prec.as_dict(DIGITS),
         "recall_ci": rec.as_dict(DIGITS),
     }
-
-
-# --- metrics from run files -------------------------------------------------------------
-
-
-def _by_system(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        out.setdefault(r["system"], []).append(r)
-    return out
-
-
-def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.DataFrame:
-    """The metrics table of a run folder: one row per (system, metric)."""
-    d = Path(run_dir)
-    manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
-    cfg = manifest["config"]
-    seed = cfg.get("seed", 0) if seed is None else seed
-    resamples = cfg.get("resamples", 1000)
-    groups: dict[str, dict[str, tuple[list, list | None]]] = {}
-    for sys_, rows in _by_system(read_jsonl(d / "probes.jsonl")).items():
-        groups.setdefault(sys_, {}).update(scorers.probe_metrics(rows))
-    for sys_, rows in _by_system(read_jsonl(d / "writes.jsonl")).items():
-        groups.setdefault(sys_, {}).update(scorers.write_metrics(rows))
-    for sys_, rows in _by_system(read_jsonl(d / "attempts.jsonl")).items():
-        m = scorers.attempt_metrics(rows)
-        m.pop("latency_s", None)  # wall-clock: kept out of the deterministic table
-        m.update(scorers.pass_metrics(rows))
-        groups.setdefault(sys_, {}).update(m)
-    for sys_, rows in _by_system(read_jsonl(d / "extraction.jsonl")).items():
-        groups.setdefault(sys_, {}).update(scorers.extraction_metrics(rows))
-    records = []
-    for sys_ in sorted(groups):
-        for metric in sorted(groups[sys_]):
-            e = scorers.estimate(groups[sys_][metric], seed=seed, resamples=resamples)
-            records.append(
-                {
-                    "system": sys_,
-                    "metric": metric,
-                    **e.as_dict(DIGITS),
-                    "definition": scorers.definition(metric),
-                }
-            )
-    mpath = d / "matcher.json"
-    if mpath.is_file() and any(s.startswith("pipeline:") for s in groups):
-        m = json.loads(mpath.read_text(encoding="utf-8"))
-        for key in ("precision", "recall"):
-            records.append(
-                {
-                    "system": "matcher",
-                    "metric": f"matcher_{key}",
-                    **(
-                        m.get(f"{key}_ci") or {"value": m[key], "lo": None, "hi": None, "n": m["n"]}
-                    ),
-                    "definition": scorers.definition(f"matcher_{key}"),
-                }
-            )
-    return pd.DataFrame.from_records(
-        records, columns=["system", "metric", "value", "lo", "hi", "n", "definition"]
-    )
-
-
-def write_metrics(run_dir: Path, table: pd.DataFrame) -> None:
-    rows = json.loads(table.to_json(orient="records", double_precision=10))
-    write_json(run_dir / "metrics.json", {"version": RUN_VERSION, "metrics": rows})
-    table.assign(version=RUN_VERSION).to_csv(
-        run_dir / "metrics.csv", index=False, float_format=f"%.{DIGITS}f"
-    )
-
-
-BREAKDOWN_METRICS: tuple[str, ...] = (
-    "p_at_1",
-    "recall_at_8",
-    "mrr",
-    "ndcg_at_8",
-    "budget_waste",
-    "supersede_leakage",
-    "extraction_recall",
-    "extraction_precision",
-)
-
-
-def breakdown_from_run(
-    run_dir: str | Path, *, seed: int = 0, resamples: int = 1000
-) -> pd.DataFrame:
-    """Key metrics per (system, scope), each with its CI: where a system wins or fails."""
-    d = Path(run_dir)
-    recs = []
-    for fname, fn in (
-        ("probes.jsonl", scorers.probe_metrics),
-        ("extraction.jsonl", scorers.extraction_metrics),
-    ):
-        by: dict[tuple[str, str], list] = {}
-        for r in read_jsonl(d / fname):
-            by.setdefault((r["system"], r["scope_id"]), []).append(r)
-        for (sys_, scope), rows in sorted(by.items()):
-            groups = fn(rows)
-            for m in BREAKDOWN_METRICS:
-                if m in groups:
-                    e = scorers.estimate(groups[m], seed=seed, resamples=resamples)
-                    recs.append(
-                        {"system": sys_, "scope_id": scope, "metric": m, **e.as_dict(DIGITS)}
-                    )
-    return pd.DataFrame.from_records(
-        recs, columns=["system", "scope_id", "metric", "value", "lo", "hi", "n"]
-    )
-
-
-def write_breakdown(run_dir: Path) -> None:
-    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    cfg = manifest.get("config", {})
-    t = breakdown_from_run(run_dir, seed=cfg.get("seed", 0), resamples=cfg.get("resamples", 1000))
-    rows = json.loads(t.to_json(orient="records", double_precision=10))
-    write_json(run_dir / "breakdown.json", {"version": RUN_VERSION, "rows": rows})
-
-
-def write_latency(run_dir: Path) -> None:
-    """Latency p50/p95 per system (wall clock; deliberately not in metrics.json)."""
-    out = {}
-    for sys_, rows in sorted(_by_system(read_jsonl(run_dir / "attempts.jsonl")).items()):
-        lat = [float(r.get("latency_s") or 0.0) for r in rows]
-        out[sys_] = {
-            "latency_p50_s": bootstrap_quantile(lat, 0.5).as_dict(DIGITS),
-            "latency_p95_s": bootstrap_quantile(lat, 0.95).as_dict(DIGITS),
-            "latency_mean_s": bootstrap_mean(lat).as_dict(DIGITS),
-        }
-    for sys_, rows in sorted(_by_system(read_jsonl(run_dir / "passes.jsonl")).items()):
-        wall = [float(r.get("wall_s") or 0.0) for r in rows]
-        out.setdefault(sys_, {}).update(
-            {
-                "pass_wall_p50_s": bootstrap_quantile(wall, 0.5).as_dict(DIGITS),
-                "pass_wall_p95_s": bootstrap_quantile(wall, 0.95).as_dict(DIGITS),
-            }
-        )
-    write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
-
-
-# --- paired comparison between systems ---------------------------------------------------
-
-COMPARE_METRICS: tuple[str, ...] = (
-    "strict_validity",
-    "valid_after_repair",
-    "hallucinated_ids",
-    "changes_per_proposal",
-    "extraction_recall",
-    "extraction_precision",
-    "precision_returned",
-    "p_at_1",
-    "recall_at_8",
-    "mrr",
-    "ndcg_at_8",
-    "budget_waste",
-    "supersede_leakage",
-)
-
-
-def _unit_sums(groups: dict[str, tuple[list, list | None]]) -> dict[str, tuple[float, float]]:
-    """Collapse one unit's per-metric lists to (numerator, denominator) sums."""
-    import numpy as np
-
-    out = {}
-    for m, (nums, dens) in groups.items():
-        a = np.asarray(nums, dtype=float)
-        if dens is None:
-            ok = ~np.isnan(a)
-            out[m] = (float(a[ok].sum()), float(ok.sum()))
-        else:
-            out[m] = (float(a.sum()), float(np.asarray(dens, dtype=float).sum()))
-    return out
-
-
-def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float]]]:
-    """metric -> unit key -> (num, den) for one system of one run.
-
-    Paired units: probes by (scope, probe, replicate); attempts by (scope,
-    replicate), since two consolidators see the same transcripts of a scope
-    but not the same snapshots; extraction by (scope, replicate).
-    """
-    out: dict[str, dict[Any, tuple[float, float]]] = {}
-
-    def put(key: Any, groups: dict[str, tuple[list, list | None]]) -> None:
-        for m, nd in _unit_sums(groups).items():
-            out.setdefault(m, {})[key] = nd
-
-    for r in read_jsonl(run_dir / "probes.jsonl"):
-        if r["system"] == system:
-            put(("probe", r["scope_id"], r["probe_id"], r["replicate"]), scorers.probe_metrics([r]))
-    for fname, fn in (
-        ("attempts.jsonl", scorers.attempt_metrics),
-        ("extraction.jsonl", scorers.extraction_metrics),
-    ):
-        by: dict[Any, list] = {}
-        for r in read_jsonl(run_dir / fname):
-            if r["system"] == system:
-                by.setdefault((r["scope_id"], r["replicate"]), []).append(r)
-        for key, rows in sorted(by.items()):
-            put(("scope", *key), fn(rows))
-    return out
-
-
-def compare_runs(
-    a_run: str | Path,
-    a_system: str,
-    b_run: str | Path | None = None,
-    b_system: str | None = None,
-    *,
-    metrics: Sequence[str] = COMPARE_METRICS,
-    seed: int = 0,
-    resamples: int = 1000,
-) -> pd.DataFrame:
-    """Paired bootstrap CI of (a - b) per metric over the units both systems share.
-
-    `b_run` defaults to `a_run` (two systems of one run). Each metric is the
-    pooled ratio sum(num)/sum(den) over shared units, so the difference is
-    exactly the difference of the two systems' pooled values on those units.
-    """
-    from evals.stats import paired_ratio_difference
-
-    if b_system is None:
-        raise ConfigError("compare needs two systems")
-    ua = _units(Path(a_run), a_system)
-    ub = _units(Path(b_run or a_run), b_system)
-    if not ua or not ub:
-        missing = a_system if not ua else b_system
-        raise ConfigError(f"system {missing!r} has no recorded rows to compare")
-    recs = []
-    for m in metrics:
-        if m not in ua or m not in ub:
-            continue
-        keys = sorted(set(ua[m]) & set(ub[m]), key=str)
-        cols = [
-            [ua[m][k][0] for k in keys],
-            [ua[m][k][1] for k in keys],
-            [ub[m][k][0] for k in keys],
-            [ub[m][k][1] for k in keys],
-        ]
-        e = paired_ratio_difference(*cols, seed=seed, resamples=resamples)
-        unit = keys[0][0] if keys else ""
-        recs.append(
-            {
-                "metric": m,
-                "a": a_system,
-                "b": b_system,
-                **e.as_dict(DIGITS),
-                "unit": {"probe": "probe", "scope": "scope x replicate"}.get(unit, unit),
-                "definition": scorers.definition(m),
-            }
-        )
-    return pd.DataFrame.from_records(
-        recs, columns=["metric", "a", "b", "value", "lo", "hi", "n", "unit", "definition"]
-    )
-
-
-def load_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """Every table of a run folder as DataFrames (for notebooks): `metrics`,
-    `probes`, `writes`, `attempts`, `passes`, `extraction` (one row per line)."""
-    d = Path(run_dir)
-    if not (d / "metrics.json").is_file():
-        raise ConfigError(f"{str(d)!r} is not a finished run folder (no metrics.json)")
-    metrics = json.loads((d / "metrics.json").read_text(encoding="utf-8"))["metrics"]
-    out = {"metrics": pd.DataFrame.from_records(metrics)}
-    for k in ("probes", "writes", "attempts", "passes", "extraction"):
-        out[k] = pd.DataFrame.from_records(read_jsonl(d / f"{k}.jsonl"))
-    return out
 
 
 def run_matrix(

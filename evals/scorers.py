@@ -1,8 +1,11 @@
 """Metric definitions: pure functions over recorded results, one per number.
 
 Every metric here is computed for one *unit* (a probe, a block, a write, a
-consolidation attempt) from plain values, so it can be checked by hand and
-aggregated with a bootstrap CI by `evals.stats`. A probe's returned list is
+consolidation attempt) from plain values, so it can be checked by hand; the
+bottom of this module registers each reported metric once in
+`evals.registry` (name, unit, definition, direction, pooled) as a small
+function of a unit. Aggregation over units lives in `evals.aggregate`,
+intervals in `evals.stats`. A probe's returned list is
 given as *labels*: for each returned memory, in returned order, the gold
 fact id it was matched to (or None when it matches no gold fact).
 
@@ -50,7 +53,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memkit.errors import ConfigError
+from evals.registry import add, register
+from memkit.errors import PROPOSAL_CODES, ConfigError
+from memkit.proposal import raw_op, unknown_ids, widening_entries
 
 NAN = math.nan
 Label = str | None
@@ -314,59 +319,36 @@ class AttemptScore:
     changes: int
 
 
-def _ops(changes: Sequence[Any]) -> Counter[str]:
-    c: Counter[str] = Counter()
-    for ch in changes:
-        if not isinstance(ch, Mapping):
-            c["invalid"] += 1
-            continue
-        ids, entry = ch.get("ids") or [], ch.get("entry")
-        if ids and entry is not None:
-            c["merge"] += 1
-        elif ids:
-            c["retract"] += 1
-        elif entry is not None:
-            c["add"] += 1
-        else:
-            c["invalid"] += 1
-    return c
-
-
 def attempt_validity(
-    parse_mode: str,
-    error_code: str | None,
+    strict_code: str | None,
+    lenient_code: str | None,
     changes: Sequence[Any] | None,
     snapshot_ids: Collection[str],
     scope_id: str,
+    error_code: str | None = None,
 ) -> AttemptScore:
-    """Score one consolidation attempt from its recorded outcome.
+    """Score one answered consolidation attempt from its recorded readings.
 
-    `parse_mode` is "strict", "repaired" or "failed"; `error_code` the
-    validation (or parse) code, None when valid; `changes` the parsed raw
-    changes (None when unparsable).
+    `strict_code` / `lenient_code` are the first failure code of the strict
+    reading and of the lenient repair (None when valid), as the pass recorded
+    them when it read the answer once; `changes` the parsed raw changes (None
+    when unparsable); `error_code` the code that refused the pass (defaults
+    to the strict one). Unknown ids and widening use `memkit.proposal`'s
+    helpers, the validator's own rules.
     """
-    if parse_mode not in ("strict", "repaired", "failed"):
-        raise ConfigError(f"unknown parse mode {parse_mode!r}")
-    ok = error_code is None and parse_mode != "failed"
+    for code in (strict_code, lenient_code, error_code):
+        if code is not None and code not in PROPOSAL_CODES:
+            raise ConfigError(f"unknown proposal error code {code!r}")
+    if strict_code is None and lenient_code is not None:
+        raise ConfigError(f"strictly valid but invalid after repair ({lenient_code!r})")
     raw = list(changes or [])
-    halluc = widen = 0
-    for ch in raw:
-        if not isinstance(ch, Mapping):
-            continue
-        ids = ch.get("ids") or []
-        if isinstance(ids, list):
-            halluc += sum(1 for i in ids if isinstance(i, str) and i not in snapshot_ids)
-        entry = ch.get("entry")
-        if isinstance(entry, Mapping):
-            s = entry.get("scope_id", entry.get("scope"))
-            widen += s not in (None, "", scope_id)
     return AttemptScore(
-        strict_valid=ok and parse_mode == "strict",
-        valid_after_repair=ok,
-        error_code=error_code,
-        hallucinated_ids=halluc,
-        widening=widen,
-        ops=dict(_ops(raw)),
+        strict_valid=strict_code is None,
+        valid_after_repair=lenient_code is None,
+        error_code=strict_code if error_code is None else error_code,
+        hallucinated_ids=unknown_ids(raw, snapshot_ids),
+        widening=widening_entries(raw, scope_id),
+        ops=dict(Counter(raw_op(ch) for ch in raw)),
         changes=len(raw),
     )
 
@@ -403,240 +385,448 @@ def extraction_counts(
     return ExtractionCounts(len(row_labels), matched, len(live), covered, stale)
 
 
-# --- aggregation over run-file rows (value + bootstrap CI per metric) ------------
-
-K_VALUES: tuple[int, ...] = (1, 3, 8)
-
-DEFINITIONS: dict[str, str] = {
-    "precision_returned": "mean over probes with a non-empty list of relevant returned / returned",
-    "p_at_{k}": "mean over probes of relevant in top {k} / {k} (short lists padded with misses)",
-    "recall_at_{k}": (
-        "mean over probes with relevant facts: distinct relevant in top {k} / relevant"
-    ),
-    "mrr": "mean reciprocal rank of the first relevant item, ties broken by returned order",
-    "mrr_pessimistic": "mean reciprocal rank with score ties broken against relevant items",
-    "ndcg_at_8": "mean nDCG@8, binary gains, repeats of a fact gain 0",
-    "empty_recall": "share of probes where recall returned nothing",
-    "supersede_leakage": "share of probes whose block admits a retracted or superseded fact",
-    "budget_waste": (
-        "wasted / admitted entry bytes, pooled over probes (superseded+duplicate+irrelevant)"
-    ),
-    "waste_irrelevant": "irrelevant / admitted entry bytes, pooled over probes",
-    "waste_duplicate": "bytes of a fact already admitted in the block / admitted bytes, pooled",
-    "waste_superseded": "bytes of retracted or superseded facts / admitted bytes, pooled",
-    "relevant_shut_out": "mean per probe of relevant facts recalled but not admitted",
-    "clamp_stopped": "share of probes whose block the byte budget stopped",
-    "dedup_recall": "removed true duplicates / true duplicates in recalled lists, pooled",
-    "dedup_precision": "removed true duplicates / entries removed as paraphrases, pooled",
-    "dedup_bytes_saved": "mean per probe of clamped bytes of entries removed as paraphrases",
-    "fold_recall": "restatements folded into their own fact's row / restatements, pooled by fact",
-    "false_fold_rate": "writes folded into another fact's row / writes, pooled by fact",
-    "rows_per_fact": "mean over facts of distinct rows the fact's writes landed in (1 is ideal)",
-    "strict_validity": "share of answered attempts parsed strictly and valid",
-    "valid_after_repair": "share of answered attempts valid after the lenient repair",
-    "error_{code}": "share of answered attempts rejected with code {code}",
-    "hallucinated_ids": "mean per answered attempt of ids not in the pass snapshot",
-    "hallucinating_attempts": "share of answered attempts naming at least one unknown id",
-    "widening_attempts": "share of answered attempts with an entry naming another scope",
-    "op_{op}": "share of proposed changes that are {op}s, pooled over attempts",
-    "changes_per_proposal": "mean changes per parsed proposal",
-    "provider_failures": "share of attempts without an answer (provider error)",
-    "input_tokens": "mean input tokens per attempt",
-    "output_tokens": "mean output tokens per attempt",
-    "cost_usd": "mean USD per attempt (LiteLLM bundled price map)",
-    "tokens_per_pass": "mean input+output tokens per consolidation pass (retries included)",
-    "cost_usd_per_pass": "mean USD per consolidation pass (retries included)",
-    "attempts_per_pass": "mean model attempts per pass (1 + provider retries)",
-    "latency_p50_s": "median attempt latency, seconds",
-    "latency_p95_s": "95th percentile attempt latency, seconds",
-    "extraction_precision": "share of live rows matched to a live gold fact (matcher)",
-    "extraction_recall": "share of expected live gold facts covered by a live row (matcher)",
-    "stale_rows": "share of live rows holding a retracted or superseded gold fact",
-    "matcher_precision": "matcher rule as paraphrase classifier on labelled pairs: precision",
-    "matcher_recall": "matcher rule as paraphrase classifier on labelled pairs: recall",
-}
+# --- units: one recorded thing each metric below is computed from ----------------
 
 
-def definition(metric: str) -> str:
-    """The printed definition of a metric name (templated names resolved)."""
-    if metric in DEFINITIONS:
-        return DEFINITIONS[metric]
-    for key, text in DEFINITIONS.items():
-        if "{" not in key:
-            continue
-        prefix = key.split("{")[0]
-        if metric.startswith(prefix):
-            arg = metric[len(prefix) :]
-            return text.replace("{k}", arg).replace("{code}", arg).replace("{op}", arg)
-    return ""
+class ProbeUnit:
+    """One probe row of `probes.jsonl`, with what several metrics share computed once."""
 
+    __slots__ = ("admitted", "dedup", "labels", "relevant", "scores", "stale", "stopped", "waste")
 
-def _labels(row: Mapping[str, Any]) -> list[Label]:
-    return [r["fact"] for r in row["recalled"]]
-
-
-def probe_metrics(probes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
-    """Per-probe unit values for every probe metric.
-
-    Returns metric -> (values, None) for means, or (numerators, denominators)
-    for pooled ratios; `evals.stats` turns each into an Estimate.
-    """
-    out: dict[str, tuple[list, list | None]] = {}
-
-    def add(name: str, v: float, den: float | None = None) -> None:
-        nums, dens = out.setdefault(name, ([], None if den is None else []))
-        nums.append(v)
-        if dens is not None:
-            dens.append(den)
-
-    for row in probes:
-        labels = _labels(row)
-        rel = set(row["relevant"])
-        stale = set(row.get("stale") or ())
-        scores = [r["score"] for r in row["recalled"]]
-        admitted = [a["fact"] for a in row["admitted"]]
-        add("precision_returned", precision_of_returned(labels, rel))
-        for k in K_VALUES:
-            add(f"p_at_{k}", precision_at_k(labels, rel, k))
-        for k in K_VALUES[1:]:
-            add(f"recall_at_{k}", recall_at_k(labels, rel, k))
-        add("mrr", reciprocal_rank(labels, rel))
-        add("mrr_pessimistic", reciprocal_rank_pessimistic(labels, scores, rel))
-        add("ndcg_at_8", ndcg_at_k(labels, rel, 8))
-        add("empty_recall", float(not labels))
-        add("supersede_leakage", float(leaked(admitted, stale)))
-        w = budget_waste([(a["fact"], a["bytes"]) for a in row["admitted"]], rel, stale)
-        add("budget_waste", w.wasted, w.admitted)
-        add("waste_irrelevant", w.irrelevant, w.admitted)
-        add("waste_duplicate", w.duplicate, w.admitted)
-        add("waste_superseded", w.superseded, w.admitted)
-        add("relevant_shut_out", relevant_shut_out(labels, admitted, rel))
-        add("clamp_stopped", float(bool(row.get("stopped"))))
-        d = dedup_counts(
+    def __init__(self, row: Mapping[str, Any]):
+        self.labels: list[Label] = [r["fact"] for r in row["recalled"]]
+        self.relevant = set(row["relevant"])
+        self.stale = set(row.get("stale") or ())
+        self.scores = [r["score"] for r in row["recalled"]]
+        self.admitted: list[Label] = [a["fact"] for a in row["admitted"]]
+        self.waste = budget_waste(
+            [(a["fact"], a["bytes"]) for a in row["admitted"]], self.relevant, self.stale
+        )
+        self.dedup = dedup_counts(
             [(r["fact"], r["bytes"]) for r in row["recalled"]],
             [bool(r.get("removed")) for r in row["recalled"]],
         )
-        add("dedup_recall", d.removed_true, d.true_duplicates)
-        add("dedup_precision", d.removed_true, d.removed)
-        add("dedup_bytes_saved", d.bytes_saved)
+        self.stopped = bool(row.get("stopped"))
+
+
+class AttemptUnit:
+    """One attempt row of `attempts.jsonl`; `score` is None for a provider failure
+    (no answer, nothing to judge: it counts only in `provider_failures` and cost)
+    and for a repeat of a request already judged (`first` is False): validity
+    counts each distinct (replicate, model, request hash) once, by its first
+    answer, so a frozen scope resending one request is not a new sample."""
+
+    __slots__ = ("answered", "first", "row", "score")
+
+    def __init__(self, row: Mapping[str, Any], first: bool = True):
+        self.row = row
+        self.answered = row.get("raw_response") is not None
+        self.first = first
+        self.score: AttemptScore | None = None
+        if self.answered and first and row.get("parse_mode") is not None:
+            if "lenient_code" not in row:
+                raise ConfigError(
+                    "attempt row has no strict/lenient outcome (written by an older memkit); "
+                    "rerun the evaluation"
+                )
+            self.score = attempt_validity(
+                row.get("strict_code"),
+                row.get("lenient_code"),
+                row.get("parsed_changes"),
+                set(row.get("snapshot_ids") or ()),
+                row["scope_id"],
+                row.get("validation_code"),
+            )
+
+
+def judged_first(rows: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """Per attempt row: is it the first answered one of its (replicate, model, request)?"""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for r in rows:
+        key = (r.get("replicate", 0), r.get("model"), r.get("request_hash"))
+        answered = r.get("raw_response") is not None
+        out.append(not answered or key not in seen)
+        if answered:
+            seen.add(key)
     return out
 
 
-def write_metrics(writes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
-    """Per-fact unit values for the fold-in metrics (facts are the resampled unit)."""
-    by_fact: dict[tuple[str, str], list[Write]] = {}
-    for w in writes:
-        key = (w["scope_id"], w["fact"])
-        by_fact.setdefault(key, []).append(
-            Write(w["fact"], bool(w["restatement"]), w["row"], bool(w["folded"]), w["row_fact"])
-        )
-    rec_n, rec_d, ff_n, ff_d, rows = [], [], [], [], []
-    for key in sorted(by_fact):
-        ws = by_fact[key]
-        c = fold_outcomes(ws)
-        rec_n.append(c.folded_restatements)
-        rec_d.append(c.restatements)
-        ff_n.append(c.false_folds)
-        ff_d.append(c.writes)
-        rows.append(next(iter(rows_per_fact(ws).values())))
-    return {
-        "fold_recall": (rec_n, rec_d),
-        "false_fold_rate": (ff_n, ff_d),
-        "rows_per_fact": (rows, None),
-    }
+class PassUnit(list):
+    """One pass's attempt rows (retries included), in order; `repeated` when the
+    pass resent a request byte-identical to one an earlier pass of its scope and
+    replicate sent and failed with (a frozen queue)."""
+
+    repeated: bool = False
 
 
-def attempt_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
-    """Per-attempt unit values for validity, op mix and cost metrics.
-
-    "Answered" attempts are those that returned text (a provider failure has
-    no proposal to judge; it counts only in `provider_failures`).
-    """
-    from memkit.errors import PROPOSAL_CODES
-
-    out: dict[str, tuple[list, list | None]] = {}
-
-    def add(name: str, v: float, den: float | None = None) -> None:
-        nums, dens = out.setdefault(name, ([], None if den is None else []))
-        nums.append(v)
-        if dens is not None:
-            dens.append(den)
-
-    for a in attempts:
-        answered = a.get("raw_response") is not None
-        add("provider_failures", float(not answered))
-        add("input_tokens", float(a.get("input_tokens") or 0))
-        add("output_tokens", float(a.get("output_tokens") or 0))
-        add("cost_usd", float(a.get("cost_usd") or 0.0))
-        add("latency_s", float(a.get("latency_s") or 0.0))
-        if not answered:
-            continue
-        mode = a.get("parse_mode") or "failed"
-        code = a.get("validation_code")
-        if mode == "failed" and code is None:
-            code = "parse"
-        s = attempt_validity(
-            mode, code, a.get("parsed_changes"), set(a.get("snapshot_ids") or ()), a["scope_id"]
-        )
-        add("strict_validity", float(s.strict_valid))
-        add("valid_after_repair", float(s.valid_after_repair))
-        for c in PROPOSAL_CODES:
-            add(f"error_{c}", float(s.error_code == c))
-        add("hallucinated_ids", float(s.hallucinated_ids))
-        add("hallucinating_attempts", float(s.hallucinated_ids > 0))
-        add("widening_attempts", float(s.widening > 0))
-        for op in ("add", "merge", "retract"):
-            add(f"op_{op}", float(s.ops.get(op, 0)), float(s.changes))
-        if mode != "failed":
-            add("changes_per_proposal", float(s.changes))
+def pass_units_in_order(rows: Sequence[Mapping[str, Any]]) -> list[PassUnit]:
+    """Group attempt rows into passes, in (replicate, scope, pass) order, marking repeats."""
+    by: dict[tuple[Any, ...], PassUnit] = {}
+    for a in rows:
+        key = (str(a.get("replicate", 0)), str(a.get("scope_id")), a.get("pass") or 0)
+        by.setdefault(key, PassUnit()).append(a)
+    failed: set[tuple[Any, ...]] = set()
+    out = []
+    for key in sorted(by):
+        unit = by[key]
+        h = unit[0].get("request_hash")
+        seen = (key[0], key[1], h)
+        unit.repeated = h is not None and seen in failed
+        if h is not None and unit[-1].get("outcome") != "ok":
+            failed.add(seen)
+        out.append(unit)
     return out
 
 
-def pass_metrics(attempts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list, list | None]]:
-    """Per-pass sums over a pass's attempts (retries included): the pass is the unit."""
-    by: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
-    for a in attempts:
-        key = (a.get("scope_id"), a.get("replicate", 0), a.get("pass"))
-        by.setdefault(key, []).append(a)
-    tokens, cost, tries = [], [], []
-    for key in sorted(by, key=str):
-        rows = by[key]
-        tokens.append(
-            float(sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in rows))
+@dataclass(frozen=True, slots=True)
+class RowUnit:
+    """A live row at the end of a scope, by the gold fact it matched."""
+
+    fact: Label
+    live_gold: frozenset[str]
+    stale_gold: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class FactUnit:
+    """A live gold fact at the end of a scope, and whether a live row covers it."""
+
+    fact: str
+    covered: bool
+
+
+# --- the registered metrics --------------------------------------------------------
+
+K_VALUES: tuple[int, ...] = (1, 3, 8)
+"""The k of P@k; recall@k uses those above 1."""
+
+
+def _probe(name: str, definition: str, direction: str, family: str, **kw: Any) -> Any:
+    return register(
+        name, unit="probe", definition=definition, direction=direction, family=family, **kw
+    )
+
+
+_probe(
+    "precision_returned",
+    "mean over probes with a non-empty list of relevant returned / returned",
+    "higher",
+    "ranking",
+    lists=("compare", "sweep"),
+)(lambda p: precision_of_returned(p.labels, p.relevant))
+
+for _k in K_VALUES:
+    _probe(
+        f"p_at_{_k}",
+        f"mean over probes of relevant in top {_k} / {_k} (short lists padded with misses)",
+        "higher",
+        "ranking",
+        lists=("headline", "breakdown", "compare", "sweep") if _k == 1 else (),
+    )(lambda p, k=_k: precision_at_k(p.labels, p.relevant, k))
+for _k in K_VALUES[1:]:
+    _probe(
+        f"recall_at_{_k}",
+        f"mean over probes with relevant facts: distinct relevant in top {_k} / relevant",
+        "higher",
+        "ranking",
+        lists=("headline", "breakdown", "compare", "sweep") if _k == 8 else (),
+    )(lambda p, k=_k: recall_at_k(p.labels, p.relevant, k))
+
+_probe(
+    "mrr",
+    "mean reciprocal rank of the first relevant item, ties broken by returned order",
+    "higher",
+    "ranking",
+    lists=("headline", "breakdown", "compare", "sweep"),
+)(lambda p: reciprocal_rank(p.labels, p.relevant))
+_probe(
+    "mrr_pessimistic",
+    "mean reciprocal rank with score ties broken against relevant items",
+    "higher",
+    "ranking",
+)(lambda p: reciprocal_rank_pessimistic(p.labels, p.scores, p.relevant))
+_probe(
+    "ndcg_at_8",
+    "mean nDCG@8, binary gains, repeats of a fact gain 0",
+    "higher",
+    "ranking",
+    lists=("headline", "breakdown", "compare", "sweep"),
+)(lambda p: ndcg_at_k(p.labels, p.relevant, 8))
+_probe(
+    "empty_recall",
+    "share of probes where recall returned nothing",
+    "neutral",
+    "block",
+    lists=("sweep",),
+)(lambda p: float(not p.labels))
+_probe(
+    "budget_waste",
+    "wasted / admitted entry bytes, pooled over probes (superseded+duplicate+irrelevant)",
+    "lower",
+    "waste",
+    pooled=True,
+    lists=("headline", "breakdown", "compare", "sweep"),
+)(lambda p: (p.waste.wasted, p.waste.admitted))
+_probe(
+    "supersede_leakage",
+    "share of probes whose block admits a retracted or superseded fact",
+    "lower",
+    "block",
+    lists=("headline", "breakdown", "compare", "sweep"),
+)(lambda p: float(leaked(p.admitted, p.stale)))
+_probe(
+    "relevant_shut_out",
+    "mean per probe of relevant facts recalled but not admitted",
+    "lower",
+    "per_probe_count",
+    lists=("headline",),
+)(lambda p: relevant_shut_out(p.labels, p.admitted, p.relevant))
+_probe(
+    "waste_irrelevant",
+    "irrelevant / admitted entry bytes, pooled over probes",
+    "lower",
+    "waste",
+    pooled=True,
+)(lambda p: (p.waste.irrelevant, p.waste.admitted))
+_probe(
+    "waste_duplicate",
+    "bytes of a fact already admitted in the block / admitted bytes, pooled",
+    "lower",
+    "waste",
+    pooled=True,
+)(lambda p: (p.waste.duplicate, p.waste.admitted))
+_probe(
+    "waste_superseded",
+    "bytes of retracted or superseded facts / admitted bytes, pooled",
+    "lower",
+    "waste",
+    pooled=True,
+)(lambda p: (p.waste.superseded, p.waste.admitted))
+_probe(
+    "clamp_stopped",
+    "share of probes whose block the byte budget stopped",
+    "neutral",
+    "block",
+)(lambda p: float(p.stopped))
+
+
+def _write(name: str, definition: str, direction: str, **kw: Any) -> Any:
+    return register(name, unit="write", definition=definition, direction=direction, **kw)
+
+
+_write(
+    "fold_recall",
+    "restatements folded into their own fact's row / restatements, pooled by fact",
+    "higher",
+    family="fold",
+    pooled=True,
+    lists=("headline", "sweep"),
+)(lambda ws: (lambda c: (c.folded_restatements, c.restatements))(fold_outcomes(ws)))
+_write(
+    "false_fold_rate",
+    "writes folded into another fact's row / writes, pooled by fact",
+    "lower",
+    family="fold",
+    pooled=True,
+    lists=("headline", "sweep"),
+)(lambda ws: (lambda c: (c.false_folds, c.writes))(fold_outcomes(ws)))
+_write(
+    "rows_per_fact",
+    "mean over facts of distinct rows the fact's writes landed in (1 is ideal)",
+    "lower",
+    family="rows_per_fact",
+    lists=("sweep",),
+)(lambda ws: float(rows_per_fact(ws)[ws[0].fact_id]))
+
+_probe(
+    "dedup_recall",
+    "removed true duplicates / true duplicates in recalled lists, pooled",
+    "higher",
+    "dedup",
+    pooled=True,
+    lists=("headline",),
+)(lambda p: (p.dedup.removed_true, p.dedup.true_duplicates))
+_probe(
+    "dedup_precision",
+    "removed true duplicates / entries removed as paraphrases, pooled",
+    "higher",
+    "dedup",
+    pooled=True,
+)(lambda p: (p.dedup.removed_true, p.dedup.removed))
+_probe(
+    "dedup_bytes_saved",
+    "mean per probe of clamped bytes of entries removed as paraphrases",
+    "higher",
+    "dedup_bytes",
+)(lambda p: p.dedup.bytes_saved)
+
+
+def _attempt(name: str, definition: str, direction: str, family: str, **kw: Any) -> Any:
+    return register(
+        name, unit="attempt", definition=definition, direction=direction, family=family, **kw
+    )
+
+
+def _judged(fn: Any) -> Any:
+    """An attempt metric defined only on answered attempts (NaN otherwise)."""
+    return lambda a: NAN if a.score is None else fn(a.score)
+
+
+_attempt(
+    "strict_validity",
+    "share of distinct answered requests whose answer parses strictly and is valid",
+    "higher",
+    "validity",
+    lists=("headline", "compare"),
+)(_judged(lambda s: float(s.strict_valid)))
+_attempt(
+    "valid_after_repair",
+    "share of distinct answered requests whose answer is valid after the lenient repair",
+    "higher",
+    "validity",
+    lists=("headline", "compare"),
+)(_judged(lambda s: float(s.valid_after_repair)))
+_attempt(
+    "hallucinated_ids",
+    "mean per distinct answered request of ids not in the pass snapshot",
+    "lower",
+    "per_attempt_count",
+    lists=("headline", "compare"),
+)(_judged(lambda s: float(s.hallucinated_ids)))
+
+
+def _register_error_codes() -> None:
+    for c in PROPOSAL_CODES:
+        _attempt(
+            f"error_{c}",
+            f"share of distinct answered requests whose pass was refused with code {c}",
+            "lower",
+            "errors",
+        )(_judged(lambda s, c=c: float(s.error_code == c)))
+
+
+_register_error_codes()
+_attempt(
+    "hallucinating_attempts",
+    "share of distinct answered requests naming at least one unknown id",
+    "lower",
+    "validity",
+)(_judged(lambda s: float(s.hallucinated_ids > 0)))
+_attempt(
+    "widening_attempts",
+    "share of distinct answered requests with an entry naming another scope",
+    "lower",
+    "validity",
+)(_judged(lambda s: float(s.widening > 0)))
+for _op in ("add", "merge", "retract"):
+    _attempt(
+        f"op_{_op}",
+        f"share of proposed changes that are {_op}s, pooled over distinct requests",
+        "neutral",
+        "op_mix",
+        pooled=True,
+    )(
+        lambda a, op=_op: (
+            (NAN, NAN)
+            if a.score is None
+            else (float(a.score.ops.get(op, 0)), float(a.score.changes))
         )
-        cost.append(float(sum(r.get("cost_usd") or 0.0 for r in rows)))
-        tries.append(float(len(rows)))
-    return {
-        "tokens_per_pass": (tokens, None),
-        "cost_usd_per_pass": (cost, None),
-        "attempts_per_pass": (tries, None),
-    }
+    )
+_attempt(
+    "changes_per_proposal",
+    "mean changes per parsed proposal (distinct requests)",
+    "neutral",
+    "per_attempt_count",
+    lists=("compare",),
+)(
+    lambda a: (
+        NAN if a.score is None or a.row.get("parsed_changes") is None else float(a.score.changes)
+    )
+)
+_attempt(
+    "provider_failures",
+    "share of attempts without an answer (provider error)",
+    "lower",
+    "validity",
+)(lambda a: float(not a.answered))
+_attempt("input_tokens", "mean input tokens per attempt", "lower", "tokens")(
+    lambda a: float(a.row.get("input_tokens") or 0)
+)
+_attempt("output_tokens", "mean output tokens per attempt", "lower", "tokens")(
+    lambda a: float(a.row.get("output_tokens") or 0)
+)
+
+register(
+    "extraction_recall",
+    unit="fact",
+    definition="share of expected live gold facts covered by a live row (matcher)",
+    direction="higher",
+    family="extraction",
+    lists=("headline", "breakdown", "compare"),
+)(lambda f: float(f.covered))
+register(
+    "extraction_precision",
+    unit="row",
+    definition="share of live rows matched to a live gold fact (matcher)",
+    direction="higher",
+    family="extraction",
+    lists=("headline", "breakdown", "compare"),
+)(lambda r: float(r.fact is not None and r.fact in r.live_gold))
+register(
+    "stale_rows",
+    unit="row",
+    definition="share of live rows holding a retracted or superseded gold fact",
+    direction="lower",
+    family="extraction",
+)(lambda r: float(r.fact is not None and r.fact in r.stale_gold))
+
+_attempt(
+    "cost_usd",
+    "mean USD per attempt (LiteLLM bundled price map)",
+    "lower",
+    "usd",
+    lists=("headline",),
+)(lambda a: float(a.row.get("cost_usd") or 0.0))
 
 
-def extraction_metrics(
-    extraction: Sequence[Mapping[str, Any]],
-) -> dict[str, tuple[list, list | None]]:
-    """Rows and gold facts as units for extraction precision / recall."""
-    prec, rec, stale = [], [], []
-    for e in extraction:
-        live, old = set(e["live_gold"]), set(e["stale_gold"])
-        labels = [r["fact"] for r in e["rows"]]
-        prec.extend(float(f is not None and f in live) for f in labels)
-        stale.extend(float(f is not None and f in old) for f in labels)
-        covered = {f for f in labels if f in live}
-        rec.extend(float(f in covered) for f in sorted(live))
-    return {
-        "extraction_precision": (prec, None),
-        "extraction_recall": (rec, None),
-        "stale_rows": (stale, None),
-    }
+def _pass(name: str, definition: str, family: str) -> Any:
+    return register(name, unit="pass", definition=definition, direction="lower", family=family)
 
 
-def estimate(values: tuple[list, list | None], *, seed: int = 0, resamples: int = 1000) -> Any:
-    """An `Estimate` from (values, None) or (numerators, denominators)."""
-    from evals.stats import bootstrap_mean, bootstrap_ratio
+_pass(
+    "tokens_per_pass",
+    "mean input+output tokens per consolidation pass (retries included)",
+    "tokens",
+)(
+    lambda rows: float(
+        sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in rows)
+    )
+)
+_pass("cost_usd_per_pass", "mean USD per consolidation pass (retries included)", "usd")(
+    lambda rows: float(sum(r.get("cost_usd") or 0.0 for r in rows))
+)
+_pass("attempts_per_pass", "mean model attempts per pass (1 + provider retries)", "attempts")(
+    lambda rows: float(len(rows))
+)
+_pass(
+    "repeated_requests",
+    "share of passes whose request is identical to one an earlier pass of the scope failed with",
+    "repeats",
+)(lambda p: float(p.repeated))
 
-    nums, dens = values
-    if dens is None:
-        return bootstrap_mean(nums, seed=seed, resamples=resamples)
-    return bootstrap_ratio(nums, dens, seed=seed, resamples=resamples)
+# computed outside the unit functions: wall-clock latency (latency.json) and the
+# matcher's own accuracy on labelled pairs (matcher.json)
+for _name, _unit, _text in (
+    ("latency_p50_s", "attempt", "median attempt latency, seconds"),
+    ("latency_p95_s", "attempt", "95th percentile attempt latency, seconds"),
+    ("latency_mean_s", "attempt", "mean attempt latency, seconds"),
+    ("pass_wall_p50_s", "pass", "median wall-clock seconds per consolidation pass"),
+    ("pass_wall_p95_s", "pass", "95th percentile wall-clock seconds per consolidation pass"),
+):
+    add(_name, unit=_unit, definition=_text, direction="lower", family="seconds")
+for _name, _text in (
+    ("matcher_precision", "matcher rule as paraphrase classifier on labelled pairs: precision"),
+    ("matcher_recall", "matcher rule as paraphrase classifier on labelled pairs: recall"),
+):
+    add(_name, unit="pair", definition=_text, direction="higher", family="matcher", pooled=True)

@@ -26,11 +26,12 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from evals import scorers
+from evals import aggregate, registry
 from evals.matcher import Matcher
 from evals.replay import (
     CachingEmbedder,
@@ -40,6 +41,7 @@ from evals.replay import (
     replay_store,
     scopes_of,
 )
+from evals.runfolder import DIGITS, RUN_VERSION, write_json, write_manifest, write_metrics
 from memkit.errors import ConfigError
 from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
 
@@ -67,19 +69,11 @@ ALIASES: dict[str, str] = {
     "snapshot_size": "consolidation.snapshot_size",
     "max_rollouts": "consolidation.max_rollouts",
 }
-DEFAULT_METRICS: tuple[str, ...] = (
-    "precision_returned",
-    "p_at_1",
-    "recall_at_8",
-    "mrr",
-    "ndcg_at_8",
-    "empty_recall",
-    "budget_waste",
-    "supersede_leakage",
-    "fold_recall",
-    "false_fold_rate",
-    "rows_per_fact",
-)
+
+
+def default_metrics() -> tuple[str, ...]:
+    """The registry's sweep list."""
+    return registry.names(listed="sweep")
 
 
 def resolve(name: str) -> tuple[str, str]:
@@ -138,7 +132,7 @@ def _rows(
     for m in metrics:
         if m not in groups:
             continue
-        e = scorers.estimate(groups[m], seed=seed, resamples=resamples)
+        e = aggregate.estimate(groups[m], seed=seed, resamples=resamples)
         out.append(
             {
                 "point_index": point_i,
@@ -159,7 +153,7 @@ def sweep(
     *,
     objective: str = "ndcg_at_8",
     maximize: bool = True,
-    metrics: Sequence[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] | None = None,
     base: Mapping[str, Mapping[str, Any]] | None = None,
     embedder: Any = "wordllama",
     consolidator: str = "heuristic",
@@ -172,7 +166,12 @@ def sweep(
 
     base = base or {}
     points = _points(grid)
-    metrics = tuple(dict.fromkeys([*metrics, objective]))
+    registry.get(objective)
+    metrics = tuple(
+        dict.fromkeys([*(default_metrics() if metrics is None else metrics), objective])
+    )
+    for m in metrics:
+        registry.get(m)
     emb = embedder if not isinstance(embedder, str) else CachingEmbedder(get_embedder(embedder))
     needs_pipeline = any(resolve(n)[0] == "consolidation" for n in grid)
     rows: list[dict[str, Any]] = []
@@ -201,9 +200,9 @@ def sweep(
                 ]
 
             res = asyncio.run(run_all())
-            groups = scorers.probe_metrics([r for x in res for r in x.probes])
-            groups.update(scorers.attempt_metrics([a for x in res for a in x.attempts]))
-            groups.update(scorers.extraction_metrics([e for x in res for e in x.extraction]))
+            groups = aggregate.probe_metrics([r for x in res for r in x.probes])
+            groups.update(aggregate.attempt_metrics([a for x in res for a in x.attempts]))
+            groups.update(aggregate.extraction_metrics([e for x in res for e in x.extraction]))
             rows += _rows(i, point, groups, seed, resamples, metrics)
     else:
         # group points by their fold setting: one replay per fold point
@@ -217,12 +216,12 @@ def sweep(
             r = replay_store(
                 dataset, embedder=emb, fold=fold, variants=[v for _, _, v in items], scopes=scopes
             )
-            fold_groups = scorers.write_metrics(r.writes)
+            fold_groups = aggregate.write_metrics(r.writes)
             by_variant: dict[str, list[dict[str, Any]]] = {}
             for row in r.probes:
                 by_variant.setdefault(row["variant"], []).append(row)
             for i, point, v in items:
-                groups = scorers.probe_metrics(by_variant.get(v.name, []))
+                groups = aggregate.probe_metrics(by_variant.get(v.name, []))
                 groups.update(fold_groups)
                 rows += _rows(i, point, groups, seed, resamples, metrics)
     frame = pd.DataFrame.from_records(rows).sort_values(["point_index", "metric"], kind="stable")
@@ -260,3 +259,56 @@ def _plain(v: Any) -> Any:
 def _nan_none(v: Any) -> float | None:
     v = float(v)
     return None if math.isnan(v) else v
+
+
+def write_sweep(
+    out: Path,
+    res: SweepResult,
+    *,
+    config: Any,
+    dataset: Any,
+    grid: Mapping[str, Sequence[Any]],
+    started_at: str,
+) -> None:
+    """A sweep folder: sweep.csv, recommended.json, the recommended point's
+    metrics.json/csv and manifest.json, in the run-folder format."""
+    from evals.aggregate import COLUMNS, row_fields
+
+    out.mkdir(parents=True, exist_ok=True)
+    frame = res.frame
+    f = frame.copy()
+    f["param"] = ",".join(res.params)
+    f["point"] = f[res.params[0]] if len(res.params) == 1 else f["point_index"]
+    f.to_csv(out / "sweep.csv", index=False, float_format="%.6f")
+    write_json(out / "recommended.json", {"version": RUN_VERSION, **res.recommended})
+    obj = frame[(frame["metric"] == res.recommended["objective"])]
+    point = obj[obj["value"] == res.recommended["value"]]["point_index"].min()
+    rows = [
+        {
+            "system": "store@recommended",
+            "metric": r.metric,
+            "value": _round(r.value),
+            "lo": _round(r.lo),
+            "hi": _round(r.hi),
+            "n": int(r.n),
+            **row_fields(r.metric),
+        }
+        for r in frame[frame["point_index"] == point].itertuples()
+    ]
+    write_metrics(out, pd.DataFrame.from_records(rows, columns=COLUMNS))
+    write_manifest(
+        out,
+        name=f"sweep {' x '.join(res.params)}",
+        config=config.to_dict(),
+        dataset=dataset,
+        dataset_path=config.dataset,
+        embedder=config.embedder,
+        seed=config.seed,
+        systems=["store"],
+        started_at=started_at,
+        grid=dict(grid),
+    )
+
+
+def _round(v: float) -> float | None:
+    return None if v != v else round(float(v), DIGITS)

@@ -123,13 +123,19 @@ class Change:
 
     @property
     def op(self) -> Literal["add", "merge", "retract", "invalid"]:
-        if self.ids and self.entry is not None:
-            return "merge"
-        if self.ids:
-            return "retract"
-        if self.entry is not None:
-            return "add"
-        return "invalid"
+        return op_of(bool(self.ids), self.entry is not None)
+
+
+def op_of(has_ids: bool, has_entry: bool) -> Literal["add", "merge", "retract", "invalid"]:
+    """A change's operation from what it names: ids and an entry merge, ids alone
+    retract, an entry alone adds, neither is invalid (SPEC §1)."""
+    if has_ids and has_entry:
+        return "merge"
+    if has_ids:
+        return "retract"
+    if has_entry:
+        return "add"
+    return "invalid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,3 +145,5 @@ class CommitResult:
     added: tuple[str, ...] = ()
     retired: tuple[str, ...] = ()
     consumed: tuple[str, ...] = ()
+    changes: tuple[Change, ...] = ()
+    """The validated changes applied, in order (`added` holds their new ids)."""

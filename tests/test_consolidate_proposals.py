@@ -18,10 +18,10 @@ import pytest
 
 from memkit import SQLiteStore
 from memkit.consolidate import Reply, build_rollout, parse_response, run_pass_sync
-from memkit.consolidate.validate import validate_batch, validate_changes
 from memkit.errors import PROPOSAL_CODES, ProposalError
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
+from memkit.proposal import validate_batch, validate_changes
 from memkit.types import Memory
 
 CORPUS = Path(__file__).parent / "proposals" / "adversarial.jsonl"

@@ -17,7 +17,8 @@ import pytest
 from stub_openai import StubServer, rate_limited, slow
 
 from evals.datasets import load_dataset
-from evals.runner import RunConfig, read_jsonl, run_eval
+from evals.runfolder import read_jsonl
+from evals.runner import RunConfig, run_eval
 from evals.synthetic import write_synthetic
 
 MODEL = "litellm:openai/paced"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_eval_data import write_tiny_dataset
 
-from evals import scorers
+from evals import aggregate, scorers
 from evals.datasets import load_dataset
 from evals.matcher import Matcher
 from evals.replay import (
@@ -142,13 +142,13 @@ def _pipeline(ds, emb, spec):
 
 
 def _value(groups, name):
-    return scorers.estimate(groups[name]).value
+    return aggregate.estimate(groups[name]).value
 
 
 def test_oracle_is_the_ceiling(ds, emb):
     res = _pipeline(ds, emb, "oracle")
-    att = scorers.attempt_metrics([a for r in res for a in r.attempts])
-    ext = scorers.extraction_metrics([e for r in res for e in r.extraction])
+    att = aggregate.attempt_metrics([a for r in res for a in r.attempts])
+    ext = aggregate.extraction_metrics([e for r in res for e in r.extraction])
     assert _value(att, "strict_validity") == 1.0
     assert _value(ext, "extraction_recall") == 1.0
     assert _value(ext, "extraction_precision") == 1.0
@@ -161,7 +161,7 @@ def test_oracle_is_the_ceiling(ds, emb):
 
 def test_heuristic_is_below_the_ceiling_but_above_zero(ds, emb):
     res = _pipeline(ds, emb, "heuristic")
-    ext = scorers.extraction_metrics([e for r in res for e in r.extraction])
+    ext = aggregate.extraction_metrics([e for r in res for e in r.extraction])
     assert 0.0 < _value(ext, "extraction_recall") < 1.0
     # ineligible run a6 staged nothing: one pass per eligible run at most
     assert all(p["outcome"] == "committed" for r in res for p in r.passes)

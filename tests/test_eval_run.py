@@ -14,9 +14,11 @@ from stub_openai import StubServer, fenced, reply
 from test_eval_data import write_tiny_dataset
 
 from evals.commands import compare_main, report_main, run_main
+from evals.compare import compare_runs
 from evals.datasets import load_dataset
 from evals.replay import CachingEmbedder
-from evals.runner import RunConfig, compare_runs, read_jsonl, run_eval
+from evals.runfolder import read_jsonl
+from evals.runner import RunConfig, run_eval
 from memkit.embed import get_embedder
 
 GOOD = "litellm:openai/good"
@@ -97,6 +99,11 @@ def test_run_folder_layout_versions_and_report(tiny, emb, tmp_path):
     assert manifest["dataset"]["fingerprint"] and manifest["started_at"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["version"] == 1 and "started_at" not in json.dumps(metrics)
+    # every row carries the registry's unit and direction (json and csv alike)
+    assert all(
+        r["unit"] and r["direction"] in ("higher", "lower", "neutral") for r in metrics["metrics"]
+    )
+    assert "unit,direction" in (out / "metrics.csv").read_text().splitlines()[0]
     t = res.metrics.set_index(["system", "metric"])
     assert t.loc[("pipeline:oracle", "strict_validity"), "value"] == 1.0
     assert t.loc[("pipeline:oracle", "extraction_recall"), "value"] == 1.0
@@ -236,7 +243,7 @@ def test_cli_run_and_bad_arguments(tiny, tmp_path, capsys):
 
 
 def test_load_run_returns_frames(tiny, emb, tmp_path):
-    from evals.runner import load_run
+    from evals.runfolder import load_run
     from memkit.errors import ConfigError
 
     root, ds = tiny

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from memkit.consolidate.cache import ResponseCache, cache_key
 from memkit.consolidate.consolidators import (
-    Consolidator,
     LiteLLMConsolidator,
     OracleConsolidator,
     ReplayConsolidator,
-    Reply,
     get_consolidator,
 )
 from memkit.consolidate.heuristic import HeuristicConsolidator
-from memkit.consolidate.parse import Parsed, parse_response
+from memkit.consolidate.judge import Judgement, Verdict, judge
 from memkit.consolidate.passes import run_pass, run_pass_sync
+from memkit.consolidate.reply import Consolidator, Reply
 from memkit.consolidate.request import (
     NATIVE_PROMPT,
     NATIVE_PROMPT_VERSION,
@@ -42,7 +41,13 @@ from memkit.consolidate.stage import (
     rollout_id,
     stage_run,
 )
-from memkit.consolidate.validate import change_to_json, validate_batch, validate_changes
+from memkit.proposal import (
+    Parsed,
+    change_to_json,
+    parse_response,
+    validate_batch,
+    validate_changes,
+)
 
 __all__ = [
     "ATTEMPT_VERSION",
@@ -50,6 +55,7 @@ __all__ = [
     "ConsolidationRequest",
     "Consolidator",
     "HeuristicConsolidator",
+    "Judgement",
     "LiteLLMConsolidator",
     "NATIVE_PROMPT",
     "NATIVE_PROMPT_VERSION",
@@ -68,6 +74,7 @@ __all__ = [
     "evidence_messages",
     "evidence_text",
     "get_consolidator",
+    "judge",
     "parse_response",
     "prepare_request",
     "rollout_id",
@@ -77,4 +84,5 @@ __all__ = [
     "stage_run",
     "validate_batch",
     "validate_changes",
+    "Verdict",
 ]

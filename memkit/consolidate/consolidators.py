@@ -10,59 +10,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from memkit import llm
 from memkit.consolidate.cache import ResponseCache, cache_key
+from memkit.consolidate.heuristic import HeuristicConsolidator
+from memkit.consolidate.reply import Consolidator, Reply, local_reply
 from memkit.consolidate.request import ConsolidationRequest
 from memkit.errors import ConfigError, ProviderError
 from memkit.llm import CallAttempt, RetryPolicy
 
-
-@dataclass(frozen=True)
-class Reply:
-    """A consolidator's raw answer with the attempts that produced it."""
-
-    text: str
-    model: str
-    attempts: tuple[CallAttempt, ...] = field(default_factory=tuple)
-    cached: bool = False
-
-    @property
-    def input_tokens(self) -> int:
-        return sum(a.input_tokens for a in self.attempts)
-
-    @property
-    def output_tokens(self) -> int:
-        return sum(a.output_tokens for a in self.attempts)
-
-    @property
-    def cost_usd(self) -> float:
-        return sum(a.cost_usd for a in self.attempts)
-
-    @property
-    def latency_s(self) -> float:
-        return sum(a.latency_s for a in self.attempts)
-
-
-@runtime_checkable
-class Consolidator(Protocol):
-    """Proposes changes for one pass. Raise ProviderError when no answer came."""
-
-    name: str
-
-    async def propose(self, request: ConsolidationRequest) -> Reply: ...
-
-
-def local_reply(name: str, text: str, t0: float) -> Reply:
-    """A reply produced in-process (no provider): one "ok" attempt with its latency."""
-    return Reply(
-        text=text,
-        model=name,
-        attempts=(CallAttempt(model=name, outcome="ok", latency_s=time.perf_counter() - t0),),
-    )
+REPLAYABLE = ("rate_limit", "server", "timeout")
+"""Provider failures a cache entry replays: what the provider did to this request.
+A connection or configuration error (dead endpoint, missing key, unknown
+model) says nothing about the request and is retried by a rerun."""
 
 
 class LiteLLMConsolidator:
@@ -132,8 +94,7 @@ class LiteLLMConsolidator:
             )
             hit = self.cache.get(key)
             if hit is not None:
-                att = CallAttempt(**hit["attempt"])
-                return Reply(text=hit["text"], model=self.model, attempts=(att,), cached=True)
+                return _replay(hit, self.model)
         kwargs: dict[str, Any] = {}
         if self._sleep is not None:
             kwargs["sleep"] = self._sleep
@@ -152,12 +113,30 @@ class LiteLLMConsolidator:
                 **kwargs,
             )
         except ProviderError as e:
-            self.provider_calls += len(getattr(e, "attempts", ()))
+            tried = tuple(getattr(e, "attempts", ()))
+            self.provider_calls += len(tried)
+            if self.cache is not None and key is not None and tried and e.kind in REPLAYABLE:
+                error = {"message": str(e), "kind": e.kind, "status": e.status}
+                self.cache.put(key, {"attempts": [a.to_dict() for a in tried], "error": error})
             raise
         self.provider_calls += len(done.attempts)
         if self.cache is not None and key is not None:
-            self.cache.put(key, {"text": done.text, "attempt": done.final.to_dict()})
+            self.cache.put(
+                key, {"text": done.text, "attempts": [a.to_dict() for a in done.attempts]}
+            )
         return Reply(text=done.text, model=self.model, attempts=done.attempts)
+
+
+def _replay(hit: Mapping[str, Any], model: str) -> Reply:
+    """A cached attempt sequence played back: the answer, or the error it ended in."""
+    attempts = tuple(CallAttempt(**a) for a in hit["attempts"])
+    error = hit.get("error")
+    if error is not None:
+        err = ProviderError(error["message"], kind=error["kind"], status=error["status"])
+        err.attempts = attempts  # type: ignore[attr-defined]
+        err.cached = True  # type: ignore[attr-defined]
+        raise err
+    return Reply(text=hit["text"], model=model, attempts=attempts, cached=True)
 
 
 class OracleConsolidator:
@@ -241,8 +220,6 @@ def get_consolidator(spec: str, **options: Any) -> Consolidator:
     if kind == "litellm":
         return LiteLLMConsolidator(arg, **options)
     if kind == "heuristic" and not arg:
-        from memkit.consolidate.heuristic import HeuristicConsolidator
-
         return HeuristicConsolidator(**options)
     if kind == "oracle" and not arg:
         if "gold" not in options:

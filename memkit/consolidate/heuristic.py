@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from memkit.consolidate.consolidators import Reply, local_reply
+from memkit.consolidate.reply import Reply, local_reply
 from memkit.consolidate.request import ConsolidationRequest
 from memkit.redact import REDACTED
 from memkit.text import trigram_similarity

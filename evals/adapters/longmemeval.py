@@ -1,0 +1,199 @@
+"""LongMemEval (oracle split or S; MIT).
+
+Mapping: one scope per question (haystacks are independent); each haystack
+session is a run at its date; every turn marked `has_answer` becomes a fact
+(`preference` for single-session-preference questions); the question is a
+probe after the latest session. For knowledge-update questions whose answer
+turns span several sessions, every answer fact from an earlier session is
+superseded by the last answer turn of the latest session, and appears as a
+distractor instead of as relevant.
+
+Left out: LongMemEval_M (not in the shared data), the answer text as gold
+for a reader model (kept in probe meta only).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from evals.adapters.shared import find_data, load_json, make_dataset, require, root_run
+from evals.datasets import Dataset, GoldFact, Probe, Transcript
+from memkit.errors import ConfigError, DatasetError
+
+_LME_DATE = "%Y/%m/%d (%a) %H:%M"
+_LME_PART = re.compile(r"\.part(\d+)of(\d+)\.json$")
+
+
+def _lme_files(path: str | Path, variant: str) -> list[Path]:
+    """The oracle split ships as `longmemeval_oracle.partKofN.json`: N complete JSON
+    lists that join by concatenation in part order (1..N, all required)."""
+    if variant == "oracle":
+        files = find_data(
+            path, "longmemeval", ["longmemeval_oracle.part*of*.json", "longmemeval_oracle*.json"]
+        )
+    elif variant == "s":
+        files = find_data(path, "longmemeval", ["longmemeval_s.json", "longmemeval_s_*.json"])
+    else:
+        raise ConfigError(f"LongMemEval variant {variant!r}: expected 'oracle' or 's'")
+    parts = [(_LME_PART.search(f.name), f) for f in files]
+    if not any(m for m, _ in parts):
+        return files[:1]
+    nums = sorted((int(m.group(1)), int(m.group(2)), f) for m, f in parts if m)
+    total = nums[0][1]
+    if [k for k, _, _ in nums] != list(range(1, total + 1)) or {t for _, t, _ in nums} != {total}:
+        names = ", ".join(f.name for _, _, f in nums)
+        raise DatasetError(
+            str(files[0].parent),
+            None,
+            None,
+            f"oracle parts incomplete: need part1..part{total}of{total}, have {names}",
+        )
+    return [f for _, _, f in nums]
+
+
+def load_longmemeval(
+    path: str | Path, variant: str = "oracle", *, limit: int | None = None
+) -> Dataset:
+    """LongMemEval oracle (joined from its parts) or S, as a Dataset.
+
+    `limit` keeps the first questions (in file order: by type, then id).
+    Record lines in errors are 1-based question positions across the joined
+    parts. Probes keep `question_type`, `answer` (as a string),
+    `question_date`, `answer_session_ids` and `abstention` in `meta`.
+    """
+    files = _lme_files(path, variant)
+    transcripts: list[Transcript] = []
+    facts: list[GoldFact] = []
+    probes: list[Probe] = []
+    n = 0
+    for file in files:
+        data = load_json(file)
+        if not isinstance(data, list):
+            raise DatasetError(str(file), None, None, "expected a JSON list of questions")
+        for rec in data:
+            if limit is not None and n >= limit:
+                break
+            n += 1
+            t, f, p = _lme_question(rec, file, n)
+            transcripts += t
+            facts += f
+            probes.append(p)
+    return make_dataset(
+        f"longmemeval-{variant}",
+        files,
+        f"LongMemEval ({variant}) via memkit's adapter: haystack sessions as runs, answer "
+        "turns as facts, questions as probes, knowledge updates as supersedes.",
+        "MIT",
+        transcripts,
+        facts,
+        probes,
+    )
+
+
+def _lme_question(rec: Any, file: Path, n: int) -> tuple[list[Transcript], list[GoldFact], Probe]:
+    qid = require(rec, "question_id", str, file, n)
+    qtype = require(rec, "question_type", str, file, n)
+    question = require(rec, "question", str, file, n)
+    sids = require(rec, "haystack_session_ids", list, file, n)
+    dates = require(rec, "haystack_dates", list, file, n)
+    sessions = require(rec, "haystack_sessions", list, file, n)
+    if not len(sids) == len(dates) == len(sessions):
+        raise DatasetError(
+            str(file),
+            n,
+            "haystack_sessions",
+            f"{len(sessions)} sessions, {len(sids)} ids, {len(dates)} dates",
+        )
+    scope = f"lme:{qid}"
+    kind = "preference" if qtype == "single-session-preference" else "fact"
+    runs: list[Transcript] = []
+    facts: list[GoldFact] = []
+    used: set[str] = set()
+    for i, (sid, date, turns) in enumerate(zip(sids, dates, sessions, strict=True)):
+        try:
+            ts = datetime.strptime(date, _LME_DATE).replace(tzinfo=UTC).timestamp()
+        except (TypeError, ValueError):
+            raise DatasetError(
+                str(file), n, f"haystack_dates[{i}]", f"unparsable date {date!r}"
+            ) from None
+        run_id = f"{scope}:{sid}" if sid not in used else f"{scope}:{sid}#{i}"
+        used.add(sid)
+        messages = []
+        for j, turn in enumerate(turns):
+            role = turn.get("role") if isinstance(turn, dict) else None
+            if role not in ("user", "assistant") or not isinstance(turn.get("content"), str):
+                raise DatasetError(
+                    str(file),
+                    n,
+                    f"haystack_sessions[{i}][{j}]",
+                    "expected a user/assistant turn with string content",
+                )
+            messages.append({"role": role, "content": turn["content"]})
+            if turn.get("has_answer"):
+                facts.append(
+                    GoldFact(
+                        f"{run_id}:{j}",
+                        scope,
+                        kind,
+                        turn["content"],
+                        (),
+                        (run_id,),
+                        meta=MappingProxyType({"session_id": sid, "turn": j, "role": role}),
+                    )
+                )
+        runs.append(root_run(run_id, scope, ts, messages, session_id=sid, date=date))
+
+    start = {r.run_id: r.started_ts for r in runs}
+    if qtype == "knowledge-update":
+        facts = _supersede_updates(facts, start)
+    last = max(range(len(runs)), key=lambda k: (runs[k].started_ts, k))
+    answer = rec.get("answer")
+    probe = Probe(
+        f"{scope}:q",
+        scope,
+        runs[last].run_id,
+        question,
+        tuple(f.fact_id for f in facts if f.superseded_by is None),
+        tuple(f.fact_id for f in facts if f.superseded_by is not None),
+        meta=MappingProxyType(
+            {
+                "question_type": qtype,
+                "answer": None if answer is None else str(answer),
+                "question_date": rec.get("question_date"),
+                "answer_session_ids": tuple(rec.get("answer_session_ids") or ()),
+                "abstention": qid.endswith("_abs"),
+            }
+        ),
+    )
+    return runs, facts, probe
+
+
+def _supersede_updates(facts: list[GoldFact], start: dict[str, float]) -> list[GoldFact]:
+    """Answer facts of earlier sessions are superseded by the last answer turn of the
+    latest session; with answers in a single session nothing changes."""
+    sessions = {f.established_in[0] for f in facts}
+    if len(sessions) < 2:
+        return facts
+    latest_ts = max(start[s] for s in sessions)
+    latest = [f for f in facts if start[f.established_in[0]] == latest_ts]
+    successor = latest[-1].fact_id
+    out = []
+    for f in facts:
+        if start[f.established_in[0]] < latest_ts:
+            f = GoldFact(
+                f.fact_id,
+                f.scope_id,
+                f.kind,
+                f.content,
+                f.paraphrases,
+                f.established_in,
+                None,
+                successor,
+                meta=f.meta,
+            )
+        out.append(f)
+    return out

@@ -1,0 +1,220 @@
+"""MSC session 3 (`msc_dialogue_session_3_test.jsonl`; licence unclear: research use).
+
+Mapping: one scope per episode; sessions 1-3 are runs (MSC gives only gaps,
+so session 3 starts at `MSC_SESSION3_START` and earlier sessions at that
+minus their `time_back`); `Speaker 1` -> user, `Speaker 2` -> assistant; each
+per-session persona line is a fact established in that session's run; each
+line of the merged top-level list is a fact established in session 2's run,
+and every per-session fact that folds into it is superseded by it (fold-in
+gold, see `Dataset.fold_groups`). No probes.
+
+Left out: `init_personas` (the PersonaChat personas the crowd workers were
+given, not what the dialogue established) and the session-1 persona-summary
+file (per-turn extraction gold, another mapping).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from evals.adapters.shared import find_data, make_dataset, require, root_run
+from evals.datasets import Dataset, GoldFact, Transcript
+from memkit.errors import DatasetError
+from memkit.text import trigram_similarity, word_set
+
+MSC_SESSION3_START = "2022-01-01T00:00:00+00:00"
+"""Synthetic start of every MSC session 3; MSC records only the gaps between sessions."""
+
+MSC_FOLD_MIN = 0.5
+"""A per-session persona line folds into the merged line holding the largest share
+of its words (accent-folded word sets); below this share it folds into none."""
+
+_GAP = re.compile(r"(\d+)\s*(minute|hour|day|week|month|year)s?", re.I)
+_UNIT_S = {
+    "minute": 60,
+    "hour": 3600,
+    "day": 86400,
+    "week": 7 * 86400,
+    "month": 30 * 86400,
+    "year": 365 * 86400,
+}
+_PREFERENCE = re.compile(
+    r"^\s*(I|My)\b.*\b(like|likes|love|loves|enjoy|enjoys|prefer|prefers|hate|hates|"
+    r"dislike|dislikes|favou?rite)\b",
+    re.I,
+)
+
+
+def _gap_seconds(text: str) -> float:
+    """'5 days 1 hour ago' -> seconds (months are 30 days, years 365)."""
+    found = _GAP.findall(text or "")
+    if not found:
+        raise ValueError(f"unparsable time gap {text!r}")
+    return float(sum(int(k) * _UNIT_S[u.lower()] for k, u in found))
+
+
+def _persona_kind(text: str) -> str:
+    """`preference` for first-person likes/dislikes ("I love hiking"), else `fact`."""
+    return "preference" if _PREFERENCE.search(text) else "fact"
+
+
+def _fold_target(text: str, merged: Sequence[str]) -> int | None:
+    """Index of the merged line holding the largest share of text's words (>= MSC_FOLD_MIN);
+    ties go to the higher trigram similarity, then to the earlier line."""
+    w = word_set(text)
+    if not w:
+        return None
+    best, best_key = None, None
+    for k, m in enumerate(merged):
+        share = len(w & word_set(m)) / len(w)
+        if share < MSC_FOLD_MIN:
+            continue
+        key = (share, trigram_similarity(text, m))
+        if best_key is None or key > best_key:
+            best, best_key = k, key
+    return best
+
+
+def load_msc(path: str | Path, *, limit: int | None = None) -> Dataset:
+    """MSC session-3 episodes (`msc_dialogue_session_3_test.jsonl`) as a Dataset.
+
+    `limit` keeps the first episodes; error lines are file lines. Merged facts
+    carry `meta["folded_from"]` (the per-session fact ids folded into them);
+    `Dataset.fold_groups()` gives the same mapping.
+    """
+    file = find_data(
+        path, "msc", ["msc_dialogue_session_3_*.jsonl", "msc_dialogue_session_*.jsonl"]
+    )[0]
+    base = datetime.fromisoformat(MSC_SESSION3_START).timestamp()
+    transcripts: list[Transcript] = []
+    facts: list[GoldFact] = []
+    with file.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if limit is not None and n > limit:
+                break
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DatasetError(str(file), n, None, f"invalid JSON: {e.msg}") from None
+            t, f = _msc_episode(rec, file, n, base)
+            transcripts += t
+            facts += f
+    return make_dataset(
+        "msc-session3",
+        [file],
+        "Multi-Session Chat session 3 (ParlAI msc_v0.1) via memkit's adapter: sessions as "
+        "runs, per-session personas as facts, the merged personas as fold-in gold. "
+        "Licence unclear: research use.",
+        "unclear (research use)",
+        transcripts,
+        facts,
+        [],
+    )
+
+
+def _msc_messages(dialog: list[Any], file: Path, n: int, at: str) -> list[dict[str, Any]]:
+    out = []
+    for j, turn in enumerate(dialog):
+        if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
+            raise DatasetError(str(file), n, f"{at}[{j}]", "expected a turn with string text")
+        speaker = turn.get("id")
+        if speaker == "Speaker 1":
+            role = "user"
+        elif speaker == "Speaker 2":
+            role = "assistant"
+        else:  # previous sessions carry no ids; turns alternate from Speaker 1
+            role = "user" if j % 2 == 0 else "assistant"
+        out.append({"role": role, "content": turn["text"]})
+    return out
+
+
+def _msc_episode(
+    rec: Any, file: Path, n: int, base: float
+) -> tuple[list[Transcript], list[GoldFact]]:
+    meta = require(rec, "metadata", dict, file, n)
+    scope = f"msc:{meta.get('initial_data_id', n)}"
+    previous = require(rec, "previous_dialogs", list, file, n)
+    merged = require(rec, "personas", list, file, n)
+    runs: list[Transcript] = []
+    facts: list[GoldFact] = []
+    session_facts: list[tuple[int, GoldFact]] = []  # (speaker, fact)
+    for i, prev in enumerate(previous):
+        at = f"previous_dialogs[{i}]"
+        try:
+            ts = base - _gap_seconds(prev.get("time_back", ""))
+        except ValueError as e:
+            raise DatasetError(str(file), n, f"{at}.time_back", str(e)) from None
+        run_id = f"{scope}:s{i + 1}"
+        msgs = _msc_messages(prev.get("dialog") or [], file, n, f"{at}.dialog")
+        runs.append(root_run(run_id, scope, ts, msgs, session=i + 1, time_back=prev["time_back"]))
+        for spk, lines in enumerate(prev.get("personas") or []):
+            for j, text in enumerate(lines):
+                fact = GoldFact(
+                    f"{run_id}:p{spk + 1}:{j}",
+                    scope,
+                    _persona_kind(text),
+                    text,
+                    (),
+                    (run_id,),
+                    meta=MappingProxyType({"speaker": spk + 1, "session": i + 1}),
+                )
+                session_facts.append((spk, fact))
+    cur = f"{scope}:s{len(previous) + 1}"
+    msgs = _msc_messages(require(rec, "dialog", list, file, n), file, n, "dialog")
+    runs.append(root_run(cur, scope, base, msgs, session=len(previous) + 1))
+
+    merged_run = runs[-2].run_id if len(runs) > 1 else cur
+    merged_ids: dict[tuple[int, int], str] = {}
+    folded: dict[str, list[str]] = {}
+    target: dict[str, str] = {}
+    for spk, fact in session_facts:
+        lines = merged[spk] if spk < len(merged) else []
+        k = _fold_target(fact.content, lines)
+        if k is not None:
+            mid = merged_ids.setdefault((spk, k), f"{scope}:merged:p{spk + 1}:{k}")
+            target[fact.fact_id] = mid
+            folded.setdefault(mid, []).append(fact.fact_id)
+    for _, fact in session_facts:
+        mid = target.get(fact.fact_id)
+        if mid is not None:
+            fact = GoldFact(
+                fact.fact_id,
+                scope,
+                fact.kind,
+                fact.content,
+                (),
+                fact.established_in,
+                None,
+                mid,
+                meta=fact.meta,
+            )
+        facts.append(fact)
+    for spk, lines in enumerate(merged):
+        for k, text in enumerate(lines):
+            mid = f"{scope}:merged:p{spk + 1}:{k}"
+            facts.append(
+                GoldFact(
+                    mid,
+                    scope,
+                    _persona_kind(text),
+                    text,
+                    (),
+                    (merged_run,),
+                    meta=MappingProxyType(
+                        {
+                            "speaker": spk + 1,
+                            "merged": True,
+                            "folded_from": tuple(folded.get(mid, ())),
+                        }
+                    ),
+                )
+            )
+    return runs, facts

@@ -1,0 +1,114 @@
+"""The small part every public-benchmark adapter shares.
+
+Finding a source file (the file itself, or a match in the folder or its
+benchmark subfolder), hashing it into the dataset's version, loading JSON with
+errors that name the file, building a root run from chat messages, building
+the `Dataset` with its counts, and reading a required field with an error
+naming file, record and field. Nothing benchmark-specific lives here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from evals.datasets import Dataset, GoldFact, Probe, Transcript, compute_counts, iso_utc
+from memkit.errors import DatasetError
+
+
+def find_data(path: str | Path, folder: str, patterns: Sequence[str]) -> list[Path]:
+    """The data files at path: the file itself, or matches in path or path/folder."""
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    for d in (p, p / folder):
+        if d.is_dir():
+            for pattern in patterns:
+                hits = sorted(d.glob(pattern))
+                if hits:
+                    return hits
+    raise DatasetError(str(p), None, None, f"no {' or '.join(patterns)} found here or in {folder}/")
+
+
+def digest(files: Iterable[Path]) -> str:
+    """Short content hash of the source files: the adapter dataset's version."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        line = getattr(e, "lineno", None)
+        raise DatasetError(str(path), line, None, f"invalid JSON: {e}") from None
+
+
+def root_run(
+    run_id: str,
+    scope_id: str,
+    ts: float,
+    messages: list[dict[str, Any]],
+    **meta: Any,
+) -> Transcript:
+    """A succeeded root run; turns = assistant messages, task = the first user message."""
+    first_user = next((m["content"] for m in messages if m["role"] == "user"), "")
+    last_assistant = next(
+        (m["content"] for m in reversed(messages) if m["role"] == "assistant"), ""
+    )
+    return Transcript(
+        run_id=run_id,
+        scope_id=scope_id,
+        parent_run_id=None,
+        status="succeeded",
+        stop_reason="stop",
+        turns=sum(m["role"] == "assistant" for m in messages),
+        started_at=iso_utc(ts),
+        started_ts=ts,
+        task=first_user,
+        messages=tuple(messages),
+        final_answer=last_assistant,
+        meta=MappingProxyType(meta),
+    )
+
+
+def make_dataset(
+    name: str,
+    files: Sequence[Path],
+    description: str,
+    license: str,
+    transcripts: list[Transcript],
+    facts: list[GoldFact],
+    probes: list[Probe],
+) -> Dataset:
+    ds = Dataset(
+        name=name,
+        version=digest(files),
+        description=description,
+        license=license,
+        counts={},
+        transcripts=tuple(transcripts),
+        facts=tuple(facts),
+        probes=tuple(probes),
+        path=str(files[0].parent),
+    )
+    return replace(ds, counts=compute_counts(ds))
+
+
+def require(rec: Any, key: str, types: type | tuple[type, ...], file: Path, n: int) -> Any:
+    """rec[key] of the expected type, else a DatasetError naming file, record and field."""
+    if not isinstance(rec, dict):
+        raise DatasetError(str(file), n, None, f"expected an object, got {type(rec).__name__}")
+    if key not in rec:
+        raise DatasetError(str(file), n, key, "required field is missing")
+    value = rec[key]
+    if not isinstance(value, types):
+        raise DatasetError(str(file), n, key, f"unexpected {type(value).__name__} {value!r:.60}")
+    return value

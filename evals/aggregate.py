@@ -1,0 +1,239 @@
+"""From run-file rows to per-unit metric values and the metrics table.
+
+Run-file rows (`probes.jsonl`, `writes.jsonl`, `attempts.jsonl`,
+`extraction.jsonl`) become *units* (`UNIT_BUILDERS`), each tagged with the
+cluster it is nested in (its scope); every registered metric of that unit
+turns each unit into a value (or a numerator/denominator pair when pooled).
+`estimate` turns one metric's `Values` into an interval with `evals.stats`.
+
+This module leaves out the metric definitions (`evals.scorers`, registered
+in `evals.registry`) and the file I/O (`evals.runfolder`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evals import registry
+from evals.runfolder import DIGITS, RUN_VERSION, by_system, read_jsonl, write_json
+from evals.scorers import (
+    AttemptUnit,
+    FactUnit,
+    ProbeUnit,
+    RowUnit,
+    Write,
+    judged_first,
+    pass_units_in_order,
+)
+
+
+@dataclass
+class Values:
+    """One metric's per-unit values over a sample of units.
+
+    `nums` holds the per-unit values (NaN where undefined), or numerators
+    when `dens` is not None (a pooled ratio sum(nums) / sum(dens));
+    `clusters[i]` names the cluster unit i is nested in (its scope).
+    """
+
+    nums: list[float] = field(default_factory=list)
+    dens: list[float] | None = None
+    clusters: list[Any] = field(default_factory=list)
+
+
+Unit = tuple[Any, Any]
+"""(cluster key, unit object)."""
+
+
+def probe_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+    return [(r.get("scope_id"), ProbeUnit(r)) for r in rows]
+
+
+def write_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+    """A fact's writes are one unit (the writes of one fact are not independent)."""
+    by_fact: dict[tuple[str, str], list[Write]] = {}
+    for w in rows:
+        by_fact.setdefault((w["scope_id"], w["fact"]), []).append(
+            Write(w["fact"], bool(w["restatement"]), w["row"], bool(w["folded"]), w["row_fact"])
+        )
+    return [(key[0], by_fact[key]) for key in sorted(by_fact)]
+
+
+def attempt_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+    """Every attempt; validity is judged only on the first answer to each distinct request."""
+    rows = list(rows)
+    return [
+        (r.get("scope_id"), AttemptUnit(r, first))
+        for r, first in zip(rows, judged_first(rows), strict=True)
+    ]
+
+
+def pass_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+    """A pass's attempts (retries included) are one unit, marked when it resent a failed request."""
+    units = pass_units_in_order(list(rows))
+    units.sort(
+        key=lambda u: str((u[0].get("scope_id"), u[0].get("replicate", 0), u[0].get("pass")))
+    )
+    return [(unit[0].get("scope_id"), unit) for unit in units]
+
+
+def row_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+    out: list[Unit] = []
+    for e in rows:
+        live, old = frozenset(e["live_gold"]), frozenset(e["stale_gold"])
+        out += [(e.get("scope_id"), RowUnit(r["fact"], live, old)) for r in e["rows"]]
+    return out
+
+
+def fact_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+    out: list[Unit] = []
+    for e in rows:
+        covered = {r["fact"] for r in e["rows"]}
+        out += [(e.get("scope_id"), FactUnit(f, f in covered)) for f in sorted(e["live_gold"])]
+    return out
+
+
+UNIT_BUILDERS: dict[str, tuple[str, Callable[[Iterable[Mapping[str, Any]]], list[Unit]]]] = {
+    "probe": ("probes", probe_units),
+    "write": ("writes", write_units),
+    "attempt": ("attempts", attempt_units),
+    "pass": ("attempts", pass_units),
+    "row": ("extraction", row_units),
+    "fact": ("extraction", fact_units),
+}
+"""unit -> (run file it is built from, builder)."""
+
+
+def unit_values(unit: str, units: Sequence[Unit], metrics: Iterable[str] | None = None) -> dict:
+    """metric -> `Values` for every registered metric of `unit` (or those named)."""
+    wanted = None if metrics is None else set(metrics)
+    out: dict[str, Values] = {}
+    for m in registry.all_metrics().values():
+        if m.unit != unit or m.fn is None or (wanted is not None and m.name not in wanted):
+            continue
+        v = Values(dens=[] if m.pooled else None)
+        for cluster, u in units:
+            x = m.fn(u)
+            if m.pooled:
+                v.nums.append(float(x[0]))
+                v.dens.append(float(x[1]))
+            else:
+                v.nums.append(float(x))
+            v.clusters.append(cluster)
+        out[m.name] = v
+    return out
+
+
+def _of(unit: str) -> Callable[[Sequence[Mapping[str, Any]]], dict[str, Values]]:
+    def fn(rows: Sequence[Mapping[str, Any]]) -> dict[str, Values]:
+        return unit_values(unit, UNIT_BUILDERS[unit][1](rows))
+
+    fn.__name__ = f"{unit}_metrics"
+    fn.__doc__ = f"metric -> Values for every registered {unit} metric over run-file rows."
+    return fn
+
+
+probe_metrics = _of("probe")
+write_metrics = _of("write")
+attempt_metrics = _of("attempt")
+pass_metrics = _of("pass")
+
+
+def extraction_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Values]:
+    """metric -> Values for the extraction metrics (rows and gold facts as units)."""
+    return {**_of("row")(rows), **_of("fact")(rows)}
+
+
+def estimate(values: Values, *, seed: int = 0, resamples: int = 1000) -> Any:
+    """An `Estimate` of one metric's `Values`."""
+    from evals.stats import bootstrap_mean, bootstrap_ratio
+
+    if values.dens is None:
+        return bootstrap_mean(values.nums, seed=seed, resamples=resamples)
+    return bootstrap_ratio(values.nums, values.dens, seed=seed, resamples=resamples)
+
+
+def row_fields(metric: str) -> dict[str, Any]:
+    """The registry fields a metrics.json/csv row carries beside the numbers."""
+    m = registry.get(metric)
+    return {"unit": m.unit, "direction": m.direction, "definition": m.definition}
+
+
+COLUMNS = ["system", "metric", "value", "lo", "hi", "n", "unit", "direction", "definition"]
+
+
+def groups_from_run(d: Path) -> dict[str, dict[str, Values]]:
+    """system -> metric -> Values for every unit a run folder's files hold."""
+    groups: dict[str, dict[str, Values]] = {}
+    cache: dict[str, list[dict[str, Any]]] = {}
+    for unit, (fname, build) in UNIT_BUILDERS.items():
+        rows = cache.setdefault(fname, read_jsonl(d / f"{fname}.jsonl"))
+        for sys_, sys_rows in by_system(rows).items():
+            groups.setdefault(sys_, {}).update(unit_values(unit, build(sys_rows)))
+    return groups
+
+
+def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.DataFrame:
+    """The metrics table of a run folder: one row per (system, metric)."""
+    d = Path(run_dir)
+    manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+    cfg = manifest["config"]
+    seed = cfg.get("seed", 0) if seed is None else seed
+    resamples = cfg.get("resamples", 1000)
+    groups = groups_from_run(d)
+    records = []
+    for sys_ in sorted(groups):
+        for metric in sorted(groups[sys_]):
+            e = estimate(groups[sys_][metric], seed=seed, resamples=resamples)
+            records.append(
+                {"system": sys_, "metric": metric, **e.as_dict(DIGITS), **row_fields(metric)}
+            )
+    mpath = d / "matcher.json"
+    if mpath.is_file() and any(s.startswith("pipeline:") for s in groups):
+        m = json.loads(mpath.read_text(encoding="utf-8"))
+        for key in ("precision", "recall"):
+            ci = m.get(f"{key}_ci") or {"value": m[key], "lo": None, "hi": None, "n": m["n"]}
+            records.append(
+                {"system": "matcher", "metric": f"matcher_{key}", **ci}
+                | row_fields(f"matcher_{key}")
+            )
+    return pd.DataFrame.from_records(records, columns=COLUMNS)
+
+
+def breakdown_from_run(
+    run_dir: str | Path, *, seed: int = 0, resamples: int = 1000
+) -> pd.DataFrame:
+    """The registry's breakdown metrics per (system, scope), each with its CI."""
+    d = Path(run_dir)
+    listed = registry.names(listed="breakdown")
+    recs = []
+    for fname in dict.fromkeys(f for f, _ in UNIT_BUILDERS.values()):
+        wanted = [m for m in listed if UNIT_BUILDERS[registry.get(m).unit][0] == fname]
+        if not wanted:
+            continue
+        by: dict[tuple[str, str], list] = {}
+        for r in read_jsonl(d / f"{fname}.jsonl"):
+            by.setdefault((r["system"], r["scope_id"]), []).append(r)
+        for (sys_, scope), rows in sorted(by.items()):
+            for m in wanted:
+                build = UNIT_BUILDERS[registry.get(m).unit][1]
+                v = unit_values(registry.get(m).unit, build(rows), [m])[m]
+                e = estimate(v, seed=seed, resamples=resamples)
+                recs.append({"system": sys_, "scope_id": scope, "metric": m, **e.as_dict(DIGITS)})
+    return pd.DataFrame.from_records(
+        recs, columns=["system", "scope_id", "metric", "value", "lo", "hi", "n"]
+    )
+
+
+def write_breakdown(run_dir: Path) -> None:
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    cfg = manifest.get("config", {})
+    t = breakdown_from_run(run_dir, seed=cfg.get("seed", 0), resamples=cfg.get("resamples", 1000))
+    rows = json.loads(t.to_json(orient="records", double_precision=10))
+    write_json(run_dir / "breakdown.json", {"version": RUN_VERSION, "rows": rows})

@@ -1,0 +1,117 @@
+"""Paired comparison of two systems on the units both were scored on.
+
+Probes pair by (scope, probe, replicate); attempt, pass, write and
+extraction metrics pair by (scope, replicate), since two consolidators see
+the same transcripts of a scope but not the same snapshots. Each metric is
+the pooled ratio sum(num)/sum(den) over the shared units (a mean is a ratio
+with one per defined unit), so a difference is exactly the difference of the
+two systems' pooled values on those units.
+
+This module leaves out the intervals themselves (`evals.stats`) and the
+metric definitions (`evals.registry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evals import registry
+from evals.aggregate import UNIT_BUILDERS, Values, unit_values
+from evals.runfolder import DIGITS, read_jsonl
+from memkit.errors import ConfigError
+
+
+def _sums(v: Values) -> tuple[float, float]:
+    """One unit group's (numerator, denominator) sums; NaN units left out."""
+    a = np.asarray(v.nums, dtype=float)
+    if v.dens is None:
+        ok = ~np.isnan(a)
+        return float(a[ok].sum()), float(ok.sum())
+    d = np.asarray(v.dens, dtype=float)
+    ok = ~(np.isnan(a) | np.isnan(d))
+    return float(a[ok].sum()), float(d[ok].sum())
+
+
+def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float]]]:
+    """metric -> paired unit key -> (num, den) for one system of one run."""
+    out: dict[str, dict[Any, tuple[float, float]]] = {}
+    files: dict[str, list[dict[str, Any]]] = {}
+    for unit, (fname, build) in UNIT_BUILDERS.items():
+        if fname not in files:
+            files[fname] = [
+                r for r in read_jsonl(run_dir / f"{fname}.jsonl") if r["system"] == system
+            ]
+        by: dict[Any, list] = {}
+        for r in files[fname]:
+            if unit == "probe":
+                key = ("probe", r["scope_id"], r["probe_id"], r["replicate"])
+            else:
+                key = ("scope", r["scope_id"], r["replicate"])
+            by.setdefault(key, []).append(r)
+        for key, rows in sorted(by.items(), key=lambda kv: str(kv[0])):
+            for m, v in unit_values(unit, build(rows)).items():
+                out.setdefault(m, {})[key] = _sums(v)
+    return out
+
+
+def compare_runs(
+    a_run: str | Path,
+    a_system: str,
+    b_run: str | Path | None = None,
+    b_system: str | None = None,
+    *,
+    metrics: Sequence[str] | None = None,
+    seed: int = 0,
+    resamples: int = 1000,
+) -> pd.DataFrame:
+    """Paired bootstrap CI of (a - b) per metric over the units both systems share.
+
+    `b_run` defaults to `a_run` (two systems of one run); `metrics` defaults
+    to the registry's compare list, and an unregistered name is an error.
+    """
+    from evals.stats import paired_ratio_difference
+
+    if b_system is None:
+        raise ConfigError("compare needs two systems")
+    metrics = registry.names(listed="compare") if metrics is None else tuple(metrics)
+    for m in metrics:
+        registry.get(m)
+    ua = _units(Path(a_run), a_system)
+    ub = _units(Path(b_run or a_run), b_system)
+    if not ua or not ub:
+        missing = a_system if not ua else b_system
+        raise ConfigError(f"system {missing!r} has no recorded rows to compare")
+    recs = []
+    for m in metrics:
+        if m not in ua or m not in ub:
+            continue
+        keys = sorted(set(ua[m]) & set(ub[m]), key=str)
+        cols = [
+            [ua[m][k][0] for k in keys],
+            [ua[m][k][1] for k in keys],
+            [ub[m][k][0] for k in keys],
+            [ub[m][k][1] for k in keys],
+        ]
+        e = paired_ratio_difference(*cols, seed=seed, resamples=resamples)
+        unit = keys[0][0] if keys else ""
+        meta = registry.get(m)
+        recs.append(
+            {
+                "metric": m,
+                "a": a_system,
+                "b": b_system,
+                **e.as_dict(DIGITS),
+                "unit": {"probe": "probe", "scope": "scope x replicate"}.get(unit, unit),
+                "direction": meta.direction,
+                "definition": meta.definition,
+            }
+        )
+    return pd.DataFrame.from_records(
+        recs,
+        columns=["metric", "a", "b", "value", "lo", "hi", "n", "unit", "direction", "definition"],
+    )

@@ -1,0 +1,205 @@
+"""Run-folder I/O: the files a run or a sweep writes and `load_run` reads back.
+
+One place for the canonical JSON of run files (sorted keys, UTF-8, no NaN,
+atomic replace), the manifest (config, package versions, git revision,
+dataset fingerprint, seed, start/end: the only place timestamps live), the
+metrics table files, latency and spend. `evals.runner` and `evals.sweep` both write
+through here, so a run folder and a sweep folder have one format.
+
+This module leaves out computing metrics (`evals.aggregate`) and deciding
+what to run (`evals.runner`, `evals.sweep`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memkit.errors import ConfigError
+
+RUN_VERSION = 1
+"""Version of every file in a run folder."""
+DIGITS = 6
+REPO = Path(__file__).resolve().parents[1]
+TABLES = ("probes", "writes", "attempts", "passes", "extraction")
+"""The per-row JSON Lines files of a run folder."""
+
+
+def dumps(obj: Any) -> str:
+    """Canonical JSON for run files: sorted keys, UTF-8, no NaN."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
+def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(dumps({"version": RUN_VERSION, **r}) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(dumps(obj) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def by_system(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["system"], []).append(r)
+    return out
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for pkg in ("memkit", "numpy", "pandas", "litellm", "wordllama", "scikit-learn", "matplotlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def write_manifest(
+    out: Path,
+    *,
+    name: str,
+    config: Mapping[str, Any],
+    dataset: Any,
+    dataset_path: str | None,
+    embedder: str | None,
+    seed: int,
+    systems: Sequence[str],
+    started_at: str,
+    **extra: Any,
+) -> None:
+    """manifest.json of a run or sweep folder; `extra` adds keys (a sweep's grid)."""
+    from memkit.llm import runtime_info  # litellm version and price map, no import of litellm
+
+    write_json(
+        out / "manifest.json",
+        {
+            "version": RUN_VERSION,
+            "name": name,
+            "config": dict(config),
+            "packages": versions(),
+            "git_revision": git_revision(),
+            "dataset": {
+                "name": getattr(dataset, "name", None),
+                "version": getattr(dataset, "version", None),
+                "fingerprint": dataset.fingerprint() if hasattr(dataset, "fingerprint") else None,
+                "path": dataset_path,
+            },
+            "embedder": embedder,
+            "llm": runtime_info(),
+            "seed": seed,
+            "systems": list(systems),
+            "started_at": started_at,
+            "ended_at": now(),
+            **extra,
+        },
+    )
+
+
+def write_metrics(run_dir: Path, table: pd.DataFrame) -> None:
+    """metrics.json and metrics.csv from a metrics table (`evals.aggregate.COLUMNS`)."""
+    rows = json.loads(table.to_json(orient="records", double_precision=10))
+    write_json(run_dir / "metrics.json", {"version": RUN_VERSION, "metrics": rows})
+    table.assign(version=RUN_VERSION).to_csv(
+        run_dir / "metrics.csv", index=False, float_format=f"%.{DIGITS}f"
+    )
+
+
+def write_latency(run_dir: Path) -> None:
+    """Latency p50/p95 per system (wall clock; deliberately not in metrics.json)."""
+    from evals.stats import bootstrap_mean, bootstrap_quantile
+
+    out: dict[str, dict[str, Any]] = {}
+    for sys_, rows in sorted(by_system(read_jsonl(run_dir / "attempts.jsonl")).items()):
+        lat = [float(r.get("latency_s") or 0.0) for r in rows]
+        out[sys_] = {
+            "latency_p50_s": bootstrap_quantile(lat, 0.5).as_dict(DIGITS),
+            "latency_p95_s": bootstrap_quantile(lat, 0.95).as_dict(DIGITS),
+            "latency_mean_s": bootstrap_mean(lat).as_dict(DIGITS),
+        }
+    for sys_, rows in sorted(by_system(read_jsonl(run_dir / "passes.jsonl")).items()):
+        wall = [float(r.get("wall_s") or 0.0) for r in rows]
+        out.setdefault(sys_, {}).update(
+            {
+                "pass_wall_p50_s": bootstrap_quantile(wall, 0.5).as_dict(DIGITS),
+                "pass_wall_p95_s": bootstrap_quantile(wall, 0.95).as_dict(DIGITS),
+            }
+        )
+    write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
+
+
+def write_spend(run_dir: Path) -> None:
+    """Money spent on provider calls vs answers replayed from the cache, per system.
+
+    Kept out of metrics.json, which must be byte-identical between a run and
+    its cached rerun (there `cost_usd` is what the attempts cost when made).
+    """
+    out = {}
+    for sys_, rows in sorted(by_system(read_jsonl(run_dir / "attempts.jsonl")).items()):
+        paid = [r for r in rows if not r.get("cached")]
+        replayed = [r for r in rows if r.get("cached")]
+        out[sys_] = {
+            "attempts": len(rows),
+            "cached_attempts": len(replayed),
+            "cost_usd_spent": round(sum(float(r.get("cost_usd") or 0.0) for r in paid), 9),
+            "cost_usd_cached": round(sum(float(r.get("cost_usd") or 0.0) for r in replayed), 9),
+        }
+    write_json(run_dir / "spend.json", {"version": RUN_VERSION, "systems": out})
+
+
+def load_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """Every table of a run folder as DataFrames (for notebooks): `metrics`,
+    `probes`, `writes`, `attempts`, `passes`, `extraction` (one row per line)."""
+    d = Path(run_dir)
+    if not (d / "metrics.json").is_file():
+        raise ConfigError(f"{str(d)!r} is not a finished run folder (no metrics.json)")
+    metrics = read_json(d / "metrics.json")["metrics"]
+    out = {"metrics": pd.DataFrame.from_records(metrics)}
+    for k in TABLES:
+        out[k] = pd.DataFrame.from_records(read_jsonl(d / f"{k}.jsonl"))
+    return out
