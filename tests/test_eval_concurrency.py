@@ -60,7 +60,7 @@ def _run(cfg, out, ds) -> float:
 
 def test_concurrency_8_puts_8_requests_in_flight_and_cuts_wall(eight, tmp_path):
     root, ds = eight
-    with StubServer({"paced": slow(0.25), "warm": slow(0.0)}) as srv:
+    with StubServer({"paced": slow(0.5), "warm": slow(0.0)}) as srv:
         _warm(srv)
         wall1 = _run(_cfg(root, srv, tmp_path / "1", concurrency=1), tmp_path / "r1", ds)
         assert srv.max_in_flight["paced"] == 1
