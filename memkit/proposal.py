@@ -124,8 +124,13 @@ def parse_response(text: str | None, lenient: bool = False) -> Parsed:
 
 
 def entry_scope(raw_entry: Mapping[str, Any]) -> Any:
-    """The scope a raw entry names (`scope_id`, else `scope`), or None/"" for none."""
-    return raw_entry.get("scope_id", raw_entry.get("scope", ""))
+    """The scope a raw entry names (a non-empty `scope_id`, else `scope`), or None/"".
+
+    `{"scope_id": null, "scope": "other"}` names "other": a null `scope_id`
+    does not hide the scope the entry spells the other way.
+    """
+    scope = raw_entry.get("scope_id")
+    return raw_entry.get("scope", scope) if scope in (None, "") else scope
 
 
 def widens_scope(raw_entry: Any, scope_id: str) -> bool:
@@ -148,6 +153,8 @@ def unknown_ids(raw_changes: Sequence[Any] | None, snapshot_ids: Collection[str]
     n = 0
     for ch in raw_changes or ():
         ids = ch.get("ids") if isinstance(ch, Mapping) else None
+        if isinstance(ids, str):  # a bare string is one id (the validator refuses it: parse)
+            ids = [ids]
         if isinstance(ids, list):
             n += sum(1 for i in ids if isinstance(i, str) and i not in snapshot_ids)
     return n

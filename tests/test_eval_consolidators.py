@@ -63,17 +63,18 @@ def emb():
     return CachingEmbedder(get_embedder("wordllama"))
 
 
-def _run(ds, emb, srv, cache, out):
+def _run(ds, emb, srv, cache, out, consolidators=(CLEAN, SLOPPY), **kw):
     opts = {"api_base": srv.url, "api_key": "sk-stub", "base_delay_s": 0.001}
     cfg = RunConfig(
         dataset="datasets/bundled",
         name="two-models",
         store_mode=False,
-        consolidators=(CLEAN, SLOPPY),
+        consolidators=consolidators,
         cache_dir=str(cache),
-        model_options={CLEAN: opts, SLOPPY: opts},
+        model_options={c: opts for c in consolidators},
         resamples=200,
         scopes=SCOPES,
+        **kw,
     )
     return run_eval(cfg, out, quiet=True, dataset=ds, embedder=emb, report=False)
 
@@ -90,6 +91,16 @@ def test_clean_and_sloppy_models_scored_from_their_answers(bundled, emb, tmp_pat
         _run(bundled, emb, srv, tmp_path / "cache", tmp_path / "cached")
         assert len(srv.calls) == sent  # the rerun made no provider call
         sloppy_bodies = {c.messages[-1]["content"]: c.body for c in srv.calls_for("sloppy")}
+        # the reference behaviour (no parking) for comparison: the scope freezes
+        frozen = _run(
+            bundled,
+            emb,
+            srv,
+            tmp_path / "cache",
+            tmp_path / "frozen",
+            consolidators=(SLOPPY,),
+            consolidation={"park_after": 0},
+        ).metrics.set_index(["system", "metric"])["value"]
     t = res.metrics.set_index(["system", "metric"])["value"]
     clean, sloppy = f"pipeline:{CLEAN}", f"pipeline:{SLOPPY}"
 
@@ -115,6 +126,14 @@ def test_clean_and_sloppy_models_scored_from_their_answers(bundled, emb, tmp_pat
         if p["system"] == sloppy and p["outcome"] == "error"
     )
     assert failed and max(failed.values()) <= 3
+    unparked = Counter(
+        (p["scope_id"], p["request_hash"])
+        for p in read_jsonl(tmp_path / "frozen" / "passes.jsonl")
+        if p["outcome"] == "error"
+    )
+    assert max(unparked.values()) > 3  # without parking one request fails again and again
+    assert frozen[(sloppy, "repeated_requests")] > t[(sloppy, "repeated_requests")]
+    assert frozen[(sloppy, "parked_rollouts")] == 0 < frozen[(sloppy, "pending_rollouts")]
     parked = [rid for p in passes if p["system"] == sloppy for rid in p["parked"]]
     assert parked and len(parked) == len(set(parked))
     assert t[(sloppy, "parked_rollouts")] > 0 and t[(clean, "parked_rollouts")] == 0

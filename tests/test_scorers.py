@@ -221,6 +221,23 @@ def test_attempt_validity_fixtures():
         attempt_validity(None, "unknown_id", [], snap, scope)
 
 
+def test_attempt_validity_sees_what_the_validator_sees():
+    """#19's traps: a null scope_id hiding `scope`, and ids given as a bare string."""
+    from memkit.errors import ProposalError
+    from memkit.proposal import validate_changes
+
+    hidden = [{"ids": [], "entry": {"content": "c", "scope_id": None, "scope": "other"}}]
+    s = attempt_validity(None, None, hidden, set(), "s")
+    assert s.widening == 1
+    with pytest.raises(ProposalError) as e:
+        validate_changes("s", ["a" * 64], [], hidden)
+    assert e.value.code == "scope_widening"  # the validator agrees
+    own = [{"ids": [], "entry": {"content": "c", "scope_id": None, "scope": "s"}}]
+    assert attempt_validity(None, None, own, set(), "s").widening == 0
+    bare = [{"ids": "zz", "entry": None}, {"ids": "m1", "entry": None}]
+    assert attempt_validity("parse", "parse", bare, {"m1"}, "s").hallucinated_ids == 1
+
+
 def _answered(request_hash, strict, lenient, changes=(), **kw):
     return {
         "scope_id": "s",
