@@ -367,6 +367,9 @@ def ingest(store: Any, scope_id: str, items: Sequence[Mapping[str, Any]]) -> lis
 class StoreModeResult:
     probes: list[dict[str, Any]]
     writes: list[dict[str, Any]]
+    timing: dict[str, float] = field(default_factory=dict)
+    """Wall-clock seconds spent writing (`ingest_s`, for `writes` writes) and
+    probing (`probe_s`); kept out of every deterministic file."""
 
 
 def _open_store(embedder: Any, clock: SimClock, fold: FoldParams, scope_id: str) -> Any:
@@ -467,8 +470,12 @@ def replay_store_scope(
 
     batch: list[tuple[str, int, str, dict[str, Any]]] = []  # plain writes, in order
 
+    timing = {"ingest_s": 0.0, "probe_s": 0.0}
+
     def flush() -> None:
+        t0 = time.perf_counter()
         results = ingest(store, sid, [item for *_, item in batch])
+        timing["ingest_s"] += time.perf_counter() - t0
         for (fid, n, rid, _), res in zip(batch, results, strict=True):
             record(fid, n, rid, res.id, res.folded, False)
         batch.clear()
@@ -492,7 +499,9 @@ def replay_store_scope(
                         # every other predecessor row is retired
                         last = max(olds, key=lambda ro: write_seq.get(ro[0], -1))
                         try:
+                            t0 = time.perf_counter()
                             row = store.update(sid, last[0], text)
+                            timing["ingest_s"] += time.perf_counter() - t0
                         except NotFound:  # the old row is gone: write the new fact plainly
                             pass
                         else:
@@ -510,6 +519,7 @@ def replay_store_scope(
                 if field_of(f, "retracted_in") == rid:
                     retire(fid, targets(fid))
             done.add(rid)
+            t0 = time.perf_counter()
             while pending and field_of(pending[0], "after_run") == rid:
                 p = pending.pop(0)
                 stale = stale_facts(scope, done, set(times_written))
@@ -517,9 +527,10 @@ def replay_store_scope(
                     probes.append(
                         probe_row(store, p, v, lambda m: row_fact.get(m.id), stale, session_of)
                     )
+            timing["probe_s"] += time.perf_counter() - t0
     finally:
         store.close()
-    return StoreModeResult(probes, writes)
+    return StoreModeResult(probes, writes, {**timing, "writes": float(len(writes))})
 
 
 def replay_store(

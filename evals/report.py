@@ -473,6 +473,17 @@ def _source_sections(d: Path, manifest: dict[str, Any]) -> list[tuple[str, list[
     from evals.groups import table_rows
 
     out = table_rows((_load(d, "groups.json") or {}).get("rows", []))
+    ingest = (_load(d, "ingest.json") or {}).get("store")
+    if ingest:
+        head = ["scopes", "writes", "seconds writing", "writes per second", "seconds probing"]
+        cells = [ingest.get(k) for k in ("scopes", "writes", "ingest_s", "writes_per_s", "probe_s")]
+        out.append(
+            (
+                "Store-mode ingestion (wall clock; not in metrics.json)",
+                head,
+                [[str(c) for c in cells]],
+            )
+        )
     info = (manifest.get("dataset") or {}).get("info") or {}
     notes = [[k, str(v)] for k, v in sorted(info.items()) if isinstance(v, str | int | float)]
     amb = info.get("ambiguous_text") or []

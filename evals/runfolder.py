@@ -174,6 +174,29 @@ def write_latency(run_dir: Path) -> None:
     write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
 
 
+def write_ingest(run_dir: Path, timings: Sequence[Mapping[str, float]]) -> None:
+    """`ingest.json`: store mode's writes, the wall-clock seconds spent writing them
+    (batched per run through `remember_many`) and the rate, plus probing time
+    (wall clock, so deliberately not in metrics.json). Nothing when nothing was timed."""
+    if not timings:
+        return
+    writes = sum(t.get("writes", 0.0) for t in timings)
+    secs = sum(t.get("ingest_s", 0.0) for t in timings)
+    write_json(
+        run_dir / "ingest.json",
+        {
+            "version": RUN_VERSION,
+            "store": {
+                "scopes": len(timings),
+                "writes": int(writes),
+                "ingest_s": round(secs, 3),
+                "writes_per_s": round(writes / secs, 1) if secs > 0 else None,
+                "probe_s": round(sum(t.get("probe_s", 0.0) for t in timings), 3),
+            },
+        },
+    )
+
+
 def write_spend(run_dir: Path) -> None:
     """Money spent on provider calls vs answers replayed from the cache, per system.
 

@@ -65,6 +65,7 @@ from evals.runfolder import (
     RUN_VERSION,
     dumps,
     now,
+    write_ingest,
     write_json,
     write_jsonl,
     write_latency,
@@ -317,6 +318,7 @@ def run_eval(
                     "scope_id": s.scope_id,
                     "probes": r.probes,
                     "writes": r.writes,
+                    "timing": r.timing,
                 }
                 write_json(units_dir / name, got)
             results[name] = got
@@ -398,6 +400,7 @@ def run_eval(
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
+    write_ingest(out, [u["timing"] for u in order if u.get("timing")])
     write_spend(out)
     write_breakdown(out)
     write_groups(out)
