@@ -40,7 +40,13 @@ import numpy as np
 
 from evals.matcher import Matcher
 from memkit.errors import ConfigError, MemkitError, NotFound
-from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
+from memkit.params import (
+    AssemblyParams,
+    ConsolidationParams,
+    FoldParams,
+    RecallParams,
+    RedactionParams,
+)
 from memkit.text import truncate_bytes
 
 MAX_DRAIN_PASSES = 64
@@ -567,6 +573,41 @@ class PipelineResult:
     attempts: list[dict[str, Any]]
     passes: list[dict[str, Any]]
     extraction: list[dict[str, Any]]
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    """Per staged run: the evidence bytes and messages the SPEC §7 bounds kept
+    and what the unbounded evidence would have held (`evidence_account`)."""
+
+
+def evidence_account(
+    run: Mapping[str, Any], rollout: Any, params: ConsolidationParams, redaction: Any
+) -> dict[str, Any]:
+    """How much of a run the staged evidence keeps: the same staging code with every
+    bound lifted gives what was offered (non-system messages, each with all its
+    tool calls and full arguments), the rollout what the bounds kept."""
+    from memkit.consolidate.stage import evidence_messages
+
+    unbounded = dataclasses.replace(
+        params,
+        evidence_messages=10**9,
+        evidence_bytes=10**15,
+        message_bytes=0,
+        tool_calls_annotated=10**9,
+        tool_name_bytes=0,
+        tool_args_bytes=0,
+    )
+    offered = evidence_messages(run["messages"], unbounded, redaction)
+    kept = list(rollout.messages)
+
+    def size(ms: Sequence[Mapping[str, Any]]) -> int:
+        return sum(len(str(m.get("content", "")).encode("utf-8")) for m in ms)
+
+    return {
+        "run_id": run["run_id"],
+        "messages_offered": len(offered),
+        "messages_kept": len(kept),
+        "bytes_offered": size(offered),
+        "bytes_kept": size(kept),
+    }
 
 
 def _jsonable(v: Any) -> Any:
@@ -688,8 +729,13 @@ async def replay_pipeline_scope(
             rid = field_of(run, "run_id")
             clock.now = scope.time[rid]
             try:
-                if stage_run(store, as_mapping(run), params) is not None:
+                record = as_mapping(run)
+                rollout = stage_run(store, record, params)
+                if rollout is not None:
                     staged.add(rid)
+                    redaction = getattr(store, "redaction", None) or RedactionParams()
+                    row = evidence_account(record, rollout, params, redaction)
+                    out.evidence.append({"scope_id": scope.scope_id, **row})
             except MemkitError as exc:  # SPEC §7: a staging error never fails the run
                 stage_errors.append({"run_id": rid, "error": f"{type(exc).__name__}: {exc}"})
             await drain()
@@ -710,6 +756,7 @@ async def replay_pipeline_scope(
                 "stale_gold": sorted(stale),
                 "staged_runs": sorted(staged),
                 "stage_errors": stage_errors,
+                "gold": bool(scope.facts),
             }
         )
     finally:

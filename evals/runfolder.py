@@ -197,6 +197,38 @@ def write_ingest(run_dir: Path, timings: Sequence[Mapping[str, float]]) -> None:
     )
 
 
+def write_evidence(run_dir: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """`evidence.json`: per pipeline system, the evidence bytes and messages the
+    SPEC §7 bounds kept vs what the staged runs offered (replicates share the
+    transcripts, so replicate 0's staging is counted once per run)."""
+    out: dict[str, dict[str, Any]] = {}
+    seen: set[tuple[str, str]] = set()
+    for r in rows:
+        key = (r["system"], r["run_id"])
+        if key in seen:
+            continue
+        seen.add(key)
+        s = out.setdefault(
+            r["system"],
+            {"runs": 0, "runs_cut": 0, **dict.fromkeys(_EVIDENCE_FIELDS, 0)},
+        )
+        s["runs"] += 1
+        s["runs_cut"] += r["bytes_kept"] < r["bytes_offered"]
+        for k in _EVIDENCE_FIELDS:
+            s[k] += r[k]
+    if not out:
+        return
+    for s in out.values():
+        s["bytes_dropped"] = s["bytes_offered"] - s["bytes_kept"]
+        s["kept_share"] = (
+            round(s["bytes_kept"] / s["bytes_offered"], 6) if s["bytes_offered"] else None
+        )
+    write_json(run_dir / "evidence.json", {"version": RUN_VERSION, "systems": out})
+
+
+_EVIDENCE_FIELDS = ("messages_offered", "messages_kept", "bytes_offered", "bytes_kept")
+
+
 def write_spend(run_dir: Path) -> None:
     """Money spent on provider calls vs answers replayed from the cache, per system.
 

@@ -151,3 +151,72 @@ def test_longmemeval_haystack_written_whole_and_scored_as_the_authors(shared_dat
     assert t.loc["session_recall_any_at_5", "value"] == pytest.approx(sum(hand) / len(hand))
     groups = json.loads((tmp_path / "groups.json").read_text())["rows"]
     assert {g["group"] for g in groups} == {p.meta["question_type"] for p in ds.probes}
+
+
+def test_tau_bench_pipeline_over_all_200_trajectories(shared_datasets, tmp_path):
+    from evals.adapters import load_tau_bench
+
+    ds = load_tau_bench(shared_datasets)
+    assert len(ds.transcripts) == 200 and ds.counts["tool_calls"] == 1164
+    assert ds.facts == () and ds.probes == ()
+    res = _run(
+        f"tau_bench:{shared_datasets}", tmp_path, consolidators=("heuristic",), store_mode=False
+    )
+    passes = read_jsonl(tmp_path / "passes.jsonl")
+    attempts = read_jsonl(tmp_path / "attempts.jsonl")
+    # every run staged, every pass accounted: one committed pass per rollout, one attempt each
+    extraction = read_jsonl(tmp_path / "extraction.jsonl")
+    assert sum(len(e["staged_runs"]) for e in extraction) == 200
+    assert len(passes) == 200 and {p["outcome"] for p in passes} == {"committed"}
+    assert len(attempts) == 200
+    assert sum(len(p["rollout_ids"]) for p in passes) == 200
+    t = res.metrics[res.metrics.system == "pipeline:heuristic"].set_index("metric")
+    # no gold: extraction metrics are undefined, not 0
+    for m in ("extraction_precision", "extraction_recall", "stale_rows"):
+        assert math.isnan(t.loc[m, "value"]) and t.loc[m, "n"] == 0
+    assert t.loc["strict_validity", "n"] == 200
+    ev = json.loads((tmp_path / "evidence.json").read_text())["systems"]["pipeline:heuristic"]
+    assert ev["runs"] == 200 and ev["bytes_kept"] + ev["bytes_dropped"] == ev["bytes_offered"]
+    assert 0 < ev["bytes_kept"] < ev["bytes_offered"] and ev["runs_cut"] > 0
+    assert ev["messages_kept"] <= ev["messages_offered"]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["dataset"]["info"]["gold"].startswith("none")
+
+
+def test_agent_transcripts_map_tool_calls(tmp_path):
+    from evals.adapters import load_swe_agent, load_tau_bench
+    from evals.datasets import check_dataset
+
+    call = {"id": "c1", "type": "function", "function": {"name": "get_user", "arguments": "{}"}}
+    traj = [
+        {"role": "system", "content": "policy"},
+        {"role": "user", "content": "Hi, I am mia_li."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_user", "content": '{"name": "Mia"}'},
+        {"role": "assistant", "content": "Hello Mia."},
+    ]
+    recs = [
+        {
+            "task_id": 1,
+            "trial": t,
+            "reward": 1.0,
+            "info": {"task": {"user_id": "mia"}},
+            "traj": traj,
+        }
+        for t in (1, 0)
+    ]
+    (tmp_path / "tau.json").write_text(json.dumps(recs), "utf-8")
+    ds = load_tau_bench(tmp_path / "tau.json")
+    assert [r.run_id for r in ds.transcripts] == ["tau:mia:task1:trial0", "tau:mia:task1:trial1"]
+    run = ds.transcripts[0]
+    assert run.scope_id == "tau:mia" and run.final_answer == "Hello Mia." and run.turns == 2
+    assert run.messages[2] == {"role": "assistant", "content": None, "tool_calls": [call]}
+    assert run.messages[3]["tool_call_id"] == "c1" and run.meta["reward"] == 1.0
+    assert ds.transcripts[1].started_ts - run.started_ts == 3600
+    assert check_dataset(ds) == []
+    swe = [dict(m) for m in traj]
+    swe[3] = {"role": "tool", "tool_call_ids": ["c1"], "content": "ok", "agent": "main"}
+    (tmp_path / "a.traj").write_text(json.dumps({"history": swe}), "utf-8")
+    ds = load_swe_agent(tmp_path)
+    assert ds.transcripts[0].messages[3] == {"role": "tool", "content": "ok", "tool_call_id": "c1"}
+    assert check_dataset(ds) == []
