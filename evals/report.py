@@ -472,7 +472,7 @@ def _source_sections(d: Path, manifest: dict[str, Any]) -> list[tuple[str, list[
     could not resolve (`manifest.dataset.info`)."""
     from evals.groups import table_rows
 
-    out = table_rows((_load(d, "groups.json") or {}).get("rows", []))
+    out = _retrieval_tables(d) + table_rows((_load(d, "groups.json") or {}).get("rows", []))
     ingest = (_load(d, "ingest.json") or {}).get("store")
     if ingest:
         head = ["scopes", "writes", "seconds writing", "writes per second", "seconds probing"]
@@ -507,6 +507,37 @@ def _source_sections(d: Path, manifest: dict[str, Any]) -> list[tuple[str, list[
                 "they cap every extraction score below 1.0)",
                 ["scope", "text", "facts"],
                 rows,
+            )
+        )
+    return out
+
+
+def _retrieval_tables(d: Path) -> list[tuple[str, list[str], list]]:
+    """LongMemEval's session- and turn-level table per system, as the authors lay it out."""
+    from evals.retrieval import K_VALUES, LEVELS, STATS
+
+    rows = (_load(d, "metrics.json") or {}).get("metrics", [])
+    at = {(r["system"], r["metric"]): r for r in rows}
+    out = []
+    for system in sorted({r["system"] for r in rows}):
+        if (system, f"turn_recall_any_at_{K_VALUES[0]}") not in at:
+            continue
+        cols = [(lv, k) for lv in LEVELS for k in K_VALUES]
+        body = []
+        for stat in STATS:
+            cells = []
+            for lv, k in cols:
+                r = at.get((system, f"{lv}_{stat}_at_{k}"))
+                cells.append(
+                    "—" if r is None else f"{_fmt(r['value'], r['lo'], r['hi'])} (n={r['n']})"
+                )
+            body.append([stat, *cells])
+        out.append(
+            (
+                f"LongMemEval retrieval, `{system}` (non-abstention questions; definitions: the "
+                "authors' src/retrieval/eval_utils.py, restated in evals/retrieval.py)",
+                ["statistic", *(f"{lv} @{k}" for lv, k in cols)],
+                body,
             )
         )
     return out
