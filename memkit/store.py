@@ -24,6 +24,7 @@ Design choices, each for a measured reason:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -56,7 +57,7 @@ from memkit.params import (
 )
 from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
-from memkit.schema import migrate
+from memkit.schema import SCHEMA_VERSION, migrate
 from memkit.store_index import Indexes, LiveRow, Write
 from memkit.store_rows import COLS, Row
 from memkit.text import jaccard, keywords, trigrams
@@ -137,12 +138,16 @@ class SQLiteStore:
         clock: Callable[[], float] = time.time,
         fold: FoldParams = FoldParams(),
         redaction: RedactionParams = RedactionParams(),
+        read_only: bool = False,
     ) -> SQLiteStore:
         """Open (creating and migrating) a store.
 
         The embedder's name and dimension are recorded on first use; opening
         with another one raises EmbedderMismatch. `embedder=None` opens any
         store keyword-only: nothing is embedded, new rows carry no vector.
+        `read_only=True` opens an existing store of this schema version and
+        never writes to the file; anything else (missing, empty, foreign,
+        corrupt, older or newer schema) is a ConfigError and the file is untouched.
         """
         if not isinstance(path, str | os.PathLike) or not str(path).strip():
             raise ConfigError(f"path={path!r:.80}: must be a non-blank str or path")
@@ -152,6 +157,11 @@ class SQLiteStore:
         ck.check_type(fold, "fold", FoldParams)
         ck.check_type(redaction, "redaction", RedactionParams)
         emb = get_embedder(embedder)
+        if read_only:
+            conn = _connect_read_only(str(path), emb)
+            return cls(
+                conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction
+            )
         conn = sqlite3.connect(
             str(path), isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1e3
         )
@@ -182,18 +192,11 @@ class SQLiteStore:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            name, dim = meta.get("embedder"), meta.get("embedder_dim")
-            if name is None:
+            if _recorded_embedder(conn, emb, path) is None:
                 conn.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder', ?), "
                     "('embedder_dim', ?)",
                     (emb.name, str(int(emb.dim))),
-                )
-            elif name != emb.name or (int(dim or 0) and emb.dim and int(dim) != int(emb.dim)):
-                raise EmbedderMismatch(
-                    f"store {path!r} was built with embedder {name!r} (dim {dim}); "
-                    f"refusing to open it with {emb.name!r} (dim {emb.dim})"
                 )
             conn.execute("COMMIT")
         except BaseException:
@@ -442,21 +445,26 @@ class SQLiteStore:
         ck.check_int(limit, "limit")
         ck.check_type(params, "params", RecallParams)
         given = None if query_embedding is None else _query_vector(query_embedding)
-        q = None
-        if query.strip():
-            if given is not None:
-                q = normalize_rows(given)[0]
-            elif self.embedder is not None:
-                try:
-                    q = normalize_rows(self.embedder.embed([query]))[0]
-                except Exception:
-                    q = None  # fall through to the keyword path (SPEC §4.1)
+        q, why = None, None
+        if not query.strip():
+            why = "empty_query"
+        elif given is not None:
+            q = normalize_rows(given)[0]
+        elif self.embedder is None:
+            why = "no_embedder"
+        else:
+            try:
+                q = normalize_rows(self.embedder.embed([query]))[0]
+            except Exception:
+                why = "embed_error"  # fall through to the keyword path (SPEC §4.1)
         with self._lock:
             if q is not None:
                 hits = self._recall_vector(scope_id, q, limit, params)
                 if hits:
                     return hits
-            return self._recall_keyword(scope_id, query, limit, params)
+                why = "below_floor"
+            hits = self._recall_keyword(scope_id, query, limit, params)
+            return [dataclasses.replace(h, fallback=why) for h in hits]
 
     def _recall_vector(self, scope_id, q, limit, params) -> list[Recalled]:
         sv = self._ix.vectors_of(scope_id)
@@ -592,6 +600,12 @@ class SQLiteStore:
             args += (max(limit, 0),)
         with self._lock:
             return [r.memory() for r in sql.rows(self._conn, where, args)]
+
+    def scopes(self) -> list[str]:
+        """Every scope id with at least one row, sorted."""
+        with self._lock:
+            rows = self._conn.execute("SELECT DISTINCT scope_id FROM memories ORDER BY 1")
+            return [r[0] for r in rows]
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
         """Row counts (live, retired, retracted, embedded, per kind) and rollout counts."""
@@ -899,3 +913,49 @@ class SQLiteStore:
                 ),
             )
             w.reload(scope_id)
+
+
+def _recorded_embedder(conn: sqlite3.Connection, emb: Embedder, path: str) -> str | None:
+    """The embedder name the store records (None: none yet); EmbedderMismatch if not `emb`."""
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    name, dim = meta.get("embedder"), meta.get("embedder_dim")
+    if name is not None and (
+        name != emb.name or (int(dim or 0) and emb.dim and int(dim) != int(emb.dim))
+    ):
+        raise EmbedderMismatch(
+            f"store {path!r} was built with embedder {name!r} (dim {dim}); "
+            f"refusing to open it with {emb.name!r} (dim {emb.dim})"
+        )
+    return name
+
+
+def _connect_read_only(path: str, emb: Embedder | None) -> sqlite3.Connection:
+    """A `mode=ro` connection to an existing memkit store of this schema version."""
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise ConfigError(f"no store at {path!r}")
+    # No -wal beside the file: nothing is uncommitted, so read it as immutable and
+    # SQLite creates no -shm/-wal either. With a -wal (a live writer), read through it.
+    live = Path(path + "-wal").exists()
+    uri = Path(path).resolve().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"meta", "memories", "rollouts"} <= tables:
+            raise ConfigError(f"{path!r} is not a memkit store (no memkit tables)")
+        if version != SCHEMA_VERSION:
+            raise ConfigError(
+                f"store {path!r} has schema version {version}, this memkit reads "
+                f"{SCHEMA_VERSION}; open it read-write with this memkit to migrate"
+            )
+        if emb is not None:
+            _recorded_embedder(conn, emb, path)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise ConfigError(f"{path!r} is not a memkit store ({e})") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
