@@ -47,7 +47,10 @@ def test_msc_hostile_lines(tmp_path, second, where):
 @pytest.mark.parametrize(
     "text, where",
     [
-        (b'[{"sample_id": "c", "x": ' + b"[" * 100 + b"]" * 100 + b"}]", r"\.json:\[0\]\.x\[0\].*: nested deeper"),
+        (
+            b'[{"sample_id": "c", "x": ' + b"[" * 100 + b"]" * 100 + b"}]",
+            r"\.json:\[0\]\.x\[0\].*: nested deeper",
+        ),
         (b"[\n" + b"[" * 50_000 + b"]" * 50_000 + b"\n]", r"\.json: nested deeper"),
         (b'[\n{"sample_id": "c\xe9"}\n]', r"\.json:2: not UTF-8"),
         (b'[{"sample_id": Infinity}]', r"\.json:\[0\]\.sample_id: Infinity"),
