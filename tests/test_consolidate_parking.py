@@ -15,7 +15,7 @@ import pytest
 
 from memkit import SQLiteStore
 from memkit.consolidate import OracleConsolidator, build_rollout, run_pass_sync
-from memkit.errors import ConfigError, ProviderError, TranscriptError
+from memkit.errors import ConfigError, ProviderError
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
 from memkit.types import Rollout
@@ -153,7 +153,7 @@ def test_record_failed_pass_counts_only_pending_rollouts_of_the_scope(store):
 )
 def test_stage_rollout_refuses_a_malformed_id(store, bad_id):
     r = build_rollout(S, [{"role": "user", "content": "x"}], "ok")
-    with pytest.raises(TranscriptError, match="64 lowercase hex"):
+    with pytest.raises(ConfigError, match=r"rollout\.id"):
         store.stage_rollout(replace(r, id=bad_id))
     assert store.stats(S)["rollouts_pending"] == 0
     assert store.stage_rollout(replace(r, id="a" * 64))  # the bound itself is accepted
@@ -162,7 +162,7 @@ def test_stage_rollout_refuses_a_malformed_id(store, bad_id):
 @pytest.mark.parametrize("bad_scope", ["", "   ", None, 3])
 def test_stage_rollout_refuses_a_malformed_scope(store, bad_scope):
     r = build_rollout(S, [{"role": "user", "content": "x"}], "ok")
-    with pytest.raises(TranscriptError, match="rollout scope"):
+    with pytest.raises(ConfigError, match=r"rollout\.scope_id"):
         store.stage_rollout(replace(r, scope_id=bad_scope))
     assert store.stats()["rollouts_pending"] == 0
 
