@@ -2,8 +2,9 @@
 
 A "zygote" child imports memkit once and, on each request, forks a worker that
 opens the database and runs passes in a loop (the oracle writes two marker
-memories per rollout). The test SIGKILLs the worker after a random 5-80 ms,
-then checks on the database: every staged rollout is either consumed with
+memories per rollout). The test SIGKILLs the worker a random 5-80 ms after
+it has opened the store (so a loaded machine still kills it mid-work), then
+checks on the database: every staged rollout is either consumed with
 both of its memories present exactly once, or pending or parked with none of
 them. Forking from a warm zygote keeps 60 kills within a few seconds.
 
@@ -60,6 +61,7 @@ ZYGOTE = textwrap.dedent(
     async def loop():
         store = SQLiteStore.open(DB, embedder=None)
         oracle = OracleConsolidator(gold)
+        os.write(1, b"open\\n")  # the kill clock starts here, whatever the machine's load
         while True:
             res = await run_pass(store, "crash", oracle, on_error=lambda e: None)
             if res.outcome == "error" and not (MODE == "park" and res.error_code == "unknown_id"):
@@ -156,7 +158,12 @@ def _kill_rounds(tmp_path: Path, mode: str, kills: int, seed: int) -> list[tuple
                 staged |= _stage(db, len(staged), 80)
             z.stdin.write("go\n")
             z.stdin.flush()
-            pid = int(z.stdout.readline())
+            # the zygote prints the worker's pid, the worker "open" once it has the store
+            lines = [z.stdout.readline().strip(), z.stdout.readline().strip()]
+            if "open" not in lines:  # stop the zygote first: reading its stderr would block
+                z.kill()
+                raise AssertionError(f"worker did not start: {lines} {z.stderr.read()}")
+            pid = int(next(x for x in lines if x != "open"))
             time.sleep(rng.uniform(0.005, 0.080))
             os.kill(pid, signal.SIGKILL)
             reaped = z.stdout.readline().strip()
