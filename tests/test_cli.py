@@ -152,6 +152,9 @@ def test_console_script_in_a_subprocess(tmp_path):
         (["--scope", "alpah"], "did you mean alpha?"),  # was: KeyError: 'metric'
         (["--limit", "1"], "limit applies to the adapters"),  # was: ignored but recorded
         (["--resamples", "0"], "positive integer"),
+        (["--replicates", "3"], "--replicates applies to pipeline mode"),  # was: recorded
+        (["--concurrency", "2"], "--concurrency applies to pipeline mode"),
+        (["--api-base", "http://127.0.0.1:9/v1"], "--api-base applies to pipeline mode"),
     ],
 )
 def test_run_refuses_bad_values_before_work(tiny, tmp_path, capsys, flags, says):
@@ -185,6 +188,14 @@ def test_sweep_refuses_unknown_objective(tiny, capsys):
     assert main([*argv, "--objective", "ndcg@8"]) == 2
     err = capsys.readouterr().err
     assert "unknown metric 'ndcg@8'" in err and "ndcg_at_8" in err
+
+
+def test_options_for_the_other_mode_are_refused(tiny, tmp_path, capsys):
+    base = ["eval", "run", "--dataset", str(tiny), "--out", str(tmp_path / "r"), "--quiet"]
+    assert main([*base, "--mode", "pipeline", "--curation", "all_rows"]) == 2
+    assert "--curation applies to store mode" in capsys.readouterr().err
+    assert main([*base, "--consolidator", "heuristic", "--api-base", "http://127.0.0.1:9"]) == 2
+    assert "none is given" in capsys.readouterr().err
 
 
 def test_unknown_adapter_gets_a_close_match(capsys):
