@@ -236,8 +236,6 @@ def run_main(argv: list[str]) -> int:
         again = [x for x in argv if x not in ("--resume", "--overwrite")]
         if not a.out:
             again += ["--out", str(out)]
-        if not a.name:
-            again += ["--name", cfg.name]
         print(
             f"memkit eval run: interrupted; finished units are kept in {out}: resume with "
             f"`{shlex.join(['memkit', 'eval', 'run', *again, '--resume'])}`",

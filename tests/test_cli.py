@@ -268,6 +268,33 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume(tiny, tmp_path, monkeypatch
     assert err.count("\n") == 1 and "interrupted" in err and "--resume" in err
 
 
+def test_real_ctrl_c_in_a_subprocess_then_resume(tmp_path):
+    """SIGINT to a real `memkit eval run`: exit 130 and one line whose command resumes."""
+    import shlex
+    import signal
+
+    exe = os.path.join(os.path.dirname(sys.executable), "memkit")
+    argv = ["eval", "run", "--preset", "bundled", "--mode", "pipeline"]
+    argv += ["--consolidator", "heuristic", "--embedder", "hashing", "--resamples", "20"]
+    argv += ["--scope", "acme-web", "--scope", "homefin", "--scope", "pa-minh"]
+    p = subprocess.Popen([exe, *argv], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    for line in p.stderr:
+        if line.startswith("eval 1/"):
+            p.send_signal(signal.SIGINT)
+            break
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 130
+    assert "Traceback" not in err and "CancelledError" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("memkit eval run: interrupted") and "--resume" in last
+    again = shlex.split(last.split("`")[1])
+    assert again[0] == "memkit"
+    r = subprocess.run([exe, *again[1:]], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    runs = list((tmp_path / "reports" / "runs").iterdir())
+    assert len(runs) == 1 and (runs[0] / "metrics.json").is_file()
+
+
 def test_keyword_only_run_with_embedder_none(tiny, tmp_path, capsys):
     """Was: `--embedder none` ended in a traceback. Now a keyword-only baseline run."""
     out = tmp_path / "r"
