@@ -57,7 +57,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="override a tunable, e.g. --set recall.floor=0.3 (repeatable)",
     )
     p.add_argument("--seed", type=int)
-    p.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
+    p.add_argument(
+        "--resamples", type=int, help="bootstrap resamples for latency quantiles (default 1000)"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -149,8 +151,18 @@ def sweep_main(argv: list[str]) -> int:
         metavar="TUNABLE=V1,V2,...",
         help="values to try, e.g. --grid floor=0.1,0.2,0.3 (repeatable: product)",
     )
-    p.add_argument("--objective", default="ndcg_at_8")
-    p.add_argument("--minimize", action="store_true")
+    p.add_argument(
+        "--objective",
+        default="default",
+        help="'default' (smallest budget_waste whose recall_at_8 is not significantly more "
+        "than --margin below the best point's) or any registered metric (its better direction)",
+    )
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=0.05,
+        help="default objective: recall_at_8 a point may lose against the best (default 0.05)",
+    )
     p.add_argument("--consolidator", default="heuristic", help="for consolidation tunables")
     p.add_argument("--out", help="folder for sweep.csv, recommended.json and the report")
     a = p.parse_args(argv)
@@ -173,7 +185,6 @@ def sweep_main(argv: list[str]) -> int:
             ds,
             grid,
             objective=a.objective,
-            maximize=not a.minimize,
             base={
                 "recall": cfg.recall,
                 "assembly": cfg.assembly,
@@ -183,15 +194,21 @@ def sweep_main(argv: list[str]) -> int:
             embedder=cfg.embedder,
             consolidator=a.consolidator,
             scopes=cfg.scopes,
-            seed=cfg.seed,
-            resamples=cfg.resamples,
+            margin=a.margin,
         )
     except MemkitError as e:
         print(f"memkit eval sweep: {e}", file=sys.stderr)
         return 2
     frame = res.frame
-    print(frame[frame["metric"] == a.objective].to_string(index=False))
-    print("recommended:", json.dumps(res.recommended, sort_keys=True))
+    rec = res.recommended
+    shown = [rec["metric"], *([rec["constraint"]["metric"]] if "constraint" in rec else [])]
+    print(frame[frame["metric"].isin(shown)].to_string(index=False))
+    print("recommended:", json.dumps(rec, sort_keys=True))
+    point = ", ".join(f"{k}={rec[k]}" for k in res.params)
+    ci = "" if rec["lo"] is None else f" [{rec['lo']:.3f}, {rec['hi']:.3f}]"
+    print(f"recommended {point}: {rec['metric']} {rec['value']:.3f}{ci} ({rec['rule']})")
+    if rec.get("warning"):
+        print(f"warning: {rec['warning']}", file=sys.stderr)
     if a.out:
         from evals.report import build_report
         from evals.sweep import write_sweep
@@ -211,7 +228,6 @@ def compare_main(argv: list[str]) -> int:
     p.add_argument("--b", help="system b")
     p.add_argument("--b-run", help="run folder of system b (default: the same run)")
     p.add_argument("--metric", action="append", help="metrics to compare (repeatable)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-report", action="store_true")
     a = p.parse_args(argv)
     try:
@@ -230,14 +246,14 @@ def compare_main(argv: list[str]) -> int:
             pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]
         metrics = tuple(a.metric) if a.metric else None
         frame = pd.concat(
-            [compare_runs(run, x, a.b_run, y, metrics=metrics, seed=a.seed) for x, y in pairs],
+            [compare_runs(run, x, a.b_run, y, metrics=metrics) for x, y in pairs],
             ignore_index=True,
         )
     except MemkitError as e:
         print(f"memkit eval compare: {e}", file=sys.stderr)
         return 2
-    cols = ["metric", "a", "b", "value", "lo", "hi", "n", "unit"]
-    print(frame[cols].to_string(index=False))
+    cols = ["metric", "a", "b", "value", "lo", "hi", "n", "clusters", "method", "unit"]
+    print(frame[cols].rename(columns={"n": "pairs"}).to_string(index=False))
     if not a.b_run:
         frame.to_csv(run / "compare.csv", index=False, float_format="%.6f")
         if not a.no_report:
