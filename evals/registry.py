@@ -54,6 +54,7 @@ FAMILIES: dict[str, tuple[str, bool]] = {
     "extraction": ("share", True),
     "seconds": ("seconds", False),
     "matcher": ("share of pairs", True),
+    "repeats": ("share of passes", True),
 }
 """family -> (plot axis label, values are shares in [0, 1]). A family not listed
 uses its name as label and counts as unbounded (the interval then never assumes
