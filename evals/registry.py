@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from memkit.errors import ConfigError
+from memkit.errors import ConfigError, did_you_mean
 
 UNITS: tuple[str, ...] = ("probe", "write", "attempt", "pass", "row", "fact", "pair")
 """probe: a recall probe; write: a fact's store-mode writes; attempt: one model
@@ -157,7 +157,10 @@ def get(name: str) -> Metric:
     """The registered metric `name`; an unknown name lists the valid ones."""
     metrics = all_metrics()
     if name not in metrics:
-        raise ConfigError(f"unknown metric {name!r}; registered metrics: {', '.join(metrics)}")
+        raise ConfigError(
+            f"unknown metric {name!r}{did_you_mean(name, metrics)}; "
+            f"registered metrics: {', '.join(metrics)}"
+        )
     return metrics[name]
 
 

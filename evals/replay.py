@@ -102,12 +102,20 @@ class CachingEmbedder:
         self.dim = inner.dim
         self._cache: dict[str, np.ndarray] = {}
         self.calls = 0
+        self.errors = 0
+        """Calls to the inner embedder that raised (the store then falls back quietly)."""
+        self.last_error: str | None = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
             self.calls += 1
-            vecs = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            try:
+                vecs = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            except Exception as e:
+                self.errors += 1
+                self.last_error = f"{type(e).__name__}: {str(e)[:300]}"
+                raise
             for t, v in zip(missing, vecs, strict=True):
                 self._cache[t] = v
         if not texts:
@@ -141,6 +149,10 @@ def scopes_of(dataset: Any, scopes: Iterable[str] | None = None) -> list[ScopeDa
         get(field_of(f, "scope_id")).facts.append(f)
     for p in field_of(dataset, "probes"):
         get(field_of(p, "scope_id")).probes.append(p)
+    if want is not None:
+        from evals.checks import check_names
+
+        check_names("scope", sorted(want), sorted(by))
     out = []
     for sid in sorted(by):
         if want is not None and sid not in want:
@@ -195,6 +207,7 @@ def probe_row(
     from memkit.assemble import assemble_block
 
     scope = field_of(probe, "scope_id")
+    embed_errors = getattr(store.embedder, "errors", 0)
     try:
         hits = store.recall(
             scope, field_of(probe, "query"), limit=variant.assembly.limit, params=variant.recall
@@ -202,6 +215,13 @@ def probe_row(
         error = None
     except Exception as exc:  # a failing store is a finding, not a crash
         hits, error = [], f"{type(exc).__name__}: {exc}"
+    # why the keyword path answered (None: the vector path did); an embedder
+    # error is recorded even when the keyword path then found nothing
+    fallback = next((h.fallback for h in hits if h.fallback), None)
+    if getattr(store.embedder, "errors", 0) > embed_errors:
+        fallback = "embed_error"
+    elif fallback is None and store.embedder is None:
+        fallback = "no_embedder"
     block = assemble_block(hits, variant.assembly)
     acc = block.account
     labels = {h.id: label(h.memory) for h in hits}
@@ -235,6 +255,7 @@ def probe_row(
         "stopped": list(acc.stopped_by_budget),
         "account": acc.to_dict(),
         "error": error,
+        "fallback": fallback,
     }
 
 
@@ -390,8 +411,10 @@ def replay_store(
     variants: Sequence[Variant] = (Variant(),),
     scopes: Iterable[str] | None = None,
     curation: str = "latest_row",
+    on_scope: Callable[[str], None] | None = None,
 ) -> StoreModeResult:
-    """Store mode over every scope (or the named ones); rows in scope order."""
+    """Store mode over every scope (or the named ones); rows in scope order.
+    `on_scope(scope_id)` is called after each scope (progress)."""
     from memkit.embed import get_embedder
 
     emb = embedder if not isinstance(embedder, str) else get_embedder(embedder)
@@ -400,6 +423,8 @@ def replay_store(
         r = replay_store_scope(s, embedder=emb, fold=fold, variants=variants, curation=curation)
         out.probes.extend(r.probes)
         out.writes.extend(r.writes)
+        if on_scope is not None:
+            on_scope(s.scope_id)
     return out
 
 

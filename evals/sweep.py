@@ -35,7 +35,7 @@ import asyncio
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,10 +93,10 @@ def resolve(name: str) -> tuple[str, str]:
     group, _, fld = full.partition(".")
     cls = GROUPS.get(group)
     if cls is None or fld not in {f.name for f in dataclasses.fields(cls)}:
-        raise ConfigError(
-            f"unknown tunable {name!r} (use <group>.<field> with group in "
-            f"{', '.join(GROUPS)}, or one of {', '.join(sorted(ALIASES))})"
-        )
+        from evals.checks import unknown
+
+        full_names = [f"{g}.{f.name}" for g, c in GROUPS.items() for f in dataclasses.fields(c)]
+        raise unknown("tunable", name, [*ALIASES, *full_names])
     return group, fld
 
 
@@ -143,14 +143,19 @@ def default_text(margin: float = MARGIN) -> str:
     )
 
 
-def _needs(objective: str) -> tuple[str, ...]:
+def objective_metrics(objective: str) -> tuple[str, ...]:
     """The metrics an objective reads; an unknown name lists the valid ones."""
     if objective == DEFAULT_OBJECTIVE:
         return (CONSTRAINT, TARGET)
+    directed = [n for n, m in registry.all_metrics().items() if m.direction != "neutral"]
     if objective not in registry.all_metrics():
+        from memkit.errors import did_you_mean
+
         raise ConfigError(
-            f"unknown objective {objective!r}; use {DEFAULT_OBJECTIVE!r} ({default_text()}) or "
-            f"a registered metric: {', '.join(registry.all_metrics())}"
+            f"unknown metric {objective!r} for the objective"
+            f"{did_you_mean(objective, [DEFAULT_OBJECTIVE, *directed])}; valid: "
+            f"{DEFAULT_OBJECTIVE!r} ({default_text()}) or a registered metric with a "
+            f"direction: {', '.join(directed)}"
         )
     if registry.get(objective).direction == "neutral":
         raise ConfigError(f"objective {objective!r} has no better direction; pick another")
@@ -195,13 +200,24 @@ def sweep(
     consolidator: str = "heuristic",
     scopes: Sequence[str] | None = None,
     margin: float = MARGIN,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> SweepResult:
-    """Score every grid point; see the module docstring for what each costs."""
+    """Score every grid point; see the module docstring for what each costs.
+
+    `progress(done, total, what)` is called after each replayed scope."""
     from memkit.embed import get_embedder
 
     base = base or {}
     points = _points(grid)
-    needs = _needs(objective)
+    needs = objective_metrics(objective)
+    n_scopes = len(scopes_of(dataset, scopes))
+    done = [0]
+
+    def step(what: str) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total, what)
+
     metrics = tuple(dict.fromkeys([*(default_metrics() if metrics is None else metrics), *needs]))
     for m in metrics:
         registry.get(m)
@@ -217,6 +233,7 @@ def sweep(
         kept[i] = {m: groups[m] for m in needs if m in groups}
 
     if needs_pipeline:
+        total = len(points) * n_scopes
         matcher = Matcher(dataset.facts)
         from memkit.consolidate import get_consolidator
 
@@ -226,19 +243,22 @@ def sweep(
             cons = get_consolidator(consolidator, **opts)
             v = Variant("p", p["recall"], p["assembly"])
 
-            async def run_all(p=p, cons=cons, v=v) -> list[Any]:
-                return [
-                    await replay_pipeline_scope(
-                        s,
-                        cons,
-                        embedder=emb,
-                        matcher=matcher,
-                        params=p["consolidation"],
-                        fold=p["fold"],
-                        variants=(v,),
+            async def run_all(p=p, cons=cons, v=v, i=i) -> list[Any]:
+                out = []
+                for s in scopes_of(dataset, scopes):
+                    out.append(
+                        await replay_pipeline_scope(
+                            s,
+                            cons,
+                            embedder=emb,
+                            matcher=matcher,
+                            params=p["consolidation"],
+                            fold=p["fold"],
+                            variants=(v,),
+                        )
                     )
-                    for s in scopes_of(dataset, scopes)
-                ]
+                    step(f"point {i + 1}/{len(points)} {s.scope_id}")
+                return out
 
             res = asyncio.run(run_all())
             groups = aggregate.probe_metrics([r for x in res for r in x.probes])
@@ -253,9 +273,16 @@ def sweep(
             by_fold.setdefault(p["fold"], []).append(
                 (i, point, Variant(str(i), p["recall"], p["assembly"]))
             )
+        total = len(by_fold) * n_scopes
         for fold, items in by_fold.items():
+            what = f"{len(items)} point(s) on"
             r = replay_store(
-                dataset, embedder=emb, fold=fold, variants=[v for _, _, v in items], scopes=scopes
+                dataset,
+                embedder=emb,
+                fold=fold,
+                variants=[v for _, _, v in items],
+                scopes=scopes,
+                on_scope=lambda sid, what=what: step(f"{what} {sid}"),
             )
             fold_groups = aggregate.write_metrics(r.writes)
             by_variant: dict[str, list[dict[str, Any]]] = {}
@@ -316,7 +343,7 @@ def recommend(
     significantly below the best when its CI reaches the best's value minus
     `margin`.
     """
-    _needs(objective)
+    objective_metrics(objective)
     if not 0 <= margin < 1:
         raise ConfigError(f"margin must be in [0, 1), got {margin!r}")
     if objective == DEFAULT_OBJECTIVE:

@@ -38,6 +38,7 @@ def run(tmp_path):
         _row("b", "s2", "p3", ["x", "f1"]),  # 0.5
     ]
     (tmp_path / "probes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "manifest.json").write_text(json.dumps({"name": "t", "systems": ["a", "b"]}))
     return tmp_path
 
 

@@ -127,7 +127,7 @@ def test_recommend_prefers_first_of_ties_in_the_registered_direction():
     assert recommend(f, ["x"], "mrr")["x"] == 0.2  # higher is better: first of the ties
     g = _frame("budget_waste", [0.5, 0.9, 0.9, 0.2], [0.4, 0.8, 0.8, 0.1], [0.6, 1, 1, 0.3])
     assert recommend(g, ["x"], "budget_waste")["x"] == 0.4  # lower is better
-    with pytest.raises(ConfigError, match=r"unknown objective 'zz'.*ndcg_at_8"):
+    with pytest.raises(ConfigError, match=r"unknown metric 'zz'.*ndcg_at_8"):
         recommend(f, ["x"], "zz")
     with pytest.raises(ConfigError, match="no better direction"):
         recommend(f, ["x"], "empty_recall")
@@ -182,4 +182,5 @@ def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
     bad = ["--dataset", str(root), "--grid", "floor=0.1,0.3", "--objective", "ndcg@8", "--quiet"]
     assert sweep_main(bad) == 2
     err = capsys.readouterr().err
-    assert "unknown objective 'ndcg@8'" in err and "ndcg_at_8" in err and "budget_waste" in err
+    assert "unknown metric 'ndcg@8'" in err and "did you mean ndcg_at_8" in err
+    assert "budget_waste" in err and "offtopic_bytes" in err  # the full list, not a sample
