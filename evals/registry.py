@@ -24,16 +24,27 @@ from typing import Any, TypeVar
 
 from memkit.errors import ConfigError, did_you_mean
 
-UNITS: tuple[str, ...] = ("probe", "write", "attempt", "pass", "row", "fact", "pair")
+UNITS: tuple[str, ...] = (
+    "probe",
+    "write",
+    "attempt",
+    "pass",
+    "row",
+    "fact",
+    "pair",
+    "ranking",
+    "fold_group",
+)
 """probe: a recall probe; write: a fact's store-mode writes; attempt: one model
 call; pass: one consolidation pass (its attempts); row: a live row at the end
 of a scope; fact: a live gold fact at the end of a scope; pair: a labelled
-text pair."""
+text pair; ranking: a probe's full recorded ranking (LongMemEval retrieval,
+`evals.retrieval`); fold_group: the writes of one labelled fold group (MSC)."""
 DIRECTIONS: dict[str, str] = {"higher": "↑", "lower": "↓", "neutral": "·"}
 """Which way is better; `neutral` for descriptive numbers (op mix, changes per
 proposal, share of empty recalls) where neither is."""
 LISTS: tuple[str, ...] = ("headline", "breakdown", "compare", "sweep")
-METRIC_MODULES: list[str] = ["evals.scorers"]
+METRIC_MODULES: list[str] = ["evals.scorers", "evals.retrieval"]
 FAMILIES: dict[str, tuple[str, bool]] = {
     "ranking": ("score (0-1)", True),
     "block": ("share of probes", True),

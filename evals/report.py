@@ -446,6 +446,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                     rows,
                 )
             )
+    sections += _source_sections(d, manifest)
     if latency:
         rows = [
             [s, _fmt(v[m]["value"], v[m]["lo"], v[m]["hi"], 4), _named(m), _n(v[m])]
@@ -479,7 +480,11 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 rows,
             )
         )
-    if matcher:
+    if matcher and not matcher.get("n"):
+        info = (manifest.get("dataset") or {}).get("info") or {}
+        why = info.get("matcher") or "the dataset has no labelled pairs to measure it on"
+        sections.append(("Gold matcher accuracy", ["figure", "reason"], [["not measured", why]]))
+    elif matcher:
         sections.append(
             (
                 "Gold matcher accuracy on labelled pairs",
@@ -577,3 +582,29 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     html_path = d / "report.html"
     html_path.write_text(doc, encoding="utf-8")
     return md_path, html_path
+
+
+def _source_sections(d: Path, manifest: dict[str, Any]) -> list[tuple[str, list[str], list]]:
+    """Per-group tables (`groups.json`) and what the source's adapter normalised or
+    could not resolve (`manifest.dataset.info`)."""
+    from evals.groups import table_rows
+
+    out = table_rows((_load(d, "groups.json") or {}).get("rows", []))
+    info = (manifest.get("dataset") or {}).get("info") or {}
+    notes = [[k, str(v)] for k, v in sorted(info.items()) if isinstance(v, str | int | float)]
+    amb = info.get("ambiguous_text") or []
+    if "ambiguous_text" in info:
+        notes.append(["ambiguous_text", f"{len(amb)} texts shared by several gold facts"])
+    if notes:
+        out.append(("Source notes (from the adapter)", ["note", "value"], notes))
+    if amb:
+        rows = [[a["scope_id"], a["text"], ", ".join(a["facts"])] for a in amb]
+        out.append(
+            (
+                "Gold facts sharing one text (a text matcher cannot tell them apart, so "
+                "they cap every extraction score below 1.0)",
+                ["scope", "text", "facts"],
+                rows,
+            )
+        )
+    return out

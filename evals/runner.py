@@ -49,6 +49,7 @@ from typing import Any
 import pandas as pd
 
 from evals.aggregate import metrics_from_run, write_breakdown
+from evals.groups import write_groups
 from evals.matcher import Matcher, pair_accuracy, pair_predictions
 from evals.replay import (
     CachingEmbedder,
@@ -399,6 +400,7 @@ def run_eval(
     write_latency(out)
     write_spend(out)
     write_breakdown(out)
+    write_groups(out)
     shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:
         from evals.report import build_report

@@ -22,9 +22,10 @@ def test_locomo_store_mode(shared_datasets, tmp_path):
     res = _store_run(f"locomo:{shared_datasets}", 1, tmp_path / "locomo")
     t = res.metrics.set_index("metric")
     assert set(res.metrics.system) == {"store"}
-    rows = [json.loads(x) for x in (tmp_path / "locomo" / "probes.jsonl").open()]
-    on_topic = sum(1 for r in rows if r["relevant"])  # P@k is defined on these only
-    assert len(rows) > 100 and t.loc["p_at_1", "n"] == on_topic
+    rows = [json.loads(x) for x in (tmp_path / "locomo" / "probes.jsonl").read_text().splitlines()]
+    scored = [r for r in rows if not r.get("apart") and not r.get("undefined")]
+    on_topic = [r for r in scored if r["relevant"]]  # P@k is defined on these only
+    assert len(scored) > 100 and t.loc["p_at_1", "n"] == len(on_topic)
     # one conversation is one cluster of questions: a value, but no interval
     for m in ("recall_at_8", "mrr", "ndcg_at_8", "budget_waste"):
         assert 0.0 <= t.loc[m, "value"] <= 1.0 and t.loc[m, "clusters"] == 1
