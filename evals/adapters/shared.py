@@ -172,3 +172,39 @@ def ambiguous_texts(facts: Iterable[GoldFact]) -> list[dict[str, Any]]:
     return [
         {"scope_id": s, "text": text, "facts": ids} for (s, text), ids in by.items() if len(ids) > 1
     ]
+
+
+def tool_chat(
+    raw: Any, file: Path, n: int, at: str, *, tool_call_id: str = "tool_call_id"
+) -> list[dict[str, Any]]:
+    """OpenAI-format messages from a recorded agent run: role, content (None -> ""
+    except an assistant's that made tool calls), name, tool_calls, tool_call_id.
+
+    `tool_call_id` names the source's field answering a call (SWE-agent keeps a
+    one-item list `tool_call_ids`). Everything else a message carries (thoughts,
+    message types, agent names) is left out.
+    """
+    if not isinstance(raw, list):
+        raise DatasetError(
+            str(file), n, at, f"expected a list of messages, got {type(raw).__name__}"
+        )
+    out = []
+    for j, m in enumerate(raw):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ("system", "user", "assistant", "tool"):
+            raise DatasetError(str(file), n, f"{at}[{j}].role", f"unknown role {role!r}")
+        content = m.get("content")
+        if isinstance(content, list):  # multi-part content: its text parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        msg: dict[str, Any] = {"role": role}
+        calls = m.get("tool_calls") or None
+        msg["content"] = content if content is not None or (role == "assistant" and calls) else ""
+        if m.get("name") and role == "tool":
+            msg["name"] = m["name"]
+        if calls and role == "assistant":
+            msg["tool_calls"] = calls
+        if role == "tool":
+            ids = m.get(tool_call_id)
+            msg["tool_call_id"] = ids[0] if isinstance(ids, list) and ids else ids
+        out.append(msg)
+    return out
