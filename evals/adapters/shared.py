@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +24,9 @@ from evals.datasets import (
     Probe,
     Transcript,
     compute_counts,
+    dataset_path,
     iso_utc,
+    parse_json_document,
 )
 from memkit.errors import DatasetError
 from memkit.text import word_set
@@ -33,7 +34,7 @@ from memkit.text import word_set
 
 def find_data(path: str | Path, folder: str, patterns: Sequence[str]) -> list[Path]:
     """The data files at path: the file itself, or matches in path or path/folder."""
-    p = Path(path)
+    p = dataset_path(path)
     if p.is_file():
         return [p]
     for d in (p, p / folder):
@@ -54,11 +55,9 @@ def digest(files: Iterable[Path]) -> str:
 
 
 def load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        line = getattr(e, "lineno", None)
-        raise DatasetError(str(path), line, None, f"invalid JSON: {e}") from None
+    """A whole JSON file, checked like a bundled line (`evals.datasets.parse_json_document`):
+    bad UTF-8 at file:line, too deep, NaN/Infinity or lone surrogates are DatasetErrors."""
+    return parse_json_document(path.read_bytes(), str(path))
 
 
 def root_run(
