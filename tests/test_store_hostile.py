@@ -156,3 +156,13 @@ def test_ten_megabytes_are_refused_quickly(store):
         store.remember("s", big)
     elapsed = time.perf_counter() - t0
     print(f"remember of {len(big)} bytes refused in {elapsed * 1000:.1f} ms")
+
+
+@pytest.mark.parametrize("kw", [{"params": {}}, {"redaction": True}])
+def test_stage_run_checks_its_parameters(store, kw):
+    run = {"run_id": "r9", "scope_id": "s", "status": "succeeded", "stop_reason": "stop",
+           "turns": 1, "messages": [], "final_answer": "ok"}  # fmt: skip
+    before = _state(store)
+    with pytest.raises(ConfigError, match=next(iter(kw))):
+        stage_run(store, run, **kw)
+    assert _state(store) == before
