@@ -28,16 +28,19 @@ def store(tmp_path):
     s.close()
 
 
+def db_state(c: sqlite3.Connection) -> tuple:
+    """`PRAGMA integrity_check` must pass; returns what a refused call must not change."""
+    assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    return (
+        c.execute("SELECT COUNT(*), group_concat(id || content || tags) FROM memories").fetchone(),
+        c.execute("SELECT COUNT(*), group_concat(id || messages) FROM rollouts").fetchone(),
+    )
+
+
 def _state(store: SQLiteStore) -> tuple:
-    c = sqlite3.connect(store.path)
+    c = sqlite3.connect(store.path)  # a reader of its own: what is on disk
     try:
-        assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        return (
-            c.execute(
-                "SELECT COUNT(*), group_concat(id || content || tags) FROM memories"
-            ).fetchone(),
-            c.execute("SELECT COUNT(*), group_concat(id || messages) FROM rollouts").fetchone(),
-        )
+        return db_state(c)
     finally:
         c.close()
 
