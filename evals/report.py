@@ -286,6 +286,8 @@ def _failures(d: Path, systems: list[str]) -> list[str]:
     """One line per system of what failed: the embedder on probes, the provider on attempts."""
     from evals.runfolder import read_jsonl
 
+    if not any((d / f).is_file() for f in ("probes.jsonl", "attempts.jsonl")):
+        return ["not checked: this folder has no per-row files (probes.jsonl, attempts.jsonl)"]
     probes: dict[str, list[int]] = {}
     for r in read_jsonl(d / "probes.jsonl"):
         c = probes.setdefault(r["system"], [0, 0])
