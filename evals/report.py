@@ -39,6 +39,23 @@ def _load(run_dir: Path, name: str) -> Any:
     return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
 
+def usd(x: float) -> str:
+    """Dollars with three significant figures, never rounded to zero: $0.000289, $1.50."""
+    if not x:
+        return "$0"
+    decimals = max(0, 2 - math.floor(math.log10(abs(x))))
+    return f"${x:,.{decimals}f}"
+
+
+def _fmt_metric(metric: str, v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
+    """`_fmt`, with money in significant figures (a cost shown as 0.000 hides it)."""
+    if registry.get(metric).family != "usd" or v is None or v != v:
+        return _fmt(v, lo, hi, digits)
+    if lo is None or hi is None or lo != lo:
+        return usd(v)
+    return f"{usd(v)} [{usd(lo)}, {usd(hi)}]"
+
+
 def _fmt(v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
@@ -215,16 +232,51 @@ def _failures(d: Path, systems: list[str]) -> list[str]:
     return lines
 
 
+def _price_source(manifest: dict[str, Any]) -> str:
+    llm = manifest.get("llm") or {}
+    return f"LiteLLM {llm.get('litellm_version', '?')} {llm.get('price_map', '?')} price map"
+
+
+def _totals(systems: list[str], spend: dict[str, Any]) -> list[list[str]]:
+    """Headline rows: tokens and USD per system over the whole run; "unknown price"
+    (never $0) for attempts LiteLLM could not price."""
+    if not any(spend.get(s, {}).get("attempts") for s in systems):
+        return []
+    tokens, cost = [], []
+    for s_ in systems:
+        v = spend.get(s_)
+        if not v or not v.get("attempts"):
+            tokens.append("—")
+            cost.append("—")
+            continue
+        tin, tout = v.get("input_tokens", 0), v.get("output_tokens", 0)
+        tokens.append(f"{tin + tout:,} ({tin:,} in, {tout:,} out)")
+        total = v["cost_usd_spent"] + v["cost_usd_cached"]
+        unpriced = v.get("unpriced_attempts", 0)
+        if unpriced and not total:
+            cost.append("unknown price")
+        elif unpriced:
+            cost.append(f"{usd(total)} + unknown price for {unpriced} attempts")
+        else:
+            cost.append(usd(total))
+    return [["tokens (run total)", *tokens], ["cost (run total, spent + replayed)", *cost]]
+
+
 def _banner(manifest: dict[str, Any]) -> list[str]:
+    from evals.providers import banner_lines
+
+    failures = (manifest.get("providers") or {}).get("failures") or {}
+    lines = [f"**{x}**" for x in banner_lines(failures)]
     e = manifest.get("embedder_errors") or {}
     if not e.get("probes"):
-        return []
+        return lines
     every = e["probes"] == e.get("probes_total")
     return [
+        *lines,
         f"**Warning: the embedder failed** on {e['probes']} of {e.get('probes_total')} probes"
         f"{' (every probe)' if every else ''}: those recalls took the keyword path, so "
         f"these numbers do not measure embedder `{manifest.get('embedder')}`. "
-        f"Last error: {e.get('last')}"
+        f"Last error: {e.get('last')}",
     ]
 
 
@@ -285,7 +337,8 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             if manifest.get("git_revision")
             else "git revision unknown (not run from a git checkout)"
         )
-        + f", litellm {manifest.get('packages', {}).get('litellm')}.",
+        + f", litellm {manifest.get('packages', {}).get('litellm')}"
+        + f" (prices: {_price_source(manifest)}).",
         "Every number is the point value with its percentile-bootstrap 95% CI "
         "(resampling the unit named in the definition) and n, the number of units.",
     ]
@@ -302,12 +355,14 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 cells.append("—")
                 continue
             values[sys_] = float(r.iloc[0]["value"]) if r.iloc[0]["value"] is not None else None
-            cells.append(_fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"]))
+            cells.append(_fmt_metric(m, r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"]))
         direction = _direction(m)
         best = _best(values, direction)
         cells = [f"**{c}**" if s_ in best else c for s_, c in zip(systems, cells, strict=True)]
         if any(c != "—" for c in cells):
             headline.append([_named(m), *cells])
+    spend = (_load(d, "spend.json") or {}).get("systems", {})
+    headline += _totals(systems, spend)
     headline_section = (
         "Headline (value [95% CI]; ↑ higher is better, ↓ lower is better; best in bold; "
         "definitions in the per-system tables)",
@@ -320,7 +375,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         rows = [
             [
                 _named(r.metric),
-                _fmt(r.value, r.lo, r.hi),
+                _fmt_metric(r.metric, r.value, r.lo, r.hi),
                 str(r.n),
                 registry.get(r.metric).unit,
                 registry.get(r.metric).definition,
@@ -361,15 +416,49 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 rows,
             )
         )
-    spend = (_load(d, "spend.json") or {}).get("systems", {})
+    limits = ((manifest.get("providers") or {}).get("limits")) or {}
+    if limits:
+        rows = [
+            [
+                f"`{m}`",
+                str(v["concurrency_limit"]),
+                f"{v['in_flight_min']} / {v['in_flight_median']:g} / {v['in_flight_max']}",
+                "n/a"
+                if v["in_flight_mean_over_time"] is None
+                else f"{v['in_flight_mean_over_time']:g}",
+                f"{v['limit_min']} → {v['limit_final']}",
+                str(v["rate_limited"]),
+                f"{v['queued_s']:g}",
+                f"{v['retry_wait_s']:g}",
+                str(v["requests"]),
+            ]
+            for m, v in sorted(limits.items())
+        ]
+        sections.append(
+            (
+                "Provider concurrency (achieved; wall clock, not in metrics.json)",
+                [
+                    "model",
+                    "limit",
+                    "in flight min / median / max",
+                    "mean in flight",
+                    "limit low → end",
+                    "429s",
+                    "s queued for a slot",
+                    "s waiting on Retry-After",
+                    "requests",
+                ],
+                rows,
+            )
+        )
     if spend:
         rows = [
             [
                 s,
                 str(v["attempts"]),
                 str(v["cached_attempts"]),
-                f"${v['cost_usd_spent']:.4g}",
-                f"${v['cost_usd_cached']:.4g}",
+                usd(v["cost_usd_spent"]),
+                usd(v["cost_usd_cached"]),
             ]
             for s, v in spend.items()
         ]
