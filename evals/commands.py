@@ -464,7 +464,7 @@ def sweep_main(argv: list[str]) -> int:
     from evals.providers import consolidator_kwargs, preflight
     from evals.runfolder import now
     from evals.runs import prepare_run_dir
-    from evals.sweep import sweep
+    from evals.sweep import resolve, sweep
 
     grid = parse_grid(a.grid)
     check_metric(a.objective)
@@ -479,7 +479,8 @@ def sweep_main(argv: list[str]) -> int:
         spec = exp.consolidators[0]
     spec = spec or "heuristic"
     opts = _model_options(a, (spec,), exp).get(spec, {})
-    preflight(spec, opts)
+    if any(resolve(name)[0] == "consolidation" for name in grid):  # the model is called
+        preflight(spec, opts)
     concurrency = a.concurrency or (exp.concurrency if exp else None) or 4
     extra = {"dataset": exp.datasets[0]} if exp and exp.datasets and not a.dataset else {}
     cfg = _config(a, **extra)
