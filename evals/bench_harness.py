@@ -227,6 +227,7 @@ def _level(root: Path, ds, url: str, concurrency: int, latency: float, scopes: i
         "ideal_passes_per_s": round(ideal, 2),
         "share_of_ideal": round(rate / ideal, 3),
         "cpu_ms_per_pass": round(1000 * (c1 - c0) / passes, 2),
+        "cpu_bound_passes_per_s": round(passes / (c1 - c0), 1) if c1 > c0 else None,
         "in_flight_max": lim.get("in_flight_max"),
         "rate_limited": lim.get("rate_limited"),
     }
@@ -290,7 +291,13 @@ def latency_main(a: argparse.Namespace) -> int:
 
     levels = [int(x) for x in a.levels.split(",") if x.strip()]
     os.environ.setdefault("MEMKIT_BENCH_KEY", "bench-local")
-    out: dict = {"latency_s": a.latency, "rate_429": a.rate_429, "scopes": a.scopes}
+    out: dict = {
+        "latency_s": a.latency,
+        "rate_429": a.rate_429,
+        "scopes": a.scopes,
+        "cpus": os.cpu_count(),
+        "load_avg_1m_before": round(os.getloadavg()[0], 1),
+    }
     with tempfile.TemporaryDirectory() as tmp, Loopback(a.latency, a.rate_429) as srv:
         root = write_synthetic(Path(tmp) / "syn", scopes=a.scopes, runs=a.runs)
         ds = load_dataset(root)
@@ -302,6 +309,7 @@ def latency_main(a: argparse.Namespace) -> int:
             log(f"concurrency {c}: {a.scopes} scopes x {a.runs} passes at {a.latency} s ...")
             rows.append(_level(root, ds, srv.url, c, a.latency, a.scopes))
         out["levels"] = rows
+        out["load_avg_1m_after"] = round(os.getloadavg()[0], 1)
         if a.rss_scopes:
             big = write_synthetic(Path(tmp) / "big", scopes=a.rss_scopes, runs=a.runs)
             log(f"peak RSS of a {a.rss_scopes}-scope pipeline run (CLI, child process) ...")

@@ -123,11 +123,13 @@ def _provider_flags(p: argparse.ArgumentParser) -> None:
         "--experiment",
         metavar="FILE",
         help="experiment file (TOML): models with their options, datasets, modes, replicates; "
-        "flags win over it (README: 'Experiment files')",
+        "flags win over it (README: 'LLM providers')",
     )
     g.add_argument("--api-base", metavar="URL", help="OpenAI-compatible server or gateway URL")
     g.add_argument(
-        "--api-key-env", metavar="VAR", help="environment variable holding the key for --api-base"
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the key (default: the provider's usual one)",
     )
     g.add_argument("--temperature", type=float, help="sampling temperature")
     g.add_argument("--max-tokens", type=int, help="output token cap per request")
