@@ -219,6 +219,31 @@ def below_floors(records: Iterable[Mapping[str, Any]], floors: Mapping[str, floa
     return lines
 
 
+# --- registered statistics of a model's requests (wall clock; manifest "providers") -----
+
+LIMIT_STATS: tuple[tuple[str, str, str], ...] = (
+    ("in_flight_min", "higher", "fewest requests of the model in flight when one started"),
+    ("in_flight_median", "higher", "median requests in flight when one started (itself included)"),
+    ("in_flight_max", "higher", "most requests of the model in flight at once"),
+    ("in_flight_mean_over_time", "higher", "mean requests in flight over the busy span"),
+    ("limit_min", "neutral", "lowest concurrency limit after 429 cuts (the user's is the ceiling)"),
+    ("rate_limited", "lower", "429 answers the model got"),
+    ("queued_s", "lower", "seconds requests waited for a slot under the model's limit (summed)"),
+    ("retry_wait_s", "lower", "seconds waited on Retry-After and backoff before retries (summed)"),
+)
+"""`memkit.llm.ModelLimit.stats()` keys the report shows, registered as metrics."""
+
+
+def _register() -> None:
+    from evals.registry import add
+
+    for name, direction, text in LIMIT_STATS:
+        add(name, unit="attempt", definition=text, direction=direction, family="provider_limit")
+
+
+_register()
+
+
 # --- stopping a model at its first unfixable error ---------------------------------------
 
 

@@ -44,7 +44,7 @@ DIRECTIONS: dict[str, str] = {"higher": "↑", "lower": "↓", "neutral": "·"}
 """Which way is better; `neutral` for descriptive numbers (op mix, changes per
 proposal, share of empty recalls) where neither is."""
 LISTS: tuple[str, ...] = ("headline", "breakdown", "compare", "sweep")
-METRIC_MODULES: list[str] = ["evals.scorers", "evals.retrieval"]
+METRIC_MODULES: list[str] = ["evals.scorers", "evals.retrieval", "evals.providers"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

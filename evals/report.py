@@ -418,36 +418,19 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         )
     limits = ((manifest.get("providers") or {}).get("limits")) or {}
     if limits:
+        from evals.providers import LIMIT_STATS
+
+        names = [n for n, _, _ in LIMIT_STATS]
         rows = [
-            [
-                f"`{m}`",
-                str(v["concurrency_limit"]),
-                f"{v['in_flight_min']} / {v['in_flight_median']:g} / {v['in_flight_max']}",
-                "n/a"
-                if v["in_flight_mean_over_time"] is None
-                else f"{v['in_flight_mean_over_time']:g}",
-                f"{v['limit_min']} → {v['limit_final']}",
-                str(v["rate_limited"]),
-                f"{v['queued_s']:g}",
-                f"{v['retry_wait_s']:g}",
-                str(v["requests"]),
-            ]
+            [f"`{m}`", str(v.get("concurrency_limit")), str(v.get("requests"))]
+            + ["n/a" if v.get(n) is None else f"{v[n]:g}" for n in names]
             for m, v in sorted(limits.items())
         ]
         sections.append(
             (
-                "Provider concurrency (achieved; wall clock, not in metrics.json)",
-                [
-                    "model",
-                    "limit",
-                    "in flight min / median / max",
-                    "mean in flight",
-                    "limit low → end",
-                    "429s",
-                    "s queued for a slot",
-                    "s waiting on Retry-After",
-                    "requests",
-                ],
+                "Provider concurrency achieved (wall clock, not in metrics.json; "
+                "definitions in the metric registry)",
+                ["model", "concurrency limit", "requests", *map(_named, names)],
                 rows,
             )
         )
