@@ -129,7 +129,8 @@ def test_sweep_accepts_the_same_provider_flags(tiny, tmp_path, srv, monkeypatch)
     monkeypatch.setenv(KEY_VAR, KEY)
     code = sweep_main(
         ["--dataset", str(tiny), "--embedder", "hashing", "--resamples", "20", "--quiet",
-         "--grid", "max_rollouts=2,4", "--consolidator", "litellm:openai/good",
+         "--grid", "max_rollouts=2,4", "--objective", "strict_validity",
+         "--consolidator", "litellm:openai/good",
          "--api-base", srv.url, "--api-key-env", KEY_VAR, "--temperature", "0.5"]
     )  # fmt: skip
     assert code == 0 and srv.calls
@@ -156,7 +157,8 @@ def test_experiment_file_drives_run_and_sweep(tiny, tmp_path, srv, monkeypatch):
     assert {(c.body["temperature"], c.body["max_tokens"]) for c in srv.calls} == {(0.25, 123)}
     n = len(srv.calls)
     code = sweep_main(["--experiment", str(exp), "--embedder", "hashing", "--resamples", "20",
-                       "--grid", "max_rollouts=2,4", "--quiet"])  # fmt: skip
+                       "--grid", "max_rollouts=2,4", "--objective", "strict_validity",
+                       "--quiet"])  # fmt: skip
     assert code == 0 and len(srv.calls) > n
     bad = tmp_path / "bad.toml"
     bad.write_text('[models."litellm:openai/good"]\ntemprature = 0\n', encoding="utf-8")
