@@ -22,7 +22,15 @@ import pandas as pd
 
 from evals import registry
 from evals.runfolder import DIGITS, RUN_VERSION, by_system, read_jsonl, write_json
-from evals.scorers import AttemptUnit, FactUnit, ProbeUnit, RowUnit, Write
+from evals.scorers import (
+    AttemptUnit,
+    FactUnit,
+    ProbeUnit,
+    RowUnit,
+    Write,
+    judged_first,
+    pass_units_in_order,
+)
 
 
 @dataclass
@@ -58,15 +66,21 @@ def write_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
 
 
 def attempt_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
-    return [(r.get("scope_id"), AttemptUnit(r)) for r in rows]
+    """Every attempt; validity is judged only on the first answer to each distinct request."""
+    rows = list(rows)
+    return [
+        (r.get("scope_id"), AttemptUnit(r, first))
+        for r, first in zip(rows, judged_first(rows), strict=True)
+    ]
 
 
 def pass_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
-    """A pass's attempts (retries included) are one unit."""
-    by: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
-    for a in rows:
-        by.setdefault((a.get("scope_id"), a.get("replicate", 0), a.get("pass")), []).append(a)
-    return [(key[0], by[key]) for key in sorted(by, key=str)]
+    """A pass's attempts (retries included) are one unit, marked when it resent a failed request."""
+    units = pass_units_in_order(list(rows))
+    units.sort(
+        key=lambda u: str((u[0].get("scope_id"), u[0].get("replicate", 0), u[0].get("pass")))
+    )
+    return [(unit[0].get("scope_id"), unit) for unit in units]
 
 
 def row_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:

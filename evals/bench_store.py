@@ -208,8 +208,9 @@ def _fold_scan_rate(store, path: str, batch: list[str]) -> float:
         t0 = time.perf_counter()
         best = _fold_scan(conn, "bench", grams, t, cutoff)
         spent += time.perf_counter() - t0
-        target = store._fold_target("bench", "fact", grams, now)
-        if (target and jaccard(grams, trigrams(target[4]))) != (best and best[0]):
+        with store._write() as w:  # the store's own decision, inside its write path
+            target = store._fold_target(w, "bench", "fact", grams, now)
+        if (target and jaccard(grams, trigrams(target.content))) != (best and best[0]):
             raise AssertionError(f"fold-in index and scan disagree on {text!r}")
     conn.close()
     return len(batch) / spent

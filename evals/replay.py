@@ -429,21 +429,18 @@ def _jsonable(v: Any) -> Any:
 
 
 def attempt_row(attempt: Any, pass_: Any, scope_id: str, snapshot_ids: Sequence[str]) -> dict:
-    """One consolidation attempt as a run-file row (DESIGN "Run outputs")."""
-    from memkit.proposal import parse_response
+    """One consolidation attempt as a run-file row (DESIGN "Run outputs").
 
-    raw = field_of(attempt, "raw_response")
-    try:
-        parsed = parse_response(raw, lenient=True).changes if raw is not None else None
-    except Exception:
-        parsed = None
+    The attempt already carries its strict and lenient outcome and the parsed
+    changes (the pass read the answer once); nothing is re-parsed here.
+    """
     row = attempt.to_dict() if hasattr(attempt, "to_dict") else _jsonable(attempt)
+    row["parsed_changes"] = _jsonable(row.get("parsed_changes"))
     row.update(
         {
             "scope_id": scope_id,
             "snapshot_ids": list(snapshot_ids),
             "rollout_ids": list(field_of(pass_, "rollout_ids") or ()),
-            "parsed_changes": _jsonable(parsed),
         }
     )
     return row
@@ -509,6 +506,7 @@ async def replay_pipeline_scope(
                 "pass": len(out.passes),
                 "outcome": outcome,
                 "error_code": field_of(res, "error_code"),
+                "request_hash": field_of(res, "request_hash"),
                 "rollout_ids": list(field_of(res, "rollout_ids") or ()),
                 "snapshot_ids": snap,
                 "changes": _jsonable(list(field_of(res, "changes") or ())),

@@ -1,6 +1,6 @@
 """Markdown + self-contained HTML report, built only from a run folder's files.
 
-Reads `manifest.json`, `metrics.json`, `latency.json`, `matcher.json` and
+Reads `manifest.json`, `metrics.json`, `latency.json`, `spend.json`, `matcher.json` and
 (when present) `sweep.csv` / `compare.csv`; writes `report.md`, `report.html`
 (plots inlined as base64 PNG, no external assets) and the PNGs themselves.
 Every table cell is "value [95% CI]" with its n and the metric's definition;
@@ -283,6 +283,25 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             (
                 "Latency (wall-clock seconds per attempt and per pass; not in metrics.json)",
                 ["system", "value [95% CI]", "statistic", "n"],
+                rows,
+            )
+        )
+    spend = (_load(d, "spend.json") or {}).get("systems", {})
+    if spend:
+        rows = [
+            [
+                s,
+                str(v["attempts"]),
+                str(v["cached_attempts"]),
+                f"${v['cost_usd_spent']:.4g}",
+                f"${v['cost_usd_cached']:.4g}",
+            ]
+            for s, v in spend.items()
+        ]
+        sections.append(
+            (
+                "Spend (provider calls made in this run vs attempts replayed from the cache)",
+                ["system", "attempts", "replayed", "USD spent", "USD replayed (not spent)"],
                 rows,
             )
         )

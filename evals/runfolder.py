@@ -3,7 +3,7 @@
 One place for the canonical JSON of run files (sorted keys, UTF-8, no NaN,
 atomic replace), the manifest (config, package versions, git revision,
 dataset fingerprint, seed, start/end: the only place timestamps live), the
-metrics table files and latency. `evals.runner` and `evals.sweep` both write
+metrics table files, latency and spend. `evals.runner` and `evals.sweep` both write
 through here, so a run folder and a sweep folder have one format.
 
 This module leaves out computing metrics (`evals.aggregate`) and deciding
@@ -171,6 +171,25 @@ def write_latency(run_dir: Path) -> None:
             }
         )
     write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
+
+
+def write_spend(run_dir: Path) -> None:
+    """Money spent on provider calls vs answers replayed from the cache, per system.
+
+    Kept out of metrics.json, which must be byte-identical between a run and
+    its cached rerun (there `cost_usd` is what the attempts cost when made).
+    """
+    out = {}
+    for sys_, rows in sorted(by_system(read_jsonl(run_dir / "attempts.jsonl")).items()):
+        paid = [r for r in rows if not r.get("cached")]
+        replayed = [r for r in rows if r.get("cached")]
+        out[sys_] = {
+            "attempts": len(rows),
+            "cached_attempts": len(replayed),
+            "cost_usd_spent": round(sum(float(r.get("cost_usd") or 0.0) for r in paid), 9),
+            "cost_usd_cached": round(sum(float(r.get("cost_usd") or 0.0) for r in replayed), 9),
+        }
+    write_json(run_dir / "spend.json", {"version": RUN_VERSION, "systems": out})
 
 
 def load_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:

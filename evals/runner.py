@@ -15,6 +15,8 @@ reports are built from those files only:
     metrics.json      deterministic: sorted keys, rounded floats, no timestamps
     metrics.csv       the same table
     latency.json      wall-clock latency p50/p95 (not deterministic, kept apart)
+    spend.json        per system: USD actually spent vs replayed from the cache
+                      (differs between a run and its cached rerun, kept apart)
     breakdown.json    key metrics per (system, scope) with CIs
     units/<key>/      while running: one file per finished (system, replicate,
                       scope) unit; removed when the run completes
@@ -67,6 +69,7 @@ from evals.runfolder import (
     write_latency,
     write_manifest,
     write_metrics,
+    write_spend,
 )
 from memkit.errors import ConfigError
 from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
@@ -377,6 +380,7 @@ def run_eval(
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
+    write_spend(out)
     write_breakdown(out)
     shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:

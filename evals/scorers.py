@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evals.registry import add, register
-from memkit.errors import ConfigError
+from memkit.errors import PROPOSAL_CODES, ConfigError
 from memkit.proposal import raw_op, unknown_ids, widening_entries
 
 NAN = math.nan
@@ -320,26 +320,32 @@ class AttemptScore:
 
 
 def attempt_validity(
-    parse_mode: str,
-    error_code: str | None,
+    strict_code: str | None,
+    lenient_code: str | None,
     changes: Sequence[Any] | None,
     snapshot_ids: Collection[str],
     scope_id: str,
+    error_code: str | None = None,
 ) -> AttemptScore:
-    """Score one consolidation attempt from its recorded outcome.
+    """Score one answered consolidation attempt from its recorded readings.
 
-    `parse_mode` is "strict", "repaired" or "failed"; `error_code` the
-    validation (or parse) code, None when valid; `changes` the parsed raw
-    changes (None when unparsable).
+    `strict_code` / `lenient_code` are the first failure code of the strict
+    reading and of the lenient repair (None when valid), as the pass recorded
+    them when it read the answer once; `changes` the parsed raw changes (None
+    when unparsable); `error_code` the code that refused the pass (defaults
+    to the strict one). Unknown ids and widening use `memkit.proposal`'s
+    helpers, the validator's own rules.
     """
-    if parse_mode not in ("strict", "repaired", "failed"):
-        raise ConfigError(f"unknown parse mode {parse_mode!r}")
-    ok = error_code is None and parse_mode != "failed"
+    for code in (strict_code, lenient_code, error_code):
+        if code is not None and code not in PROPOSAL_CODES:
+            raise ConfigError(f"unknown proposal error code {code!r}")
+    if strict_code is None and lenient_code is not None:
+        raise ConfigError(f"strictly valid but invalid after repair ({lenient_code!r})")
     raw = list(changes or [])
     return AttemptScore(
-        strict_valid=ok and parse_mode == "strict",
-        valid_after_repair=ok,
-        error_code=error_code,
+        strict_valid=strict_code is None,
+        valid_after_repair=lenient_code is None,
+        error_code=strict_code if error_code is None else error_code,
         hallucinated_ids=unknown_ids(raw, snapshot_ids),
         widening=widening_entries(raw, scope_id),
         ops=dict(Counter(raw_op(ch) for ch in raw)),
@@ -405,26 +411,72 @@ class ProbeUnit:
 
 class AttemptUnit:
     """One attempt row of `attempts.jsonl`; `score` is None for a provider failure
-    (no answer, nothing to judge: it counts only in `provider_failures` and cost)."""
+    (no answer, nothing to judge: it counts only in `provider_failures` and cost)
+    and for a repeat of a request already judged (`first` is False): validity
+    counts each distinct (replicate, model, request hash) once, by its first
+    answer, so a frozen scope resending one request is not a new sample."""
 
-    __slots__ = ("answered", "mode", "row", "score")
+    __slots__ = ("answered", "first", "row", "score")
 
-    def __init__(self, row: Mapping[str, Any]):
+    def __init__(self, row: Mapping[str, Any], first: bool = True):
         self.row = row
         self.answered = row.get("raw_response") is not None
-        self.mode = row.get("parse_mode") or "failed"
+        self.first = first
         self.score: AttemptScore | None = None
-        if self.answered:
-            code = row.get("validation_code")
-            if self.mode == "failed" and code is None:
-                code = "parse"
+        if self.answered and first and row.get("parse_mode") is not None:
+            if "lenient_code" not in row:
+                raise ConfigError(
+                    "attempt row has no strict/lenient outcome (written by an older memkit); "
+                    "rerun the evaluation"
+                )
             self.score = attempt_validity(
-                self.mode,
-                code,
+                row.get("strict_code"),
+                row.get("lenient_code"),
                 row.get("parsed_changes"),
                 set(row.get("snapshot_ids") or ()),
                 row["scope_id"],
+                row.get("validation_code"),
             )
+
+
+def judged_first(rows: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """Per attempt row: is it the first answered one of its (replicate, model, request)?"""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for r in rows:
+        key = (r.get("replicate", 0), r.get("model"), r.get("request_hash"))
+        answered = r.get("raw_response") is not None
+        out.append(not answered or key not in seen)
+        if answered:
+            seen.add(key)
+    return out
+
+
+class PassUnit(list):
+    """One pass's attempt rows (retries included), in order; `repeated` when the
+    pass resent a request byte-identical to one an earlier pass of its scope and
+    replicate sent and failed with (a frozen queue)."""
+
+    repeated: bool = False
+
+
+def pass_units_in_order(rows: Sequence[Mapping[str, Any]]) -> list[PassUnit]:
+    """Group attempt rows into passes, in (replicate, scope, pass) order, marking repeats."""
+    by: dict[tuple[Any, ...], PassUnit] = {}
+    for a in rows:
+        key = (str(a.get("replicate", 0)), str(a.get("scope_id")), a.get("pass") or 0)
+        by.setdefault(key, PassUnit()).append(a)
+    failed: set[tuple[Any, ...]] = set()
+    out = []
+    for key in sorted(by):
+        unit = by[key]
+        h = unit[0].get("request_hash")
+        seen = (key[0], key[1], h)
+        unit.repeated = h is not None and seen in failed
+        if h is not None and unit[-1].get("outcome") != "ok":
+            failed.add(seen)
+        out.append(unit)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -623,21 +675,21 @@ def _judged(fn: Any) -> Any:
 
 _attempt(
     "strict_validity",
-    "share of answered attempts parsed strictly and valid",
+    "share of distinct answered requests whose answer parses strictly and is valid",
     "higher",
     "validity",
     lists=("headline", "compare"),
 )(_judged(lambda s: float(s.strict_valid)))
 _attempt(
     "valid_after_repair",
-    "share of answered attempts valid after the lenient repair",
+    "share of distinct answered requests whose answer is valid after the lenient repair",
     "higher",
     "validity",
     lists=("headline", "compare"),
 )(_judged(lambda s: float(s.valid_after_repair)))
 _attempt(
     "hallucinated_ids",
-    "mean per answered attempt of ids not in the pass snapshot",
+    "mean per distinct answered request of ids not in the pass snapshot",
     "lower",
     "per_attempt_count",
     lists=("headline", "compare"),
@@ -645,12 +697,10 @@ _attempt(
 
 
 def _register_error_codes() -> None:
-    from memkit.errors import PROPOSAL_CODES
-
     for c in PROPOSAL_CODES:
         _attempt(
             f"error_{c}",
-            f"share of answered attempts rejected with code {c}",
+            f"share of distinct answered requests whose pass was refused with code {c}",
             "lower",
             "errors",
         )(_judged(lambda s, c=c: float(s.error_code == c)))
@@ -659,20 +709,20 @@ def _register_error_codes() -> None:
 _register_error_codes()
 _attempt(
     "hallucinating_attempts",
-    "share of answered attempts naming at least one unknown id",
+    "share of distinct answered requests naming at least one unknown id",
     "lower",
     "validity",
 )(_judged(lambda s: float(s.hallucinated_ids > 0)))
 _attempt(
     "widening_attempts",
-    "share of answered attempts with an entry naming another scope",
+    "share of distinct answered requests with an entry naming another scope",
     "lower",
     "validity",
 )(_judged(lambda s: float(s.widening > 0)))
 for _op in ("add", "merge", "retract"):
     _attempt(
         f"op_{_op}",
-        f"share of proposed changes that are {_op}s, pooled over attempts",
+        f"share of proposed changes that are {_op}s, pooled over distinct requests",
         "neutral",
         "op_mix",
         pooled=True,
@@ -685,11 +735,15 @@ for _op in ("add", "merge", "retract"):
     )
 _attempt(
     "changes_per_proposal",
-    "mean changes per parsed proposal",
+    "mean changes per parsed proposal (distinct requests)",
     "neutral",
     "per_attempt_count",
     lists=("compare",),
-)(lambda a: NAN if a.score is None or a.mode == "failed" else float(a.score.changes))
+)(
+    lambda a: (
+        NAN if a.score is None or a.row.get("parsed_changes") is None else float(a.score.changes)
+    )
+)
 _attempt(
     "provider_failures",
     "share of attempts without an answer (provider error)",
@@ -755,6 +809,11 @@ _pass("cost_usd_per_pass", "mean USD per consolidation pass (retries included)",
 _pass("attempts_per_pass", "mean model attempts per pass (1 + provider retries)", "attempts")(
     lambda rows: float(len(rows))
 )
+_pass(
+    "repeated_requests",
+    "share of passes whose request is identical to one an earlier pass of the scope failed with",
+    "repeats",
+)(lambda p: float(p.repeated))
 
 # computed outside the unit functions: wall-clock latency (latency.json) and the
 # matcher's own accuracy on labelled pairs (matcher.json)

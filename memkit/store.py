@@ -1,37 +1,41 @@
 """SQLiteStore: the reference store (SPEC §1-4) and the store side of consolidation (§7).
 
-The only sqlite3 user in memkit. Design choices, each for a measured reason:
+This module reads as the SPEC's rules: what a write folds into (§3), how
+recall chooses its path and ranks (§4, the arithmetic in `memkit.rank`), and
+what a consolidation commit checks and applies (§7.7). It leaves out the
+machinery: the in-memory indexes and the one write path that keeps them
+true across connections are `memkit.store_index`, the row record and its
+SQL statements `memkit.store_rows`, the schema `memkit.schema`.
 
-* WAL, autocommit connection, explicit `BEGIN IMMEDIATE` for every write, so
-  fold detection and the write it decides are one transaction even across
-  processes (SPEC §3.7), and readers never block writers.
+Design choices, each for a measured reason:
+
+* WAL, autocommit connection, explicit `BEGIN IMMEDIATE` for every write
+  (`store_index.Write`), so fold detection and the write it decides are one
+  transaction even across processes (SPEC §3.7), and readers never block
+  writers.
 * Fold-in never compares against every row: an in-memory trigram index per
   (scope, kind) (`memkit.gram_index`, exact by l-prefix filtering) scores the
   few candidates exactly; SQLite then confirms they are live and in window.
 * Vector recall scores a per-scope in-memory float32 matrix of live
-  embeddings with one matrix-vector product.
-* Both in-memory indexes load lazily and follow other connections' writes
-  through `change_seq`: every write stamps the rows it touches with a number
-  above all earlier ones, so catching up reads only the rows changed since.
-  Own writes patch the indexes after they commit.
-* Ranking itself is the pure code in `memkit.rank`.
+  embeddings with one matrix-vector product (exact; no ANN).
+* Embedding (of writes and of queries) happens before the store lock is
+  taken, so a slow embedder never stalls other readers and writers.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from memkit import rank
+from memkit import store_rows as sql
 from memkit.embed import Embedder, get_embedder, normalize_rows
 from memkit.errors import (
     AlreadyConsumed,
@@ -41,7 +45,6 @@ from memkit.errors import (
     ProposalError,
     StaleSnapshot,
 )
-from memkit.gram_index import GramIndex
 from memkit.params import (
     DAY,
     ConsolidationParams,
@@ -52,121 +55,32 @@ from memkit.params import (
 from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
 from memkit.schema import migrate
+from memkit.store_index import Indexes, LiveRow, Write
+from memkit.store_rows import COLS, Row
 from memkit.text import jaccard, keywords, trigrams
 from memkit.types import KINDS, Change, CommitResult, Memory, Recalled, RememberResult, Rollout
 
-_COLS = (
-    "rowid, id, scope_id, kind, content, tags, confidence, source_run_id, "
-    "created_at, seen_count, last_seen_at, superseded_by"
-)
 _BUSY_TIMEOUT_MS = 60_000
 _WAL_PAGES = 16_000
 """Pages of WAL between automatic checkpoints (see `SQLiteStore.open`)."""
-_SYNC_MAX = 5_000
-"""Catching up on more changed rows than this drops the indexes instead (they reload)."""
+
+ITEM_FIELDS: tuple[str, ...] = ("content", "kind", "confidence", "tags", "source_run_id")
+"""The fields of one `remember_many` item (those of `remember`)."""
 
 
 def _new_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def _row_to_memory(r: Sequence[Any], embedding: np.ndarray | None = None) -> Memory:
-    return Memory(
-        id=r[1],
-        scope_id=r[2],
-        kind=r[3],
-        content=r[4],
-        tags=tuple(json.loads(r[5]) if r[5] else ()),
-        confidence=r[6],
-        source_run_id=r[7],
-        created_at=r[8],
-        seen_count=r[9],
-        last_seen_at=r[10],
-        superseded_by=r[11],
-        embedding=embedding,
-    )
+class _Item(NamedTuple):
+    """One checked, redacted write."""
 
-
-def _blob(vec: np.ndarray | None) -> bytes | None:
-    return None if vec is None else np.asarray(vec, dtype=np.float32).tobytes()
-
-
-def _nan(x: float | None) -> float:
-    return math.nan if x is None else float(x)
-
-
-# --- per-scope vector cache ----------------------------------------------------
-
-
-@dataclass
-class _ScopeVectors:
-    """Live embedded rows of one scope: a growable float32 matrix plus row facts.
-
-    Vectors are stored as columns (`cols` is dim x capacity): scoring all rows
-    is then `q @ cols`, a BLAS gemv that streams each dimension's contiguous
-    row, measured ~1.5x faster than a dot per stored row at 100k rows. Removal
-    swaps the last column into the hole, so every operation is O(dim).
-    """
-
-    dim: int
-    n: int = 0
-    cols: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
-    rowid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    conf: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    last_seen: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    recency: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    """last_seen, else created_at (NaN when neither): kept, not derived per recall."""
-    pos: dict[int, int] = field(default_factory=dict)
-
-    def rows(self) -> np.ndarray:
-        """The live vectors as an (n, dim) view (no copy)."""
-        return self.cols[:, : self.n].T
-
-    def _grow(self, need: int) -> None:
-        cap = self.cols.shape[1]
-        if need <= cap:
-            return
-        new = max(need, cap * 2, 64)
-        cols = np.zeros((self.dim, new), dtype=np.float32)
-        if self.n:
-            cols[:, : self.n] = self.cols[:, : self.n]
-        self.cols = cols
-        for name in ("rowid", "conf", "last_seen", "recency"):
-            old = getattr(self, name)
-            arr = np.zeros(new, dtype=old.dtype)
-            arr[: self.n] = old[: self.n]
-            setattr(self, name, arr)
-
-    def put(self, rowid: int, vec: np.ndarray, conf: float, last_seen, created) -> None:
-        i = self.pos.get(rowid)
-        if i is None:
-            self._grow(self.n + 1)
-            i = self.n
-            self.n += 1
-            self.pos[rowid] = i
-        v = np.asarray(vec, dtype=np.float32).ravel()
-        self.cols[:, i] = v if v.shape[0] == self.dim else 0.0  # mismatched length: cosine 0
-        self.rowid[i] = rowid
-        self.conf[i] = conf
-        self.last_seen[i] = seen = _nan(last_seen)
-        self.recency[i] = _nan(created) if math.isnan(seen) else seen
-
-    def drop(self, rowid: int) -> None:
-        i = self.pos.pop(rowid, None)
-        if i is None:
-            return
-        last = self.n - 1
-        if i != last:
-            moved = int(self.rowid[last])
-            self.cols[:, i] = self.cols[:, last]
-            for name in ("rowid", "conf", "last_seen", "recency"):
-                arr = getattr(self, name)
-                arr[i] = arr[last]
-            self.pos[moved] = i
-        self.n = last
-
-
-# --- the store -------------------------------------------------------------------
+    content: str
+    kind: str
+    confidence: float
+    tags: list[str]
+    source_run_id: str | None
+    grams: frozenset[str]
 
 
 class SQLiteStore:
@@ -195,12 +109,7 @@ class SQLiteStore:
         self.fold = fold
         self.redaction = redaction
         self._lock = threading.RLock()
-        self._vectors: dict[str, _ScopeVectors] = {}
-        self._grams: dict[tuple[str, str], GramIndex] = {}
-        self._seen_seq: int = conn.execute(
-            "SELECT COALESCE(MAX(change_seq), 0) FROM memories"
-        ).fetchone()[0]
-        """Every change up to this change_seq is reflected in the in-memory indexes."""
+        self._ix = Indexes(conn, int(embedder.dim) if embedder is not None else 0)
         self.new_id: Callable[[], str] = _new_id
         """Row id factory; evaluations inject a deterministic one so replays reproduce."""
 
@@ -274,8 +183,7 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-            self._vectors.clear()
-            self._grams.clear()
+            self._ix.forget()
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -285,69 +193,25 @@ class SQLiteStore:
 
     # -- helpers ------------------------------------------------------------------
 
-    def _embed_one(self, text: str) -> np.ndarray | None:
-        """Embed for a write; failure is not an error (SPEC §3.2)."""
-        if self.embedder is None:
-            return None
+    def _write(self) -> Write:
+        """The one write path: every writer runs inside `with self._write() as w`."""
+        return Write(self._lock, self._ix)
+
+    def _embed(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """Embed in one call, outside the lock; failure is not an error (SPEC §3.2):
+        the rows are stored without vectors."""
+        if self.embedder is None or not texts:
+            return [None] * len(texts)
         try:
-            return normalize_rows(self.embedder.embed([text]))[0]
+            mat = normalize_rows(self.embedder.embed(list(texts)))
         except Exception:
-            return None
+            return [None] * len(texts)
+        if mat.shape[0] != len(texts):
+            return [None] * len(texts)
+        return list(mat)
 
     def _redact(self, content: str, tags: Iterable[str]) -> tuple[str, list[str]]:
         return redact(content, self.redaction), [redact(t, self.redaction) for t in tags]
-
-    def _tx(self):
-        return _Transaction(self._conn)
-
-    def _insert(
-        self,
-        scope_id: str,
-        kind: str,
-        content: str,
-        tags: Sequence[str],
-        confidence: float,
-        source_run_id: str | None,
-        now: float,
-        vec: np.ndarray | None,
-        seq: int,
-        grams: frozenset[str] | None = None,
-    ) -> tuple[str, int]:
-        if grams is None:
-            grams = trigrams(content)
-        mid = self.new_id()
-        cur = self._conn.execute(
-            "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, source_run_id, "
-            "created_at, seen_count, last_seen_at, superseded_by, embedding, ngrams, change_seq) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, ?, ?, ?)",
-            (
-                mid,
-                scope_id,
-                kind,
-                content,
-                json.dumps(list(tags), ensure_ascii=False),
-                float(confidence),
-                source_run_id,
-                now,
-                now,
-                _blob(vec),
-                len(grams),
-                seq,
-            ),
-        )
-        return mid, int(cur.lastrowid)
-
-    def _retire(self, rowid: int, successor: str, seq: int) -> None:
-        self._conn.execute(
-            "UPDATE memories SET superseded_by = ?, change_seq = ? WHERE rowid = ?",
-            (successor, seq, rowid),
-        )
-
-    def _live_row(self, scope_id: str, memory_id: str) -> tuple | None:
-        return self._conn.execute(
-            f"SELECT {_COLS} FROM memories WHERE id = ? AND scope_id = ? AND superseded_by IS NULL",
-            (memory_id, scope_id),
-        ).fetchone()
 
     @staticmethod
     def _check_write(kind: str, content: str, confidence: float) -> None:
@@ -362,53 +226,53 @@ class SQLiteStore:
         ):
             raise ConfigError(f"confidence {confidence!r} outside [0, 1]")
 
-    # -- fold-in ----------------------------------------------------------------------
+    def _item(
+        self,
+        content: str,
+        kind: str = "fact",
+        confidence: float = 0.7,
+        tags: Sequence[str] = (),
+        source_run_id: str | None = None,
+    ) -> _Item:
+        self._check_write(kind, content, confidence)
+        content, tag_list = self._redact(content, tags)
+        return _Item(content, kind, float(confidence), tag_list, source_run_id, trigrams(content))
 
-    def _fold_target(
-        self, scope_id: str, kind: str, grams: frozenset[str], now: float
-    ) -> tuple | None:
-        """The single best live row to fold into, or None (SPEC §3.3). Inside a tx."""
+    # -- remember (SPEC §3) -------------------------------------------------------------
+
+    def _fold_target(self, w: Write, scope_id: str, kind: str, grams: frozenset[str], now: float):
+        """The single best live row to fold into, or None (SPEC §3.3)."""
         t = self.fold.threshold
         window = self.fold.window_days * DAY
-        c = self._conn
         if not grams and t > 0:
             return None  # pg_trgm similarity of an empty set is 0
-        cutoff = now - window - 1.0  # loose SQL bound; the exact test is below
         sims: dict[int, float] | None = None
         if t <= 0:
-            rows = c.execute(
-                f"SELECT {_COLS} FROM memories WHERE scope_id = ? AND kind = ? "
-                "AND superseded_by IS NULL AND last_seen_at > ?",
+            cutoff = now - window - 1.0  # loose SQL bound; the exact test is below
+            rows = sql.rows(
+                w.conn,
+                "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL AND last_seen_at > ?",
                 (scope_id, kind, cutoff),
-            ).fetchall()
+            )
         else:
-            sims = self._gram_index(scope_id, kind).similar(grams, t)
-            cand = list(sims)
-            rows = []
-            for i in range(0, len(cand), 900):
-                chunk = cand[i : i + 900]
-                ph = ",".join("?" * len(chunk))
-                # By rowid alone: with the scope/kind/live terms in SQL the planner
-                # scans the memories_live index instead (every live row of the scope).
-                rows += [
-                    r
-                    for r in c.execute(f"SELECT {_COLS} FROM memories WHERE rowid IN ({ph})", chunk)
-                    if r[2] == scope_id and r[3] == kind and r[11] is None
-                ]
-        best, best_key = None, None
+            sims = w.similar(scope_id, kind, grams, t)
+            rows = [
+                r
+                for r in sql.by_rowid(w.conn, sims).values()
+                if r.scope_id == scope_id and r.kind == kind and r.live
+            ]
+        best: Row | None = None
+        best_key = None
         for r in rows:
-            last_seen = r[10]
-            if last_seen is None or not (now - last_seen) < window:
+            if r.last_seen_at is None or not (now - r.last_seen_at) < window:
                 continue
-            sim = jaccard(grams, trigrams(r[4])) if sims is None else sims[r[0]]
+            sim = jaccard(grams, trigrams(r.content)) if sims is None else sims[r.rowid]
             if sim < t:
                 continue
-            key = (sim, last_seen, r[0])
+            key = (sim, r.last_seen_at, r.rowid)
             if best_key is None or key > best_key:
                 best, best_key = r, key
         return best
-
-    # -- public API: writes -----------------------------------------------------------
 
     def remember(
         self,
@@ -421,56 +285,71 @@ class SQLiteStore:
         source_run_id: str | None = None,
     ) -> RememberResult:
         """Write a memory, folding it into a near-identical live row (SPEC §3)."""
-        self._check_write(kind, content, confidence)
-        content, tag_list = self._redact(content, tags)
-        vec = self._embed_one(content)
-        grams = trigrams(content)
-        tags_json = json.dumps(tag_list, ensure_ascii=False)
-        with self._lock:
-            with self._tx():
-                seq = self._catch_up() + 1
+        item = self._item(content, kind, confidence, tags, source_run_id)
+        return self._remember(scope_id, [item])[0]
+
+    def remember_many(
+        self, scope_id: str, items: Iterable[str | Mapping[str, Any]]
+    ) -> list[RememberResult]:
+        """`remember` for many items in one transaction, embedded in one call.
+
+        Each item is the content string, or a mapping with `remember`'s fields
+        (`content`, `kind`, `confidence`, `tags`, `source_run_id`). Fold-in
+        decides exactly as `remember` called item by item in order would
+        (an item may fold into a row an earlier item wrote). A bad item raises
+        ConfigError naming its position, and nothing is written.
+        """
+        prepared: list[_Item] = []
+        for i, it in enumerate(items):
+            fields = {"content": it} if isinstance(it, str) else it
+            if not isinstance(fields, Mapping):
+                raise ConfigError(
+                    f"remember_many item {i}: want a string or a mapping, got {it!r:.80}"
+                )
+            extra = set(fields) - set(ITEM_FIELDS)
+            if extra:
+                raise ConfigError(
+                    f"remember_many item {i}: unknown field(s) {', '.join(sorted(map(str, extra)))}"
+                    f" (want {', '.join(ITEM_FIELDS)})"
+                )
+            if "content" not in fields:
+                raise ConfigError(f"remember_many item {i}: no 'content'")
+            try:
+                prepared.append(self._item(**fields))
+            except ConfigError as e:
+                raise ConfigError(f"remember_many item {i}: {e}") from None
+        return self._remember(scope_id, prepared)
+
+    def _remember(self, scope_id: str, items: Sequence[_Item]) -> list[RememberResult]:
+        vecs = self._embed([it.content for it in items])
+        out: list[RememberResult] = []
+        if not items:
+            return out
+        with self._write() as w:
+            for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())
-                target = self._fold_target(scope_id, kind, grams, now)
+                target = self._fold_target(w, scope_id, it.kind, it.grams, now)
                 if target is None:
-                    mid, rowid = self._insert(
-                        scope_id,
-                        kind,
-                        content,
-                        tag_list,
-                        confidence,
-                        source_run_id,
-                        now,
-                        vec,
-                        seq,
-                        grams,
-                    )
-                    folded, conf, created = False, float(confidence), now
+                    mid = self.new_id()
+                    rowid = sql.insert(
+                        w.conn, mid, scope_id, it.kind, it.content, it.tags, it.confidence,
+                        it.source_run_id, now, vec, len(it.grams), w.seq,
+                    )  # fmt: skip
+                    conf, created = it.confidence, now
                 else:
-                    rowid, mid = target[0], target[1]
-                    conf = max(float(target[6]), float(confidence))
-                    created = target[8]
-                    self._conn.execute(
-                        "UPDATE memories SET seen_count = seen_count + 1, last_seen_at = ?, "
-                        "confidence = ?, content = ?, tags = ?, embedding = ?, ngrams = ?, "
-                        "source_run_id = COALESCE(?, source_run_id), change_seq = ? "
-                        "WHERE rowid = ?",
-                        (
-                            now,
-                            conf,
-                            content,
-                            tags_json,
-                            _blob(vec),
-                            len(grams),
-                            source_run_id,
-                            seq,
-                            rowid,
-                        ),
-                    )
-                    folded = True
-            self._seen_seq = seq
-            self._patch(scope_id, rowid, vec, conf, now, created)
-            self._index(scope_id, kind, rowid, content, grams)
-        return RememberResult(id=mid, folded=folded)
+                    mid, rowid, created = target.id, target.rowid, target.created_at
+                    conf = max(float(target.confidence), it.confidence)
+                    sql.fold_into(
+                        w.conn, rowid, it.content, it.tags, conf, it.source_run_id, now, vec,
+                        len(it.grams), w.seq,
+                    )  # fmt: skip
+                w.put(
+                    LiveRow(scope_id, it.kind, rowid, it.content, vec, conf, now, created, it.grams)
+                )
+                out.append(RememberResult(id=mid, folded=target is not None))
+        return out
+
+    # -- curation: update and retract ----------------------------------------------------
 
     def update(
         self,
@@ -488,177 +367,37 @@ class SQLiteStore:
             raise ConfigError(f"update content must be a non-blank string, got {content!r:.80}")
         self._check_write("fact", content, confidence)
         content, tag_list = self._redact(content, tags or ())
-        vec = self._embed_one(content)
-        with self._lock:
-            with self._tx():
-                old = self._live_row(scope_id, memory_id)
-                if old is None:
-                    raise NotFound(memory_id, scope_id)
-                if tags is None:
-                    tag_list = list(json.loads(old[5]))
-                now = float(self.clock())
-                seq = self._catch_up() + 1
-                new_id, rowid = self._insert(
-                    scope_id, old[3], content, tag_list, confidence, None, now, vec, seq
-                )
-                self._retire(old[0], new_id, seq)
-            self._seen_seq = seq
-            self._drop(scope_id, old[3], old[0])
-            self._patch(scope_id, rowid, vec, float(confidence), now, now)
-            self._index(scope_id, old[3], rowid, content)
+        grams = trigrams(content)
+        (vec,) = self._embed([content])
+        with self._write() as w:
+            old = sql.live_row(w.conn, scope_id, memory_id)
+            if old is None:
+                raise NotFound(memory_id, scope_id)
+            if tags is None:
+                tag_list = old.tag_list
+            now = float(self.clock())
+            new_id = self.new_id()
+            rowid = sql.insert(
+                w.conn, new_id, scope_id, old.kind, content, tag_list, confidence, None, now,
+                vec, len(grams), w.seq,
+            )  # fmt: skip
+            sql.retire(w.conn, old.rowid, new_id, w.seq)
+            w.drop(scope_id, old.kind, old.rowid)
+            w.put(
+                LiveRow(scope_id, old.kind, rowid, content, vec, float(confidence), now, now, grams)
+            )
         return new_id
 
     def retract(self, scope_id: str, memory_id: str) -> None:
         """Soft-delete: superseded_by = own id. NotFound unless live in this scope."""
-        with self._lock:
-            with self._tx():
-                old = self._live_row(scope_id, memory_id)
-                if old is None:
-                    raise NotFound(memory_id, scope_id)
-                seq = self._catch_up() + 1
-                self._retire(old[0], old[1], seq)
-            self._seen_seq = seq
-            self._drop(scope_id, old[3], old[0])
+        with self._write() as w:
+            old = sql.live_row(w.conn, scope_id, memory_id)
+            if old is None:
+                raise NotFound(memory_id, scope_id)
+            sql.retire(w.conn, old.rowid, old.id, w.seq)
+            w.drop(scope_id, old.kind, old.rowid)
 
-    # -- in-memory indexes ----------------------------------------------------------------
-
-    def _patch(self, scope_id, rowid, vec, conf, last_seen, created) -> None:
-        sv = self._vectors.get(scope_id)
-        if sv is None:
-            return
-        if vec is None:
-            sv.drop(rowid)
-        else:
-            sv.put(rowid, vec, conf, last_seen, created)
-
-    def _index(
-        self,
-        scope_id: str,
-        kind: str,
-        rowid: int,
-        content: str,
-        grams: frozenset[str] | None = None,
-    ) -> None:
-        gi = self._grams.get((scope_id, kind))
-        if gi is not None:
-            gi.put(rowid, content, grams)
-
-    def _drop(self, scope_id: str, kind: str, rowid: int) -> None:
-        sv = self._vectors.get(scope_id)
-        if sv is not None:
-            sv.drop(rowid)
-        gi = self._grams.get((scope_id, kind))
-        if gi is not None:
-            gi.drop(rowid)
-
-    def _forget(self, scope_id: str | None = None) -> None:
-        """Drop the in-memory indexes (of one scope, or all); they reload on use."""
-        if scope_id is None:
-            self._vectors.clear()
-            self._grams.clear()
-            return
-        self._vectors.pop(scope_id, None)
-        for key in [k for k in self._grams if k[0] == scope_id]:
-            del self._grams[key]
-
-    def _catch_up(self) -> int:
-        """Apply rows other connections changed since we last looked; return the
-        highest change_seq now reflected. Inside a write transaction this is every
-        change, so the caller's own writes take the next number."""
-        c = self._conn
-        top = c.execute("SELECT COALESCE(MAX(change_seq), 0) FROM memories").fetchone()[0]
-        if top == self._seen_seq:
-            return top
-        if top < self._seen_seq or not (self._vectors or self._grams):
-            self._forget()
-            self._seen_seq = top
-            return top
-        rows = c.execute(
-            "SELECT change_seq, rowid, scope_id, kind, content, superseded_by, confidence, "
-            "last_seen_at, created_at, embedding FROM memories WHERE change_seq > ? "
-            "ORDER BY change_seq LIMIT ?",
-            (self._seen_seq, _SYNC_MAX + 1),
-        ).fetchall()
-        if len(rows) > _SYNC_MAX:
-            self._forget()
-            self._seen_seq = top
-            return top
-        for _seq, rowid, scope_id, kind, content, successor, conf, seen, created, blob in rows:
-            if successor is not None:
-                self._drop(scope_id, kind, rowid)
-                continue
-            self._index(scope_id, kind, rowid, content)
-            vec = (
-                None if blob is None else normalize_rows(np.frombuffer(blob, np.float32).copy())[0]
-            )
-            self._patch(scope_id, rowid, vec, conf, seen, created)
-        self._seen_seq = max([top, *(r[0] for r in rows)])
-        return self._seen_seq
-
-    def _gram_index(self, scope_id: str, kind: str) -> GramIndex:
-        """The (scope, kind) trigram index, built from SQLite on first use. Call
-        after `_catch_up`."""
-        gi = self._grams.get((scope_id, kind))
-        t = self.fold.threshold
-        if gi is None or gi.floor > t:  # built for a higher threshold than fold has now
-            gi = GramIndex.build(
-                self._conn.execute(
-                    "SELECT rowid, content FROM memories "
-                    "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL",
-                    (scope_id, kind),
-                ),
-                floor=min(t, 1.0),  # above 1 nothing folds; the index still answers
-            )
-            self._grams[(scope_id, kind)] = gi
-        return gi
-
-    def _scope_vectors(self, scope_id: str) -> _ScopeVectors:
-        """The scope's live embedded rows, caught up with other connections' writes."""
-        self._catch_up()
-        sv = self._vectors.get(scope_id)
-        if sv is None:
-            dim = int(self.embedder.dim) if self.embedder is not None else 0
-            rows = self._conn.execute(
-                "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM memories "
-                "WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL",
-                (scope_id,),
-            ).fetchall()
-            if not dim and rows:
-                dim = len(rows[0][4]) // 4
-            sv = _ScopeVectors(dim=dim)
-            sv._grow(len(rows) + len(rows) // 4)  # headroom: no 2x copy on the next write
-            blobs = [r[4] for r in rows]
-            if rows and all(len(b) == 4 * dim for b in blobs):
-                mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim)
-                sv.cols[:, : len(rows)] = normalize_rows(mat.copy()).T
-                sv.n = len(rows)
-                sv.rowid[: sv.n] = [r[0] for r in rows]
-                sv.conf[: sv.n] = [r[1] for r in rows]
-                sv.last_seen[: sv.n] = [_nan(r[2]) for r in rows]
-                made = np.array([_nan(r[3]) for r in rows])
-                seen = sv.last_seen[: sv.n]
-                sv.recency[: sv.n] = np.where(np.isnan(seen), made, seen)
-                sv.pos = {int(r[0]): i for i, r in enumerate(rows)}
-            else:
-                for r in rows:
-                    v = np.frombuffer(r[4], dtype=np.float32)
-                    sv.put(int(r[0]), normalize_rows(v.copy())[0], r[1], r[2], r[3])
-            self._vectors[scope_id] = sv
-        return sv
-
-    # -- public API: reads --------------------------------------------------------------
-
-    def _fetch_rowids(self, rowids: Sequence[int]) -> dict[int, Memory]:
-        out: dict[int, Memory] = {}
-        ids = [int(x) for x in rowids]
-        for i in range(0, len(ids), 900):
-            chunk = ids[i : i + 900]
-            ph = ",".join("?" * len(chunk))
-            for r in self._conn.execute(
-                f"SELECT {_COLS} FROM memories WHERE rowid IN ({ph})", chunk
-            ):
-                out[int(r[0])] = _row_to_memory(r)
-        return out
+    # -- recall (SPEC §4) ----------------------------------------------------------------
 
     def recall(
         self,
@@ -672,29 +411,28 @@ class SQLiteStore:
         """Ranked live memories of one scope (SPEC §4), each with its score breakdown.
 
         Vector path first (when an embedder is set, or `query_embedding` is
-        given, and the query is non-empty); if it fails or nothing clears the
-        floor, the keyword path answers.
+        given, and the query is non-empty); if embedding fails or nothing
+        clears the floor, the keyword path answers. The query is embedded
+        before the store lock is taken.
         """
+        q = None
+        if query and query.strip():
+            if query_embedding is not None:
+                q = normalize_rows(np.array(query_embedding, dtype=np.float32))[0]
+            elif self.embedder is not None:
+                try:
+                    q = normalize_rows(self.embedder.embed([query]))[0]
+                except Exception:
+                    q = None  # fall through to the keyword path (SPEC §4.1)
         with self._lock:
-            if (
-                query
-                and query.strip()
-                and (self.embedder is not None or query_embedding is not None)
-            ):
-                hits = self._recall_vector(scope_id, query, limit, params, query_embedding)
+            if q is not None:
+                hits = self._recall_vector(scope_id, q, limit, params)
                 if hits:
                     return hits
             return self._recall_keyword(scope_id, query, limit, params)
 
-    def _recall_vector(self, scope_id, query, limit, params, query_embedding) -> list[Recalled]:
-        if query_embedding is None:
-            try:
-                q = normalize_rows(self.embedder.embed([query]))[0]
-            except Exception:
-                return []
-        else:
-            q = normalize_rows(np.array(query_embedding, dtype=np.float32))[0]
-        sv = self._scope_vectors(scope_id)
+    def _recall_vector(self, scope_id, q, limit, params) -> list[Recalled]:
+        sv = self._ix.vectors_of(scope_id)
         n = sv.n
         if n == 0:
             return []
@@ -714,15 +452,15 @@ class SQLiteStore:
             return []
         k = ranked.order.size if limit <= 0 else min(limit, ranked.order.size)
         top = rowid[ranked.order[:k]]
-        rows = self._fetch_rowids(top)
+        rows = sql.by_rowid(self._conn, top)
         out: list[Recalled] = []
         for j in range(k):
-            m = rows.get(int(top[j]))
-            if m is None or not m.live or m.scope_id != scope_id:
+            r = rows.get(int(top[j]))
+            if r is None or not r.live or r.scope_id != scope_id:
                 continue  # cache raced a foreign write; never return a non-live row
             out.append(
                 Recalled(
-                    memory=m,
+                    memory=r.memory(),
                     path="vector",
                     score=float(ranked.score[j]),
                     cosine=float(ranked.cosine[j]),
@@ -736,13 +474,14 @@ class SQLiteStore:
         lim = rank.keyword_limit(limit, params)
         kws = keywords(query or "")
         if not kws:
-            rows = self._conn.execute(
-                f"SELECT {_COLS} FROM memories WHERE scope_id = ? AND superseded_by IS NULL "
+            rows = sql.rows(
+                self._conn,
+                "WHERE scope_id = ? AND superseded_by IS NULL "
                 "ORDER BY last_seen_at DESC, rowid DESC LIMIT ?",
                 (scope_id, lim),
-            ).fetchall()
+            )
             return [
-                Recalled(memory=_row_to_memory(r), path="keyword", score=0.0, keywords_matched=0)
+                Recalled(memory=r.memory(), path="keyword", score=0.0, keywords_matched=0)
                 for r in rows
             ]
         rows = self._conn.execute(
@@ -752,10 +491,10 @@ class SQLiteStore:
         ).fetchall()
         matched = [rank.keyword_matches(kws, r[1], json.loads(r[2]) if r[2] else ()) for r in rows]
         order = rank.keyword_order(matched, [r[3] for r in rows], [r[0] for r in rows])[:lim]
-        mems = self._fetch_rowids([rows[i][0] for i in order])
+        found = sql.by_rowid(self._conn, [rows[i][0] for i in order])
         return [
             Recalled(
-                memory=mems[rows[i][0]],
+                memory=found[rows[i][0]].memory(),
                 path="keyword",
                 score=float(matched[i]),
                 keywords_matched=matched[i],
@@ -763,63 +502,63 @@ class SQLiteStore:
             for i in order
         ]
 
+    # -- reads ------------------------------------------------------------------------------
+
     def get(self, scope_id: str, memory_id: str) -> Memory:
         """Any row of this scope, live or not (with its embedding); NotFound otherwise."""
         with self._lock:
             r = self._conn.execute(
-                f"SELECT {_COLS}, embedding FROM memories WHERE id = ? AND scope_id = ?",
+                f"SELECT {COLS}, embedding FROM memories WHERE id = ? AND scope_id = ?",
                 (memory_id, scope_id),
             ).fetchone()
         if r is None:
             raise NotFound(memory_id, scope_id)
-        emb = None if r[12] is None else np.frombuffer(r[12], dtype=np.float32).copy()
-        return _row_to_memory(r, emb)
+        emb = None if r[-1] is None else np.frombuffer(r[-1], dtype=np.float32).copy()
+        return Row._make(r[:-1]).memory(emb)
 
     def history(self, scope_id: str, memory_id: str) -> list[Memory]:
         """Every row linked to this one by update/merge (predecessors and successors,
         transitively), oldest first. NotFound if the id is missing or foreign."""
         with self._lock:
             c = self._conn
-            start = c.execute(
-                f"SELECT {_COLS} FROM memories WHERE id = ? AND scope_id = ?",
-                (memory_id, scope_id),
-            ).fetchone()
-            if start is None:
+            found = sql.rows(c, "WHERE id = ? AND scope_id = ?", (memory_id, scope_id))
+            if not found:
                 raise NotFound(memory_id, scope_id)
-            seen = {start[1]: start}
-            todo = [start]
+            seen = {found[0].id: found[0]}
+            todo = [found[0]]
             while todo:
                 r = todo.pop()
-                links = []
-                if r[11] and r[11] != r[1]:
-                    links += c.execute(
-                        f"SELECT {_COLS} FROM memories WHERE id = ? AND scope_id = ?",
-                        (r[11], scope_id),
-                    ).fetchall()
-                links += c.execute(
-                    f"SELECT {_COLS} FROM memories WHERE superseded_by = ? AND scope_id = ? "
-                    "AND id != ?",
-                    (r[1], scope_id, r[1]),
-                ).fetchall()
+                links: list[Row] = []
+                if r.superseded_by and r.superseded_by != r.id:
+                    links += sql.rows(
+                        c, "WHERE id = ? AND scope_id = ?", (r.superseded_by, scope_id)
+                    )
+                links += sql.rows(
+                    c,
+                    "WHERE superseded_by = ? AND scope_id = ? AND id != ?",
+                    (r.id, scope_id, r.id),
+                )
                 for x in links:
-                    if x[1] not in seen:
-                        seen[x[1]] = x
+                    if x.id not in seen:
+                        seen[x.id] = x
                         todo.append(x)
-        rows = sorted(seen.values(), key=lambda r: (_nan(r[8]) if r[8] is not None else -1, r[0]))
-        return [_row_to_memory(r) for r in rows]
+        rows = sorted(
+            seen.values(),
+            key=lambda r: (sql.nan(r.created_at) if r.created_at is not None else -1, r.rowid),
+        )
+        return [r.memory() for r in rows]
 
     def live(self, scope_id: str, *, limit: int | None = None) -> list[Memory]:
         """Live rows of a scope, most recently confirmed first."""
-        sql = (
-            f"SELECT {_COLS} FROM memories WHERE scope_id = ? AND superseded_by IS NULL "
-            "ORDER BY last_seen_at DESC, rowid DESC"
+        where = (
+            "WHERE scope_id = ? AND superseded_by IS NULL ORDER BY last_seen_at DESC, rowid DESC"
         )
         args: tuple = (scope_id,)
         if limit is not None:
-            sql += " LIMIT ?"
+            where += " LIMIT ?"
             args += (max(int(limit), 0),)
         with self._lock:
-            return [_row_to_memory(r) for r in self._conn.execute(sql, args)]
+            return [r.memory() for r in sql.rows(self._conn, where, args)]
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
         """Row counts (live, retired, retracted, embedded, per kind) and rollout counts."""
@@ -936,15 +675,14 @@ class SQLiteStore:
 
         `changes` is a `memkit.proposal.Proposal` validated for exactly this
         pass, or the raw parsed changes list (validated here, once, before the
-        lock). In one BEGIN IMMEDIATE transaction: every rollout must exist in
-        this scope unconsumed (else AlreadyConsumed), every snapshot row must
-        still be live and unchanged (else StaleSnapshot), then a validation
-        failure is raised (so its code ranks after these two, as before);
-        adds insert (they do not fold, as in the reference), merges insert and
-        retire the named rows to the new id, retracts point rows at
-        themselves, and exactly these rollouts are marked consumed. Any
-        failure mutates nothing. Returns what was applied, typed changes
-        included.
+        lock). In one write: every rollout must exist in this scope
+        unconsumed (else AlreadyConsumed), every snapshot row must still be
+        live and unchanged (else StaleSnapshot), then a validation failure is
+        raised (so its code ranks after these two, as before); adds insert
+        (they do not fold, as in the reference), merges insert and retire the
+        named rows to the new id, retracts point rows at themselves, and
+        exactly these rollouts are marked consumed. Any failure mutates
+        nothing. Returns what was applied, typed changes included.
         """
         rollout_ids = list(rollout_ids)
         snapshot = list(snapshot)
@@ -962,80 +700,77 @@ class SQLiteStore:
                 typed = validate_proposal(scope_id, rollout_ids, snapshot, changes, params).changes
             except ProposalError as e:
                 invalid = e
-        vecs = self._embed_entries(typed)
-        with self._lock:
-            with self._tx():
-                c = self._conn
-                for rid in rollout_ids:
-                    r = c.execute(
-                        "SELECT consumed_at FROM rollouts WHERE id = ? AND scope_id = ?",
-                        (rid, scope_id),
-                    ).fetchone()
-                    if r is None:
-                        raise AlreadyConsumed(
-                            f"rollout {rid!r} is not staged in scope {scope_id!r}"
+        entries = [
+            (ch.entry, *self._redact(ch.entry.content, ch.entry.tags))
+            for ch in typed
+            if ch.entry is not None
+        ]
+        vecs = iter(self._embed([content for _e, content, _t in entries]))
+        new_rows = iter(entries)
+        with self._write() as w:
+            self._check_pass(w, scope_id, rollout_ids, snapshot)
+            if invalid is not None:
+                raise invalid
+            live_rows = {m.id: sql.live_row(w.conn, scope_id, m.id) for m in snapshot}
+            now = float(self.clock())
+            added: list[str] = []
+            retired: list[str] = []
+            for ch in typed:
+                new_id = None
+                if ch.entry is not None:
+                    e, content, tag_list = next(new_rows)
+                    vec = next(vecs)
+                    new_id = self.new_id()
+                    grams = trigrams(content)
+                    rowid = sql.insert(
+                        w.conn, new_id, scope_id, e.kind, content, tag_list, e.confidence, None,
+                        now, vec, len(grams), w.seq,
+                    )  # fmt: skip
+                    added.append(new_id)
+                    w.put(
+                        LiveRow(
+                            scope_id, e.kind, rowid, content, vec, e.confidence, now, now, grams
                         )
-                    if r[0] is not None:
-                        raise AlreadyConsumed(f"rollout {rid!r} was already consumed")
-                live_rows: dict[str, tuple] = {}
-                for m in snapshot:
-                    if m.scope_id != scope_id:
-                        continue  # validation below rejects it as snapshot_scope
-                    r = self._live_row(scope_id, m.id)
-                    if r is None:
-                        raise StaleSnapshot(f"snapshot memory {m.id!r} is no longer live")
-                    if (
-                        r[4] != m.content
-                        or tuple(json.loads(r[5])) != tuple(m.tags)
-                        or r[6] != m.confidence
-                        or r[9] != m.seen_count
-                        or r[10] != m.last_seen_at
-                    ):
-                        raise StaleSnapshot(f"snapshot memory {m.id!r} changed since the snapshot")
-                    live_rows[m.id] = r
-                if invalid is not None:
-                    raise invalid
-                now = float(self.clock())
-                seq = self._catch_up() + 1
-                added: list[str] = []
-                retired: list[str] = []
-                patches: list[tuple[int, np.ndarray | None, float, str, str]] = []
-                drops: list[tuple[str, int]] = []
-                for ch in typed:
-                    new_id = None
-                    if ch.entry is not None:
-                        e = ch.entry
-                        content, tag_list = self._redact(e.content, e.tags)
-                        vec = vecs[e.content]
-                        new_id, rowid = self._insert(
-                            scope_id, e.kind, content, tag_list, e.confidence, None, now, vec, seq
-                        )
-                        added.append(new_id)
-                        patches.append((rowid, vec, e.confidence, e.kind, content))
-                    for mid in ch.ids:
-                        r = live_rows[mid]
-                        self._retire(r[0], new_id or mid, seq)
-                        retired.append(mid)
-                        drops.append((r[3], int(r[0])))
-                if rollout_ids:
-                    ph = ",".join("?" * len(rollout_ids))
-                    c.execute(
-                        f"UPDATE rollouts SET consumed_at = ? WHERE id IN ({ph})",
-                        (now, *rollout_ids),
                     )
-            self._seen_seq = seq
-            for kind, rowid in drops:
-                self._drop(scope_id, kind, rowid)
-            for rowid, vec, conf, kind, content in patches:
-                self._patch(scope_id, rowid, vec, conf, now, now)
-                self._index(scope_id, kind, rowid, content)
+                for mid in ch.ids:
+                    r = live_rows[mid]
+                    sql.retire(w.conn, r.rowid, new_id or mid, w.seq)
+                    retired.append(mid)
+                    w.drop(scope_id, r.kind, r.rowid)
+            if rollout_ids:
+                ph = ",".join("?" * len(rollout_ids))
+                w.conn.execute(
+                    f"UPDATE rollouts SET consumed_at = ? WHERE id IN ({ph})", (now, *rollout_ids)
+                )
         return CommitResult(
             added=tuple(added), retired=tuple(retired), consumed=tuple(rollout_ids), changes=typed
         )
 
-    def _embed_entries(self, changes: Sequence[Change]) -> dict[str, np.ndarray | None]:
-        texts = [ch.entry.content for ch in changes if ch.entry is not None]
-        return {t: self._embed_one(redact(t, self.redaction)) for t in texts}
+    @staticmethod
+    def _check_pass(w: Write, scope_id: str, rollout_ids: list[str], snapshot: list[Memory]):
+        """What can change under the lock: consumption, then snapshot currency."""
+        for rid in rollout_ids:
+            r = w.conn.execute(
+                "SELECT consumed_at FROM rollouts WHERE id = ? AND scope_id = ?", (rid, scope_id)
+            ).fetchone()
+            if r is None:
+                raise AlreadyConsumed(f"rollout {rid!r} is not staged in scope {scope_id!r}")
+            if r[0] is not None:
+                raise AlreadyConsumed(f"rollout {rid!r} was already consumed")
+        for m in snapshot:
+            if m.scope_id != scope_id:
+                continue  # validation rejects it as snapshot_scope
+            r = sql.live_row(w.conn, scope_id, m.id)
+            if r is None:
+                raise StaleSnapshot(f"snapshot memory {m.id!r} is no longer live")
+            if (
+                r.content != m.content
+                or tuple(r.tag_list) != tuple(m.tags)
+                or r.confidence != m.confidence
+                or r.seen_count != m.seen_count
+                or r.last_seen_at != m.last_seen_at
+            ):
+                raise StaleSnapshot(f"snapshot memory {m.id!r} changed since the snapshot")
 
     # -- bulk load (benchmarks) ------------------------------------------------------------
 
@@ -1055,49 +790,29 @@ class SQLiteStore:
         now = float(self.clock())
         if embeddings is not None:
             embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
-        with self._lock:
-            with self._tx():
-                c = self._conn
-                seq = self._catch_up() + 1
-                start = c.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
-                c.executemany(
-                    "INSERT INTO memories (rowid, id, scope_id, kind, content, tags, confidence, "
-                    "created_at, seen_count, last_seen_at, embedding, ngrams, change_seq) "
-                    "VALUES (?, ?, ?, ?, ?, '[]', ?, ?, 1, ?, ?, ?, ?)",
+        with self._write() as w:
+            c = w.conn
+            start = c.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
+            c.executemany(
+                "INSERT INTO memories (rowid, id, scope_id, kind, content, tags, confidence, "
+                "created_at, seen_count, last_seen_at, embedding, ngrams, change_seq) "
+                "VALUES (?, ?, ?, ?, ?, '[]', ?, ?, 1, ?, ?, ?, ?)",
+                (
                     (
-                        (
-                            start + i,
-                            _new_id(),
-                            scope_id,
-                            kind,
-                            content,
-                            confidence,
-                            ts,
-                            ts,
-                            None if embeddings is None else embeddings[i].tobytes(),
-                            len(trigrams(content)),
-                            seq,
-                        )
-                        for i, content in enumerate(contents)
-                        for ts in [now if timestamps is None else float(timestamps[i])]
-                    ),
-                )
-            self._seen_seq = seq
-            self._forget(scope_id)
-
-
-class _Transaction:
-    """`BEGIN IMMEDIATE` ... `COMMIT`, rolled back on any exception."""
-
-    def __init__(self, conn: sqlite3.Connection):
-        self._conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self._conn.execute("BEGIN IMMEDIATE")
-        return self._conn
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self._conn.execute("COMMIT")
-        else:
-            self._conn.execute("ROLLBACK")
+                        start + i,
+                        _new_id(),
+                        scope_id,
+                        kind,
+                        content,
+                        confidence,
+                        ts,
+                        ts,
+                        None if embeddings is None else embeddings[i].tobytes(),
+                        len(trigrams(content)),
+                        w.seq,
+                    )
+                    for i, content in enumerate(contents)
+                    for ts in [now if timestamps is None else float(timestamps[i])]
+                ),
+            )
+            w.reload(scope_id)

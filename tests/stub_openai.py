@@ -13,6 +13,10 @@ can play a well-behaved model, a rate-limited one and a fence-happy one at once
 A behaviour is a `Behaviour`, a list of them (a script: each call takes the
 next; the last one repeats), or a callable `(request_body) -> Behaviour` for
 answers that depend on the request (e.g. echoing or inventing memory ids).
+`consolidation_payload(body)` reads a consolidation request's rollouts and
+memories; `first_time(b, then)` answers `b` the first time a request's
+messages are seen and `then` afterwards (a 429 per distinct request, say,
+whatever order concurrent passes arrive in).
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ __all__ = [
     "Behaviour",
     "Call",
     "StubServer",
+    "consolidation_payload",
     "fenced",
+    "first_time",
     "rate_limited",
     "reply",
     "server_error",
@@ -95,6 +101,30 @@ def slow(delay_s: float, content: str = '{"changes": []}') -> Behaviour:
 def truncated(content: str = '{"changes": []}') -> Behaviour:
     """A 200 whose body is cut half way (Content-Length promises more)."""
     return Behaviour("truncated", content)
+
+
+def consolidation_payload(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The `{"rollouts": [...], "memories": [...]}` JSON of a consolidation request."""
+    return json.loads(body["messages"][-1]["content"])
+
+
+def first_time(
+    first: Behaviour, then: Behaviour | Callable[[dict[str, Any]], Behaviour]
+) -> Callable[[dict[str, Any]], Behaviour]:
+    """A script answering `first` to each distinct request once, `then` to its repeats."""
+    seen: set[str] = set()
+    lock = threading.Lock()
+
+    def script(body: dict[str, Any]) -> Behaviour:
+        key = json.dumps(body.get("messages"), sort_keys=True)
+        with lock:
+            new = key not in seen
+            seen.add(key)
+        if new:
+            return first
+        return then(body) if callable(then) else then
+
+    return script
 
 
 @dataclass(frozen=True)

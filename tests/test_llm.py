@@ -206,6 +206,9 @@ def test_fenced_json_strict_fails_lenient_repairs(srv):
     assert res.outcome == "error" and res.error_code == "parse"
     (a,) = res.attempts
     assert a.outcome == "parse" and a.parse_mode == "failed" and "```json" in a.raw_response
+    # read once, judged both ways: strictly a parse failure, valid after repair
+    assert (a.strict_code, a.lenient_code) == ("parse", None)
+    assert a.parsed_changes == json.loads(GOOD)["changes"]
     assert _pending(store) == 1 and store.live("s") == []
     res = run_pass_sync(store, "s", _consolidator(srv, "fencer"), replace(FAST, lenient=True))
     assert res.outcome == "committed" and res.parse_mode == "repaired"
@@ -218,6 +221,7 @@ def test_invented_ids_rejected(srv):
     res = run_pass_sync(store, "s", _consolidator(srv, "inventor"), FAST)
     assert res.outcome == "error" and res.error_code == "unknown_id"
     assert res.attempts[0].validation_code == "unknown_id" and len(res.attempts) == 1
+    assert res.attempts[0].strict_code == res.attempts[0].lenient_code == "unknown_id"
     assert _pending(store) == 1
 
 
@@ -263,8 +267,32 @@ def _live_after(res):
     return [ch.entry for ch in res.changes]
 
 
-def test_errors_are_not_cached(srv, tmp_path):
-    c = _consolidator(srv, "e500", cache_dir=tmp_path / "c", max_attempts=1)
+def test_cache_replays_every_attempt_of_a_pass(srv, tmp_path):
+    """A 429 then an answer: the warm rerun shows the same two attempts, marked cached."""
+    with StubServer({"m": [rate_limited(0.01), reply(GOOD)]}) as own:
+        fresh = run_pass_sync(_store(), "s", _consolidator(own, "m", cache_dir=tmp_path), FAST)
+        assert [a.outcome for a in fresh.attempts] == ["rate_limit", "ok"]
+        again = _consolidator(own, "m", cache_dir=tmp_path)
+        warm = run_pass_sync(_store(), "s", again, FAST)
+    assert again.provider_calls == 0 and all(a.cached for a in warm.attempts)
+    strip = ("cached", "latency_s")
+    assert [{k: v for k, v in a.to_dict().items() if k not in strip} for a in warm.attempts] == [
+        {k: v for k, v in a.to_dict().items() if k not in strip} for a in fresh.attempts
+    ]
+
+
+def test_cache_replays_a_pass_that_ended_in_provider_errors(srv, tmp_path):
+    c = _consolidator(srv, "e500", cache_dir=tmp_path / "c", max_attempts=2)
+    first = run_pass_sync(_store(), "s", c, FAST)
+    second = run_pass_sync(_store(), "s", c, FAST)
+    assert first.error_code == second.error_code == "provider"
+    assert [a.outcome for a in second.attempts] == ["server", "server"]
+    assert c.provider_calls == 2 and all(a.cached for a in second.attempts)
+    assert not any(a.cached for a in first.attempts)
+
+
+def test_connection_and_config_errors_are_not_cached(srv, tmp_path):
+    c = _consolidator(srv, "bad_request", cache_dir=tmp_path / "c", max_attempts=1)
     assert run_pass_sync(_store(), "s", c, FAST).outcome == "error"
     assert run_pass_sync(_store(), "s", c, FAST).outcome == "error"
     assert c.provider_calls == 2 and len(ResponseCache(tmp_path / "c")) == 0

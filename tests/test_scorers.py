@@ -194,12 +194,13 @@ def test_dedup_counts_fixtures():
 
 def test_attempt_validity_fixtures():
     snap, scope = {"m1", "m2"}, "s"
-    ok = attempt_validity("strict", None, [{"ids": [], "entry": {"content": "x"}}], snap, scope)
+    ok = attempt_validity(None, None, [{"ids": [], "entry": {"content": "x"}}], snap, scope)
     assert ok.strict_valid and ok.valid_after_repair and ok.ops == {"add": 1}
-    fenced = attempt_validity("repaired", None, [], snap, scope)
+    fenced = attempt_validity("parse", None, [], snap, scope)
     assert not fenced.strict_valid and fenced.valid_after_repair and fenced.changes == 0
+    assert fenced.error_code == "parse"
     bad = attempt_validity(
-        "repaired",
+        "parse",
         "unknown_id",
         [
             {"ids": ["m1", "zz", "yy"], "entry": {"content": "c", "scope_id": "other"}},
@@ -209,13 +210,97 @@ def test_attempt_validity_fixtures():
         snap,
         scope,
     )
-    assert not bad.valid_after_repair and bad.error_code == "unknown_id"
+    assert not bad.valid_after_repair and bad.error_code == "parse"
     assert bad.hallucinated_ids == 2 and bad.widening == 1
     assert bad.ops == {"merge": 1, "retract": 1, "invalid": 1} and bad.changes == 3
-    failed = attempt_validity("failed", "parse", None, snap, scope)
+    failed = attempt_validity("parse", "parse", None, snap, scope)
     assert not failed.valid_after_repair and failed.changes == 0
     with pytest.raises(ConfigError, match="'lenient'"):
         attempt_validity("lenient", None, [], snap, scope)
+    with pytest.raises(ConfigError, match="strictly valid"):
+        attempt_validity(None, "unknown_id", [], snap, scope)
+
+
+def _answered(request_hash, strict, lenient, changes=(), **kw):
+    return {
+        "scope_id": "s",
+        "model": "m",
+        "request_hash": request_hash,
+        "raw_response": "...",
+        "parse_mode": "failed" if strict else "strict",
+        "validation_code": strict,
+        "strict_code": strict,
+        "lenient_code": lenient,
+        "parsed_changes": list(changes),
+        "snapshot_ids": [],
+        **kw,
+    }
+
+
+def _defined(values):
+    return [v for v in values.nums if not math.isnan(v)]
+
+
+def test_attempt_metrics_score_the_recorded_readings_once_per_distinct_request():
+    from evals.aggregate import attempt_metrics
+
+    rows = [
+        _answered("h1", "parse", None),  # fenced but valid
+        _answered("h1", "parse", None),  # the same request again (a freeze): not a new sample
+        _answered("h1", "parse", None, replicate=1),  # another replicate is
+        _answered("h2", "parse", "unknown_id", [{"ids": ["zz"], "entry": None}]),
+        _answered("h3", None, None),
+        {"scope_id": "s", "request_hash": "h4", "raw_response": None, "outcome": "server"},
+    ]
+    m = attempt_metrics(rows)
+    assert _defined(m["strict_validity"]) == [0.0, 0.0, 0.0, 1.0]
+    assert _defined(m["valid_after_repair"]) == [1.0, 1.0, 0.0, 1.0]
+    assert _defined(m["hallucinated_ids"]) == [0.0, 0.0, 1.0, 0.0]
+    assert m["provider_failures"].nums == [0.0] * 5 + [1.0]  # every call counts here
+    with pytest.raises(ConfigError, match="older memkit"):
+        attempt_metrics([{"scope_id": "s", "raw_response": "{}", "parse_mode": "strict"}])
+
+
+def test_repeated_requests_count_resends_of_a_failed_request():
+    from evals.aggregate import pass_metrics, pass_units
+
+    def p(i, h, outcome, scope="s", rep=0):
+        return {
+            "scope_id": scope,
+            "pass": i,
+            "request_hash": h,
+            "outcome": outcome,
+            "replicate": rep,
+        }
+
+    rows = [
+        p(0, "a", "invalid"),
+        p(1, "a", "rate_limit"),  # a retry inside pass 1 ...
+        p(1, "a", "parse"),  # ... then its answer: pass 1 repeats failed pass 0
+        p(2, "b", "ok"),
+        p(3, "b", "ok"),  # identical to a committed one: not a freeze
+        p(10, "a", "ok"),  # after pass 2 in pass order (not "10" < "2")
+        p(0, "a", "invalid", scope="t"),  # another scope starts clean
+        p(1, "a", "invalid", rep=1),  # so does another replicate
+    ]
+    got = {
+        (r[0]["replicate"], r[0]["scope_id"], r[0]["pass"]): v
+        for (_, r), v in zip(
+            pass_units(rows),
+            pass_metrics(rows)["repeated_requests"].nums,
+            strict=True,
+        )
+    }
+    assert got == {
+        (0, "s", 0): 0.0,
+        (0, "s", 1): 1.0,
+        (0, "s", 2): 0.0,
+        (0, "s", 3): 0.0,
+        (0, "s", 10): 1.0,
+        (0, "t", 0): 0.0,
+        (1, "s", 1): 0.0,
+    }
+    assert pass_metrics(rows)["attempts_per_pass"].nums.count(2.0) == 1
 
 
 # --- extraction --------------------------------------------------------------------

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from test_store_helpers import Clock
+import test_store_helpers as helpers
+from test_store_helpers import Clock, remember_unfolded
 
 from memkit.errors import AlreadyConsumed, ProposalError, StaleSnapshot
 from memkit.params import ConsolidationParams
@@ -34,17 +35,14 @@ def clock():
 
 
 @pytest.fixture
-def store(clock):
-    s = SQLiteStore.open(":memory:", embedder="hashing", clock=clock)
+def store(clock, tmp_path):
+    s = SQLiteStore.open(str(tmp_path / "c.db"), embedder="hashing", clock=clock)
     yield s
     s.close()
 
 
 def dump(store):
-    return (
-        store._conn.execute("SELECT * FROM memories ORDER BY rowid").fetchall(),
-        store._conn.execute("SELECT * FROM rollouts ORDER BY seq").fetchall(),
-    )
+    return helpers.dump(store.path)
 
 
 # --- staging -------------------------------------------------------------------------------
@@ -97,7 +95,7 @@ def test_snapshot_recent_is_most_recently_confirmed(store, clock):
 
 
 def test_snapshot_default_limit_is_32(store):
-    store._bulk_load("s", [f"row number {i}" for i in range(40)])
+    remember_unfolded(store, "s", [f"row number {i}" for i in range(40)])
     assert len(store.snapshot("s")) == 32
 
 
@@ -214,7 +212,7 @@ def test_stale_snapshot_is_refused_without_mutation(store, clock, mutate):
     elif mutate == "update":
         store.update("s", a, "Deploy via make")
     else:
-        store._conn.execute("UPDATE memories SET confidence = 0.9 WHERE id = ?", (a,))
+        helpers.foreign_write(store.path, "UPDATE memories SET confidence = 0.9 WHERE id = ?", (a,))
     before = dump(store)
     with pytest.raises(StaleSnapshot) as e:
         store.commit_pass("s", [rid(1)], snap, [{"ids": [a], "entry": None}])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_store_helpers import T0, Clock, TableEmbedder
+from test_store_helpers import T0, Clock, TableEmbedder, remember_unfolded
 
 from memkit.errors import ConfigError
 from memkit.params import DAY, FoldParams, RedactionParams
@@ -171,7 +171,7 @@ def test_superseded_row_is_never_a_target(store):
 
 def test_best_match_wins_among_two_distinct_targets(clock):
     s = SQLiteStore.open(":memory:", embedder=None, clock=clock, fold=FoldParams(threshold=0.3))
-    s._bulk_load("s", [letters("abcdefgh"), letters("abcdwxyz")])  # no folding between them
+    remember_unfolded(s, "s", [letters("abcdefgh"), letters("abcdwxyz")])
     res = s.remember("s", letters("abcdefgz"))  # 7/9 with the first, 5/11 with the second
     assert res.folded
     assert s.get("s", res.id).content == letters("abcdefgz")
@@ -190,7 +190,7 @@ def test_fold_scales_with_many_rows_same_answer(clock):
     rng = np.random.default_rng(0)
     vocab = [f"w{i}" for i in range(300)]
     texts = [" ".join(rng.choice(vocab, 8, replace=False)) for _ in range(400)]
-    s._bulk_load("s", texts)
+    remember_unfolded(s, "s", texts)
     probe = texts[123].split()
     probe[-1] = "zz"
     probe = " ".join(probe)
@@ -295,7 +295,7 @@ def test_indexed_fold_target_equals_brute_force(rows, probe, threshold):
     """Prefix filtering and the overlap bounds never lose (or invent) a fold target."""
     s = SQLiteStore.open(":memory:", embedder=None, fold=FoldParams(threshold=threshold))
     texts = [" ".join(r) for r in rows]
-    s._bulk_load("s", texts)
+    remember_unfolded(s, "s", texts)
     p = " ".join(probe)
     sims = [trigram_similarity(p, t) for t in texts]
     best = max(sims)

@@ -46,3 +46,43 @@ class TableEmbedder:
                 n = np.linalg.norm(v)
                 out[i] = v / n if n else v
         return out
+
+
+def remember_unfolded(store, scope_id: str, texts: Sequence[str], **fields) -> list[str]:
+    """Write every text as its own row (fold-in off for these writes), through the
+    public API: `store.fold` is the store's fold tunables, read at each write."""
+    from dataclasses import replace
+
+    kept = store.fold
+    store.fold = replace(kept, threshold=2.0)  # above 1 nothing folds (SPEC §3.3)
+    try:
+        return [
+            r.id for r in store.remember_many(scope_id, [{"content": t, **fields} for t in texts])
+        ]
+    finally:
+        store.fold = kept
+
+
+def foreign_write(path, sql: str, args: Sequence = ()) -> None:
+    """A write by another program: plain sqlite3 on the file, one statement."""
+    import sqlite3
+
+    c = sqlite3.connect(path, isolation_level=None)
+    try:
+        c.execute(sql, args)
+    finally:
+        c.close()
+
+
+def dump(path) -> tuple[list, list]:
+    """Every row of both tables, read by a separate connection."""
+    import sqlite3
+
+    c = sqlite3.connect(path)
+    try:
+        return (
+            c.execute("SELECT * FROM memories ORDER BY rowid").fetchall(),
+            c.execute("SELECT * FROM rollouts ORDER BY seq").fetchall(),
+        )
+    finally:
+        c.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_store_helpers import Clock, TableEmbedder
+from test_store_helpers import Clock, TableEmbedder, foreign_write, remember_unfolded
 
 from memkit.params import DAY, RecallParams
 from memkit.store import SQLiteStore
@@ -117,22 +117,27 @@ def test_one_half_life_halves_decay_and_score_formula(store, emb, clock):
     assert h.score == pytest.approx(1.0 * 0.7 * (0.7 + 0.3 * 0.5))
 
 
-def test_unknown_age_decays_to_zero(store, emb):
-    rid = put(store, emb, "x", [1, 0, 0, 0])
-    store._conn.execute(
-        "UPDATE memories SET last_seen_at = NULL, created_at = NULL WHERE id = ?", (rid,)
-    )
-    store._vectors.clear()
-    (h,) = q(store, E0)
+def reopened(tmp_path, emb, clock, sql, args):
+    """A row written here, then changed by another program; read by a fresh store."""
+    path = str(tmp_path / "r.db")
+    with SQLiteStore.open(path, embedder=emb, clock=clock) as s:
+        rid = put(s, emb, "x", [1, 0, 0, 0])
+    foreign_write(path, sql, (*args, rid))
+    return SQLiteStore.open(path, embedder=emb, clock=clock)
+
+
+def test_unknown_age_decays_to_zero(tmp_path, emb, clock):
+    sql = "UPDATE memories SET last_seen_at = NULL, created_at = NULL WHERE id = ?"
+    with reopened(tmp_path, emb, clock, sql, ()) as s:
+        (h,) = q(s, E0)
     assert h.decay == 0.0 and h.score == pytest.approx(0.7 * 0.7)
 
 
-def test_missing_last_seen_falls_back_to_created_at(store, emb, clock):
-    rid = put(store, emb, "x", [1, 0, 0, 0])
-    store._conn.execute("UPDATE memories SET last_seen_at = NULL WHERE id = ?", (rid,))
-    store._vectors.clear()
-    clock.advance(30 * DAY)
-    (h,) = q(store, E0)
+def test_missing_last_seen_falls_back_to_created_at(tmp_path, emb, clock):
+    sql = "UPDATE memories SET last_seen_at = NULL WHERE id = ?"
+    with reopened(tmp_path, emb, clock, sql, ()) as s:
+        clock.advance(30 * DAY)
+        (h,) = q(s, E0)
     assert h.decay == pytest.approx(0.5)
 
 
@@ -140,22 +145,23 @@ def test_missing_last_seen_falls_back_to_created_at(store, emb, clock):
     ("last_seen", "created", "want"), [(None, "now", 0.5), (None, None, 0.0), ("now", None, 0.5)]
 )
 def test_recency_fallbacks_hold_when_a_foreign_write_patches_the_warm_cache(
-    store, emb, clock, last_seen, created, want
+    tmp_path, emb, clock, last_seen, created, want
 ):
     """The same fallbacks on the patch path: a change another connection made is
-    applied row by row to the warm in-memory matrix, not reloaded."""
-    rid = put(store, emb, "x", [1, 0, 0, 0])
-    q(store, E0)  # warm the cache
-    warm = store._vectors["s"]
-    now = clock()
-    store._conn.execute(
-        "UPDATE memories SET last_seen_at = ?, created_at = ?, "
-        "change_seq = (SELECT MAX(change_seq) + 1 FROM memories) WHERE id = ?",
-        (now if last_seen else None, now if created else None, rid),
-    )
-    clock.advance(30 * DAY)
-    (h,) = q(store, E0)
-    assert store._vectors["s"] is warm  # patched in place, not reloaded
+    applied row by row to the warm in-memory matrix (one changed row)."""
+    path = str(tmp_path / "w.db")
+    with SQLiteStore.open(path, embedder=emb, clock=clock) as s:
+        rid = put(s, emb, "x", [1, 0, 0, 0])
+        q(s, E0)  # warm the cache
+        now = clock()
+        foreign_write(
+            path,
+            "UPDATE memories SET last_seen_at = ?, created_at = ?, "
+            "change_seq = (SELECT MAX(change_seq) + 1 FROM memories) WHERE id = ?",
+            (now if last_seen else None, now if created else None, rid),
+        )
+        clock.advance(30 * DAY)
+        (h,) = q(s, E0)
     assert h.decay == pytest.approx(want)
 
 
@@ -288,13 +294,13 @@ def test_no_keywords_returns_live_rows_most_recent_first(kw, clock):
 
 @pytest.mark.parametrize("limit, expect", [(0, 8), (-3, 8), (1, 1), (50, 50), (51, 8)])
 def test_keyword_limit_bounds(kw, limit, expect):
-    kw._bulk_load("s", [f"marketing item {i}" for i in range(60)])
+    remember_unfolded(kw, "s", [f"marketing item {i}" for i in range(60)])
     assert len(kw.recall("s", "marketing", limit)) == expect
     assert len(kw.recall("s", "", limit)) == expect
 
 
 def test_keyword_limit_tunables(kw):
-    kw._bulk_load("s", [f"marketing item {i}" for i in range(30)])
+    remember_unfolded(kw, "s", [f"marketing item {i}" for i in range(30)])
     p = RecallParams(keyword_default_limit=3, keyword_max_limit=10)
     assert len(kw.recall("s", "marketing", 11, p)) == 3
     assert len(kw.recall("s", "marketing", 10, p)) == 10

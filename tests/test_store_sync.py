@@ -7,7 +7,8 @@ import sqlite3
 import pytest
 from test_store_helpers import T0, Clock, TableEmbedder
 
-import memkit.store as store_mod
+import memkit.store_index as store_index
+from memkit.gram_index import GramIndex
 from memkit.schema import MIGRATIONS, SCHEMA_VERSION
 from memkit.store import SQLiteStore
 
@@ -60,26 +61,29 @@ def test_vector_recall_drops_a_row_another_connection_retracted(tmp_path):
 
 
 def test_many_foreign_changes_reload_the_indexes_instead(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_mod, "_SYNC_MAX", 3)
+    monkeypatch.setattr(store_index, "SYNC_MAX", 3)
     a, b = pair(tmp_path)
     a.remember("s", "warm-up fact about invoices")
     a.recall("s", W1)
     for i in range(5):
         b.remember("s", f"distinct fact number {i} about region eu-west-{i}")
     first = b.remember("s", W1)
-    assert a._vectors or a._grams  # loaded before the burst
     again = a.remember("s", W2)
     assert again.folded and again.id == first.id
     assert [h.id for h in a.recall("s", W1)][:1] == [first.id]
 
 
-def test_own_writes_need_no_reload(tmp_path):
+def test_own_writes_need_no_reload(tmp_path, monkeypatch):
     a, _ = pair(tmp_path)
     a.remember("s", "warm-up fact about invoices")
-    index = a._grams[("s", "fact")]
+    builds = []
+    real = GramIndex.build.__func__
+    monkeypatch.setattr(
+        GramIndex, "build", classmethod(lambda c, *x, **k: builds.append(1) or real(c, *x, **k))
+    )
     a.remember("s", W1)
     assert a.remember("s", W2).folded
-    assert a._grams[("s", "fact")] is index  # patched in place, never rebuilt
+    assert builds == []  # patched in place, never rebuilt
 
 
 def test_a_rolled_back_write_leaves_the_indexes_consistent(tmp_path):
@@ -150,7 +154,7 @@ def test_migration_3_indexes_only_retired_rows_by_successor(tmp_path):
     with SQLiteStore.open(str(path), embedder=None, clock=Clock()) as s:
         assert [m.id for m in s.history("s", "m2")] == ["m1", "m2"]
         r = s.remember("s", "a fresh fact about the deploy script")
-        c = s._conn
+        c = sqlite3.connect(path)  # the file as any reader sees it
         (sql,) = c.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'memories_successor'"
         ).fetchone()

@@ -20,6 +20,7 @@ from memkit.consolidate.consolidators import (
     get_consolidator,
 )
 from memkit.consolidate.heuristic import HeuristicConsolidator
+from memkit.consolidate.judge import Judgement, Verdict, judge
 from memkit.consolidate.passes import run_pass, run_pass_sync
 from memkit.consolidate.reply import Consolidator, Reply
 from memkit.consolidate.request import (
@@ -54,6 +55,7 @@ __all__ = [
     "ConsolidationRequest",
     "Consolidator",
     "HeuristicConsolidator",
+    "Judgement",
     "LiteLLMConsolidator",
     "NATIVE_PROMPT",
     "NATIVE_PROMPT_VERSION",
@@ -72,6 +74,7 @@ __all__ = [
     "evidence_messages",
     "evidence_text",
     "get_consolidator",
+    "judge",
     "parse_response",
     "prepare_request",
     "rollout_id",
@@ -81,4 +84,5 @@ __all__ = [
     "stage_run",
     "validate_batch",
     "validate_changes",
+    "Verdict",
 ]

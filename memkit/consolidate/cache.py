@@ -2,8 +2,14 @@
 
 LiteLLM 1.110.2 has no disk cache of its own, so memkit keeps one: a JSON
 file per key under a directory, written atomically (temp file + rename) so a
-killed run never leaves a half-written entry. Only successful answers are
-stored; errors are never cached, so a rerun retries them.
+killed run never leaves a half-written entry. An entry holds the whole
+attempt sequence of one request (rate limits, server errors and timeouts
+included, with their outcome) and its answer, or the rate-limit / server /
+timeout error it ended in, so a rerun replays exactly what the first run saw:
+attempt counts and provider failures do not change between a run and its
+cached rerun. A sequence that ended in a connection or configuration error
+(dead endpoint, missing key, unknown model) is not stored; to retry a request
+that failed otherwise, delete its entry (or use another cache directory).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+"""2: every attempt of a request is kept (1 kept only the final answer)."""
 
 
 def cache_key(

@@ -21,6 +21,11 @@ from memkit.consolidate.request import ConsolidationRequest
 from memkit.errors import ConfigError, ProviderError
 from memkit.llm import CallAttempt, RetryPolicy
 
+REPLAYABLE = ("rate_limit", "server", "timeout")
+"""Provider failures a cache entry replays: what the provider did to this request.
+A connection or configuration error (dead endpoint, missing key, unknown
+model) says nothing about the request and is retried by a rerun."""
+
 
 class LiteLLMConsolidator:
     """The native consolidator: the SPEC §7.4 prompt sent to any LiteLLM model.
@@ -89,8 +94,7 @@ class LiteLLMConsolidator:
             )
             hit = self.cache.get(key)
             if hit is not None:
-                att = CallAttempt(**hit["attempt"])
-                return Reply(text=hit["text"], model=self.model, attempts=(att,), cached=True)
+                return _replay(hit, self.model)
         kwargs: dict[str, Any] = {}
         if self._sleep is not None:
             kwargs["sleep"] = self._sleep
@@ -109,12 +113,30 @@ class LiteLLMConsolidator:
                 **kwargs,
             )
         except ProviderError as e:
-            self.provider_calls += len(getattr(e, "attempts", ()))
+            tried = tuple(getattr(e, "attempts", ()))
+            self.provider_calls += len(tried)
+            if self.cache is not None and key is not None and tried and e.kind in REPLAYABLE:
+                error = {"message": str(e), "kind": e.kind, "status": e.status}
+                self.cache.put(key, {"attempts": [a.to_dict() for a in tried], "error": error})
             raise
         self.provider_calls += len(done.attempts)
         if self.cache is not None and key is not None:
-            self.cache.put(key, {"text": done.text, "attempt": done.final.to_dict()})
+            self.cache.put(
+                key, {"text": done.text, "attempts": [a.to_dict() for a in done.attempts]}
+            )
         return Reply(text=done.text, model=self.model, attempts=done.attempts)
+
+
+def _replay(hit: Mapping[str, Any], model: str) -> Reply:
+    """A cached attempt sequence played back: the answer, or the error it ended in."""
+    attempts = tuple(CallAttempt(**a) for a in hit["attempts"])
+    error = hit.get("error")
+    if error is not None:
+        err = ProviderError(error["message"], kind=error["kind"], status=error["status"])
+        err.attempts = attempts  # type: ignore[attr-defined]
+        err.cached = True  # type: ignore[attr-defined]
+        raise err
+    return Reply(text=hit["text"], model=model, attempts=attempts, cached=True)
 
 
 class OracleConsolidator:

@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from memkit.consolidate.judge import judge
 from memkit.consolidate.reply import Consolidator, Reply
 from memkit.consolidate.request import ConsolidationRequest, evidence_text, prepare_request
 from memkit.consolidate.result import Attempt, PassResult
 from memkit.errors import ProposalError, ProviderError, RequestTooLarge
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
-from memkit.proposal import parse_response, validate_proposal
+from memkit.proposal import validate_proposal
 from memkit.text import byte_len
 from memkit.types import CommitResult, Memory, Rollout
 
@@ -142,39 +143,37 @@ async def run_pass(
         try:
             reply: Reply = await consolidator.propose(request)
         except ProviderError as e:
-            attempts = _attempts(consolidator, request, getattr(e, "attempts", ()))
+            calls = getattr(e, "attempts", ())
+            attempts = _attempts(consolidator, request, calls, getattr(e, "cached", False))
             raise
         attempts = _attempts(consolidator, request, reply.attempts, reply.cached)
-        last = attempts[-1] if attempts else None
+        rollout_ids = [r.id for r in rollouts]
+        judged = judge(
+            reply.text,
+            lambda raw: validate_proposal(scope_id, rollout_ids, snapshot, raw, params),
+        )
+        verdict, parse_mode = judged.under(params.lenient)
+        code = verdict.code
         try:
-            parsed = parse_response(reply.text, lenient=params.lenient)
+            if verdict.error is not None:
+                raise verdict.error
+            commit = store.commit_pass(scope_id, rollout_ids, snapshot, verdict.typed, params)
         except ProposalError as e:
-            parse_mode = "failed"
-            if last is not None:
-                attempts[-1] = _with(
-                    last, raw=reply.text, mode="failed", perr=str(e), code=e.code, out="parse"
-                )
+            code = e.code
             raise
-        parse_mode = parsed.mode
-        try:
-            rollout_ids = [r.id for r in rollouts]
-            proposal = validate_proposal(scope_id, rollout_ids, snapshot, parsed.changes, params)
-            commit = store.commit_pass(scope_id, rollout_ids, snapshot, proposal, params)
-        except ProposalError as e:
-            if last is not None:
-                attempts[-1] = _with(
-                    last,
-                    raw=reply.text,
-                    mode=parsed.mode,
-                    perr=parsed.strict_error,
-                    code=e.code,
-                    out="invalid",
+        finally:
+            if attempts:
+                attempts[-1] = replace(
+                    attempts[-1],
+                    raw_response=reply.text,
+                    parse_mode=parse_mode,
+                    parse_error=None if judged.mode == "strict" else str(judged.strict.error),
+                    validation_code=code,
+                    strict_code=judged.strict.code,
+                    lenient_code=judged.lenient.code,
+                    parsed_changes=judged.lenient.changes,
+                    outcome=attempts[-1].outcome if code is None else _rejected(code),
                 )
-            raise
-        if last is not None:
-            attempts[-1] = _with(
-                last, raw=reply.text, mode=parsed.mode, perr=parsed.strict_error, code=None
-            )
         return PassResult(
             scope_id=scope_id,
             outcome="committed",
@@ -186,7 +185,7 @@ async def run_pass(
             request_hash=request.request_hash,
             request_bytes=byte_len(request.user_text),
             excerpt_size=request.excerpt_size,
-            parse_mode=parsed.mode,
+            parse_mode=parse_mode,
         )
     except asyncio.CancelledError:
         raise
@@ -196,23 +195,9 @@ async def run_pass(
         return failed(exc)
 
 
-def _with(
-    a: Attempt,
-    *,
-    raw: str,
-    mode: str,
-    perr: str | None,
-    code: str | None,
-    out: str | None = None,
-) -> Attempt:
-    return replace(
-        a,
-        raw_response=raw,
-        parse_mode=mode,
-        parse_error=perr,
-        validation_code=code,
-        outcome=out or a.outcome,
-    )
+def _rejected(code: str) -> str:
+    """An answered attempt's outcome when its proposal was refused."""
+    return "parse" if code == "parse" else "invalid"
 
 
 def run_pass_sync(

@@ -22,8 +22,13 @@ class Attempt:
     """One consolidator attempt inside a pass (one HTTP request for a model).
 
     A provider retry adds an attempt; only the last attempt of a pass carries
-    the raw response and its parse/validation outcome. `cached` marks an
-    answer served from the response cache (tokens and cost are those
+    the raw response and its parse/validation outcome. The answer is read
+    once and judged both ways: `strict_code` / `lenient_code` are the first
+    failure code of the strict reading and of the lenient repair (None when
+    that reading is valid) and `parsed_changes` the changes the lenient
+    parse found, whatever mode the pass ran in; `parse_mode` and
+    `validation_code` say what governed the pass itself. `cached` marks an
+    attempt replayed from the response cache (tokens and cost are those
     originally paid, not paid again).
     """
 
@@ -41,6 +46,9 @@ class Attempt:
     parse_error: str | None = None
     validation_code: str | None = None
     """None when valid (or never validated), else the SPEC §7.6 error code."""
+    strict_code: str | None = None
+    lenient_code: str | None = None
+    parsed_changes: list[Any] | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -64,6 +72,9 @@ class Attempt:
             "parse_mode": self.parse_mode,
             "parse_error": self.parse_error,
             "validation_code": self.validation_code,
+            "strict_code": self.strict_code,
+            "lenient_code": self.lenient_code,
+            "parsed_changes": self.parsed_changes,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost_usd": self.cost_usd,

@@ -1,0 +1,379 @@
+"""The store's in-memory indexes and the one write path that keeps them true.
+
+Two indexes serve the hot paths of one connection: a float32 matrix of the
+live embedded rows per scope (vector recall) and a `GramIndex` per
+(scope, kind) (fold-in). Both load lazily from SQLite and follow other
+connections' and processes' writes through `change_seq`: every write stamps
+the rows it touches with a number above all earlier ones, so catching up
+reads only the rows changed since.
+
+Every writer goes through `Write`, one context manager:
+
+    with Write(lock, indexes) as w:      # lock, BEGIN IMMEDIATE, catch up, w.seq
+        ...SQL on w.conn stamping change_seq = w.seq...
+        w.put(LiveRow(...)); w.drop(scope, kind, rowid)   # collected, not applied
+    # COMMIT, then the collected patches are applied in order; on any error
+    # ROLLBACK and nothing is applied
+
+Inside the write, `w.similar` answers fold-in searches over the committed
+index plus this write's own collected rows, so a batch folds into rows it
+wrote itself exactly as one write after another would.
+
+Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.rank`);
+approximate search (vectors are exact brute force, no ANN; the gram index is
+exact); persistence (indexes are rebuilt from SQLite in each process, on a
+scope's first use); and memory bounds (a scope's index holds all its live rows).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memkit.embed import normalize_rows
+from memkit.gram_index import GramIndex
+from memkit.store_rows import nan
+
+SYNC_MAX = 5_000
+"""Catching up on more changed rows than this drops the indexes instead (they reload)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRow:
+    """A patch: this row is live now with this content, vector and recency."""
+
+    scope_id: str
+    kind: str
+    rowid: int
+    content: str
+    vec: np.ndarray | None
+    confidence: float
+    last_seen: float | None
+    created: float | None
+    grams: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """A patch: this row is no longer live."""
+
+    scope_id: str
+    kind: str
+    rowid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reload:
+    """A patch: drop the scope's indexes (after a bulk write, reloading is cheaper)."""
+
+    scope_id: str
+
+
+# --- per-scope vectors ---------------------------------------------------------------
+
+
+@dataclass
+class ScopeVectors:
+    """Live embedded rows of one scope: a growable float32 matrix plus row facts.
+
+    Vectors are stored as columns (`cols` is dim x capacity): scoring all rows
+    is then `q @ cols`, a BLAS gemv that streams each dimension's contiguous
+    row, measured ~1.5x faster than a dot per stored row at 100k rows. Removal
+    swaps the last column into the hole, so every operation is O(dim).
+    """
+
+    dim: int
+    n: int = 0
+    cols: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    rowid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    conf: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    last_seen: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    recency: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """last_seen, else created_at (NaN when neither): kept, not derived per recall."""
+    pos: dict[int, int] = field(default_factory=dict)
+
+    def rows(self) -> np.ndarray:
+        """The live vectors as an (n, dim) view (no copy)."""
+        return self.cols[:, : self.n].T
+
+    def grow(self, need: int) -> None:
+        cap = self.cols.shape[1]
+        if need <= cap:
+            return
+        new = max(need, cap * 2, 64)
+        cols = np.zeros((self.dim, new), dtype=np.float32)
+        if self.n:
+            cols[:, : self.n] = self.cols[:, : self.n]
+        self.cols = cols
+        for name in ("rowid", "conf", "last_seen", "recency"):
+            old = getattr(self, name)
+            arr = np.zeros(new, dtype=old.dtype)
+            arr[: self.n] = old[: self.n]
+            setattr(self, name, arr)
+
+    def put(self, rowid: int, vec: np.ndarray, conf: float, last_seen, created) -> None:
+        i = self.pos.get(rowid)
+        if i is None:
+            self.grow(self.n + 1)
+            i = self.n
+            self.n += 1
+            self.pos[rowid] = i
+        v = np.asarray(vec, dtype=np.float32).ravel()
+        self.cols[:, i] = v if v.shape[0] == self.dim else 0.0  # mismatched length: cosine 0
+        self.rowid[i] = rowid
+        self.conf[i] = conf
+        self.last_seen[i] = seen = nan(last_seen)
+        self.recency[i] = nan(created) if math.isnan(seen) else seen
+
+    def drop(self, rowid: int) -> None:
+        i = self.pos.pop(rowid, None)
+        if i is None:
+            return
+        last = self.n - 1
+        if i != last:
+            moved = int(self.rowid[last])
+            self.cols[:, i] = self.cols[:, last]
+            for name in ("rowid", "conf", "last_seen", "recency"):
+                arr = getattr(self, name)
+                arr[i] = arr[last]
+            self.pos[moved] = i
+        self.n = last
+
+    @classmethod
+    def load(cls, conn: sqlite3.Connection, scope_id: str, dim: int) -> ScopeVectors:
+        rows = conn.execute(
+            "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM memories "
+            "WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL",
+            (scope_id,),
+        ).fetchall()
+        if not dim and rows:
+            dim = len(rows[0][4]) // 4
+        sv = cls(dim=dim)
+        sv.grow(len(rows) + len(rows) // 4)  # headroom: no 2x copy on the next write
+        blobs = [r[4] for r in rows]
+        if rows and all(len(b) == 4 * dim for b in blobs):
+            mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim)
+            sv.cols[:, : len(rows)] = normalize_rows(mat.copy()).T
+            sv.n = len(rows)
+            sv.rowid[: sv.n] = [r[0] for r in rows]
+            sv.conf[: sv.n] = [r[1] for r in rows]
+            sv.last_seen[: sv.n] = [nan(r[2]) for r in rows]
+            made = np.array([nan(r[3]) for r in rows])
+            seen = sv.last_seen[: sv.n]
+            sv.recency[: sv.n] = np.where(np.isnan(seen), made, seen)
+            sv.pos = {int(r[0]): i for i, r in enumerate(rows)}
+        else:
+            for r in rows:
+                v = np.frombuffer(r[4], dtype=np.float32)
+                sv.put(int(r[0]), normalize_rows(v.copy())[0], r[1], r[2], r[3])
+        return sv
+
+
+# --- the indexes of one connection ----------------------------------------------------
+
+
+class Indexes:
+    """Every in-memory index of one connection, and how far they have caught up."""
+
+    def __init__(self, conn: sqlite3.Connection, dim: int):
+        self.conn = conn
+        self.dim = dim
+        self.vectors: dict[str, ScopeVectors] = {}
+        self.grams: dict[tuple[str, str], GramIndex] = {}
+        self.seen_seq: int = conn.execute(
+            "SELECT COALESCE(MAX(change_seq), 0) FROM memories"
+        ).fetchone()[0]
+        """Every change up to this change_seq is reflected in the indexes."""
+
+    def put(self, p: LiveRow) -> None:
+        sv = self.vectors.get(p.scope_id)
+        if sv is not None:
+            if p.vec is None:
+                sv.drop(p.rowid)
+            else:
+                sv.put(p.rowid, p.vec, p.confidence, p.last_seen, p.created)
+        gi = self.grams.get((p.scope_id, p.kind))
+        if gi is not None:
+            gi.put(p.rowid, p.content, p.grams)
+
+    def drop(self, scope_id: str, kind: str, rowid: int) -> None:
+        sv = self.vectors.get(scope_id)
+        if sv is not None:
+            sv.drop(rowid)
+        gi = self.grams.get((scope_id, kind))
+        if gi is not None:
+            gi.drop(rowid)
+
+    def forget(self, scope_id: str | None = None) -> None:
+        """Drop the indexes (of one scope, or all); they reload on use."""
+        if scope_id is None:
+            self.vectors.clear()
+            self.grams.clear()
+            return
+        self.vectors.pop(scope_id, None)
+        for key in [k for k in self.grams if k[0] == scope_id]:
+            del self.grams[key]
+
+    def catch_up(self) -> int:
+        """Apply rows other connections changed since we last looked; return the
+        highest change_seq now reflected. Inside a write transaction this is every
+        change, so the writer's own rows take the next number."""
+        c = self.conn
+        top = c.execute("SELECT COALESCE(MAX(change_seq), 0) FROM memories").fetchone()[0]
+        if top == self.seen_seq:
+            return top
+        if top < self.seen_seq or not (self.vectors or self.grams):
+            self.forget()
+            self.seen_seq = top
+            return top
+        rows = c.execute(
+            "SELECT change_seq, rowid, scope_id, kind, content, superseded_by, confidence, "
+            "last_seen_at, created_at, embedding FROM memories WHERE change_seq > ? "
+            "ORDER BY change_seq LIMIT ?",
+            (self.seen_seq, SYNC_MAX + 1),
+        ).fetchall()
+        if len(rows) > SYNC_MAX:
+            self.forget()
+            self.seen_seq = top
+            return top
+        for _seq, rowid, scope_id, kind, content, successor, conf, seen, created, blob in rows:
+            if successor is not None:
+                self.drop(scope_id, kind, rowid)
+                continue
+            vec = (
+                None if blob is None else normalize_rows(np.frombuffer(blob, np.float32).copy())[0]
+            )
+            self.put(LiveRow(scope_id, kind, rowid, content, vec, conf, seen, created))
+        self.seen_seq = max([top, *(r[0] for r in rows)])
+        return self.seen_seq
+
+    def grams_of(self, scope_id: str, kind: str, threshold: float) -> GramIndex:
+        """The (scope, kind) trigram index serving `threshold`, built from SQLite on
+        first use. Call after `catch_up`."""
+        gi = self.grams.get((scope_id, kind))
+        if gi is None or gi.floor > threshold:  # built for a higher threshold
+            gi = GramIndex.build(
+                self.conn.execute(
+                    "SELECT rowid, content FROM memories "
+                    "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL",
+                    (scope_id, kind),
+                ),
+                floor=min(threshold, 1.0),  # above 1 nothing folds; the index still answers
+            )
+            self.grams[(scope_id, kind)] = gi
+        return gi
+
+    def vectors_of(self, scope_id: str) -> ScopeVectors:
+        """The scope's live embedded rows, caught up with other connections' writes."""
+        self.catch_up()
+        sv = self.vectors.get(scope_id)
+        if sv is None:
+            sv = self.vectors[scope_id] = ScopeVectors.load(self.conn, scope_id, self.dim)
+        return sv
+
+
+# --- the one write path ----------------------------------------------------------------
+
+
+class Write:
+    """One write transaction: lock, `BEGIN IMMEDIATE`, catch up, `seq`; collect
+    index patches; `COMMIT`; apply them. See the module docstring."""
+
+    def __init__(self, lock: threading.RLock, indexes: Indexes):
+        self._lock = lock
+        self._indexes = indexes
+        self.conn = indexes.conn
+        self.seq = 0
+        self._patches: list[LiveRow | Drop | Reload] = []
+        self._touched: dict[tuple[str, str], set[int]] = {}
+        self._overlay: dict[tuple[str, str], GramIndex] = {}
+
+    def __enter__(self) -> Write:
+        self._lock.acquire()
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.seq = self._indexes.catch_up() + 1
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                try:
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+                ix = self._indexes
+                ix.seen_seq = self.seq
+                for p in self._patches:
+                    if isinstance(p, LiveRow):
+                        ix.put(p)
+                    elif isinstance(p, Drop):
+                        ix.drop(p.scope_id, p.kind, p.rowid)
+                    else:
+                        ix.forget(p.scope_id)
+            else:
+                self._rollback()
+        finally:
+            self._lock.release()
+
+    def _rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
+        # An index loaded inside this write may hold its rows: reload those scopes.
+        for scope_id in {key[0] for key in self._touched}:
+            self._indexes.forget(scope_id)
+
+    def put(self, p: LiveRow) -> None:
+        """After commit, the indexes hold this row as live with these facts."""
+        key = (p.scope_id, p.kind)
+        self._patches.append(p)
+        self._touched.setdefault(key, set()).add(p.rowid)
+        ov = self._overlay.get(key)
+        if ov is not None:
+            ov.put(p.rowid, p.content, p.grams)
+
+    def drop(self, scope_id: str, kind: str, rowid: int) -> None:
+        """After commit, the indexes no longer hold this row."""
+        key = (scope_id, kind)
+        self._patches.append(Drop(scope_id, kind, rowid))
+        self._touched.setdefault(key, set()).add(rowid)
+        ov = self._overlay.get(key)
+        if ov is not None:
+            ov.drop(rowid)
+
+    def reload(self, scope_id: str) -> None:
+        """After commit, drop the scope's indexes (a bulk write: cheaper to reload)."""
+        self._patches.append(Reload(scope_id))
+
+    def similar(
+        self, scope_id: str, kind: str, grams: frozenset[str], threshold: float
+    ) -> dict[int, float]:
+        """Live rows of (scope, kind) with trigram similarity >= threshold, as this
+        write sees them: the index, with the rows this write changed replaced."""
+        key = (scope_id, kind)
+        base = self._indexes.grams_of(scope_id, kind, threshold).similar(grams, threshold)
+        touched = self._touched.get(key)
+        if not touched:
+            return base
+        ov = self._overlay.get(key)
+        if ov is None:
+            ov = self._overlay[key] = GramIndex(floor=min(threshold, 1.0))
+            for p in self._patches:
+                if isinstance(p, LiveRow) and (p.scope_id, p.kind) == key:
+                    ov.put(p.rowid, p.content, p.grams)
+                elif isinstance(p, Drop) and (p.scope_id, p.kind) == key:
+                    ov.drop(p.rowid)
+        out = {r: s for r, s in base.items() if r not in touched}
+        out.update(ov.similar(grams, threshold))
+        return out

@@ -1,0 +1,180 @@
+"""Rows of the `memories` table as a named record, and the statements the store's
+rules share (insert, retire, look up).
+
+Leaves out every rule: which row to fold into, what recall ranks, what a
+pass may change are `memkit.store`'s. Leaves out transactions too: each
+function runs on the connection it is given, inside the caller's write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from memkit.types import Memory
+
+COLS = (
+    "rowid, id, scope_id, kind, content, tags, confidence, source_run_id, "
+    "created_at, seen_count, last_seen_at, superseded_by"
+)
+"""The columns of a `Row`, in order (never the embedding: callers ask for it)."""
+
+CHUNK = 900
+"""Bound parameters per `IN (...)` (SQLite's default limit is 999)."""
+
+
+class Row(NamedTuple):
+    """One `memories` row as SQLite returns `SELECT {COLS}`."""
+
+    rowid: int
+    id: str
+    scope_id: str
+    kind: str
+    content: str
+    tags: str
+    """JSON array text, as stored; `tag_list` decodes it."""
+    confidence: float
+    source_run_id: str | None
+    created_at: float | None
+    seen_count: int
+    last_seen_at: float | None
+    superseded_by: str | None
+
+    @property
+    def live(self) -> bool:
+        return self.superseded_by is None
+
+    @property
+    def tag_list(self) -> list[str]:
+        return list(json.loads(self.tags)) if self.tags else []
+
+    def memory(self, embedding: np.ndarray | None = None) -> Memory:
+        return Memory(
+            id=self.id,
+            scope_id=self.scope_id,
+            kind=self.kind,
+            content=self.content,
+            tags=tuple(self.tag_list),
+            confidence=self.confidence,
+            source_run_id=self.source_run_id,
+            created_at=self.created_at,
+            seen_count=self.seen_count,
+            last_seen_at=self.last_seen_at,
+            superseded_by=self.superseded_by,
+            embedding=embedding,
+        )
+
+
+def rows(conn: sqlite3.Connection, where: str, args: Sequence = ()) -> list[Row]:
+    """`SELECT {COLS} FROM memories {where}` as Rows."""
+    return [Row._make(r) for r in conn.execute(f"SELECT {COLS} FROM memories {where}", args)]
+
+
+def by_rowid(conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Row]:
+    """The rows with these rowids (any scope, any state), by rowid alone: with
+    scope/kind/live terms in SQL the planner scans the scope's live index instead."""
+    ids = [int(x) for x in rowids]
+    out: dict[int, Row] = {}
+    for i in range(0, len(ids), CHUNK):
+        chunk = ids[i : i + CHUNK]
+        ph = ",".join("?" * len(chunk))
+        for r in rows(conn, f"WHERE rowid IN ({ph})", chunk):
+            out[r.rowid] = r
+    return out
+
+
+def live_row(conn: sqlite3.Connection, scope_id: str, memory_id: str) -> Row | None:
+    found = rows(
+        conn, "WHERE id = ? AND scope_id = ? AND superseded_by IS NULL", (memory_id, scope_id)
+    )
+    return found[0] if found else None
+
+
+def blob(vec: np.ndarray | None) -> bytes | None:
+    return None if vec is None else np.asarray(vec, dtype=np.float32).tobytes()
+
+
+def nan(x: float | None) -> float:
+    return math.nan if x is None else float(x)
+
+
+def insert(
+    conn: sqlite3.Connection,
+    memory_id: str,
+    scope_id: str,
+    kind: str,
+    content: str,
+    tags: Sequence[str],
+    confidence: float,
+    source_run_id: str | None,
+    now: float,
+    vec: np.ndarray | None,
+    n_grams: int,
+    seq: int,
+) -> int:
+    """Insert a live row (`seen_count = 1`, created = last seen = now); its rowid."""
+    cur = conn.execute(
+        "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, source_run_id, "
+        "created_at, seen_count, last_seen_at, superseded_by, embedding, ngrams, change_seq) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, ?, ?, ?)",
+        (
+            memory_id,
+            scope_id,
+            kind,
+            content,
+            json.dumps(list(tags), ensure_ascii=False),
+            float(confidence),
+            source_run_id,
+            now,
+            now,
+            blob(vec),
+            n_grams,
+            seq,
+        ),
+    )
+    return int(cur.lastrowid)
+
+
+def fold_into(
+    conn: sqlite3.Connection,
+    rowid: int,
+    content: str,
+    tags: Sequence[str],
+    confidence: float,
+    source_run_id: str | None,
+    now: float,
+    vec: np.ndarray | None,
+    n_grams: int,
+    seq: int,
+) -> None:
+    """The SPEC §3.4 in-place update (the caller computed `confidence`)."""
+    conn.execute(
+        "UPDATE memories SET seen_count = seen_count + 1, last_seen_at = ?, "
+        "confidence = ?, content = ?, tags = ?, embedding = ?, ngrams = ?, "
+        "source_run_id = COALESCE(?, source_run_id), change_seq = ? "
+        "WHERE rowid = ?",
+        (
+            now,
+            confidence,
+            content,
+            json.dumps(list(tags), ensure_ascii=False),
+            blob(vec),
+            n_grams,
+            source_run_id,
+            seq,
+            rowid,
+        ),
+    )
+
+
+def retire(conn: sqlite3.Connection, rowid: int, successor: str, seq: int) -> None:
+    """Point a row at its successor (itself: retracted)."""
+    conn.execute(
+        "UPDATE memories SET superseded_by = ?, change_seq = ? WHERE rowid = ?",
+        (successor, seq, rowid),
+    )

@@ -1,0 +1,119 @@
+"""Two models through the whole pipeline against a loopback stub (issue #16):
+a clean one, and a sloppy one that fences its JSON and invents ids. The run
+must score validity from each answer, count distinct requests, never let one
+bad batch freeze a scope, and replay from the cache byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import pytest
+from stub_openai import StubServer, consolidation_payload, fenced, first_time, rate_limited, reply
+
+from evals.replay import CachingEmbedder
+from evals.runfolder import read_jsonl
+from evals.runner import RunConfig, load_any, run_eval
+from memkit.embed import get_embedder
+
+CLEAN = "litellm:openai/clean"
+SLOPPY = "litellm:openai/sloppy"
+SCOPES = ("acme-web", "growth-analytics", "infra-oncall")
+"""Three of the bundled scopes: enough queue depth to freeze, a few seconds a run."""
+KINDS = ("fenced_valid",) * 4 + ("invented",) * 2 + ("fenced_invented",) * 2 + ("valid",) * 2
+
+
+def sloppy_kind(body: dict) -> str:
+    """The sloppy model's answer to a request: fixed per request, like temperature 0."""
+    digest = hashlib.sha256(body["messages"][-1]["content"].encode()).hexdigest()
+    return KINDS[int(digest, 16) % len(KINDS)]
+
+
+def _add(payload: dict) -> dict:
+    users = [
+        m["content"] for r in payload["rollouts"] for m in r["messages"] if m["role"] == "user"
+    ]
+    return {"ids": [], "entry": {"kind": "fact", "content": (users or ["x"])[0][:200]}}
+
+
+def _clean(body: dict):
+    return reply(json.dumps({"changes": [_add(consolidation_payload(body))]}))
+
+
+def _sloppy(body: dict):
+    kind = sloppy_kind(body)
+    change = _add(consolidation_payload(body))
+    if "invented" in kind:
+        change = {"ids": ["mem-invented"], "entry": change["entry"]}
+    text = json.dumps({"changes": [change]})
+    return fenced(text) if kind.startswith("fenced") else reply(text)
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_any("datasets/bundled")
+
+
+@pytest.fixture(scope="module")
+def emb():
+    return CachingEmbedder(get_embedder("wordllama"))
+
+
+def _run(ds, emb, srv, cache, out):
+    opts = {"api_base": srv.url, "api_key": "sk-stub", "base_delay_s": 0.001}
+    cfg = RunConfig(
+        dataset="datasets/bundled",
+        name="two-models",
+        store_mode=False,
+        consolidators=(CLEAN, SLOPPY),
+        cache_dir=str(cache),
+        model_options={CLEAN: opts, SLOPPY: opts},
+        resamples=200,
+        scopes=SCOPES,
+    )
+    return run_eval(cfg, out, quiet=True, dataset=ds, embedder=emb, report=False)
+
+
+def test_clean_and_sloppy_models_scored_from_their_answers(bundled, emb, tmp_path):
+    # the clean model is rate limited once on every distinct request: 2 attempts a pass
+    behaviours = {
+        "clean": first_time(rate_limited(0.001), _clean),
+        "sloppy": _sloppy,
+    }
+    with StubServer(behaviours) as srv:
+        res = _run(bundled, emb, srv, tmp_path / "cache", tmp_path / "fresh")
+        sent = len(srv.calls)
+        _run(bundled, emb, srv, tmp_path / "cache", tmp_path / "cached")
+        assert len(srv.calls) == sent  # the rerun made no provider call
+        sloppy_bodies = {c.messages[-1]["content"]: c.body for c in srv.calls_for("sloppy")}
+    t = res.metrics.set_index(["system", "metric"])["value"]
+    clean, sloppy = f"pipeline:{CLEAN}", f"pipeline:{SLOPPY}"
+
+    # 1. validity from the response: fenced-but-valid answers count after repair
+    kinds = Counter(sloppy_kind(b) for b in sloppy_bodies.values())
+    fenced_valid_share = kinds["fenced_valid"] / sum(kinds.values())
+    assert fenced_valid_share > 0.2
+    assert t[(sloppy, "valid_after_repair")] >= fenced_valid_share
+    assert t[(sloppy, "strict_validity")] < t[(sloppy, "valid_after_repair")]
+    assert t[(clean, "strict_validity")] == t[(clean, "valid_after_repair")] == 1.0
+
+    # 2. distinct requests are the unit; the freeze is visible
+    assert t[(sloppy, "repeated_requests")] > 0
+    assert t[(clean, "repeated_requests")] == 0
+    n = res.metrics.set_index(["system", "metric"])["n"]
+    assert n[(sloppy, "strict_validity")] == len(sloppy_bodies)
+
+    # 4. every attempt recorded and replayed: fresh and cached runs are byte-identical
+    assert t[(clean, "attempts_per_pass")] == 2.0 and t[(clean, "provider_failures")] == 0.5
+    fresh = (tmp_path / "fresh" / "metrics.json").read_bytes()
+    assert fresh == (tmp_path / "cached" / "metrics.json").read_bytes()
+    spend = json.loads((tmp_path / "cached" / "spend.json").read_text())["systems"]
+    assert all(s["cached_attempts"] == s["attempts"] > 0 for s in spend.values())
+    rows = read_jsonl(tmp_path / "cached" / "attempts.jsonl")
+    assert rows and all(r["cached"] for r in rows)
+    first = json.loads((tmp_path / "fresh" / "spend.json").read_text())["systems"]
+    assert first[clean]["cached_attempts"] == 0

@@ -1,0 +1,148 @@
+"""`remember_many`: one transaction, one embedding call, and exactly the fold-in
+decisions of `remember` called item by item (SPEC §3), folds within the batch included."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_store_helpers import Clock, TableEmbedder
+
+from memkit.errors import ConfigError
+from memkit.params import DAY, FoldParams
+from memkit.store import SQLiteStore
+
+WORDS = ("deploy", "staging", "make", "ops", "box", "db", "postgres", "dark", "mode", "Đức")
+COLUMNS = (
+    "rowid, id, scope_id, kind, content, tags, confidence, source_run_id, created_at, "
+    "seen_count, last_seen_at, superseded_by, embedding, ngrams"
+)
+
+
+class TickingClock(Clock):
+    """Every read moves time on: each write gets its own `now`."""
+
+    def __init__(self, step: float):
+        super().__init__()
+        self.step = step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def counter_ids():
+    n = itertools.count()
+    return lambda: f"m{next(n):05d}"
+
+
+def rows(path: str) -> list[tuple]:
+    c = sqlite3.connect(path)
+    try:
+        return c.execute(f"SELECT {COLUMNS} FROM memories ORDER BY rowid").fetchall()
+    finally:
+        c.close()
+
+
+item = st.fixed_dictionaries(
+    {"content": st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join)},
+    optional={
+        "kind": st.sampled_from(["fact", "preference"]),
+        "confidence": st.sampled_from([0.1, 0.6, 0.7, 1.0]),
+        "tags": st.lists(st.sampled_from(["ops", "db"]), max_size=2),
+        "source_run_id": st.sampled_from(["run-1", "run-2"]),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.lists(item, max_size=6),
+    items=st.lists(st.one_of(item, item.map(lambda d: d["content"])), min_size=1, max_size=14),
+    cuts=st.lists(st.integers(0, 14), max_size=3),
+    step=st.sampled_from([1.0, 5 * DAY]),
+    threshold=st.sampled_from([0.0, 0.3, 0.65]),
+)
+def test_batches_end_exactly_where_one_by_one_writes_end(before, items, cuts, step, threshold):
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [str(Path(tmp) / "one.db"), str(Path(tmp) / "many.db")]
+        stores = [
+            SQLiteStore.open(
+                p,
+                embedder="hashing",
+                clock=TickingClock(step),
+                fold=FoldParams(threshold=threshold),
+            )
+            for p in paths
+        ]
+        for s in stores:
+            s.new_id = counter_ids()
+            for it in before:
+                s.remember("s", **it)
+        one, many = stores
+        want = [one.remember("s", **it) if isinstance(it, dict) else one.remember("s", it)
+                for it in items]  # fmt: skip
+        got = []
+        bounds = sorted({0, len(items), *[c for c in cuts if c <= len(items)]})
+        for lo, hi in itertools.pairwise(bounds):
+            got += many.remember_many("s", items[lo:hi])
+        assert got == want
+        assert rows(paths[1]) == rows(paths[0])
+        for s in stores:
+            s.close()
+
+
+def test_a_batch_is_one_embedding_call_and_folds_into_its_own_rows():
+    emb = TableEmbedder({"the deploy runs on box one": [1, 0, 0, 0]})
+    s = SQLiteStore.open(":memory:", embedder=emb, clock=Clock())
+    res = s.remember_many(
+        "s",
+        [
+            "the deploy runs on box one",
+            {"content": "the deploy runs on box one!", "confidence": 0.9, "tags": ["ops"]},
+            {"content": "prefers dark mode", "kind": "preference"},
+        ],
+    )
+    assert emb.calls == 1
+    assert [r.folded for r in res] == [False, True, False]
+    assert res[1].id == res[0].id
+    m = s.get("s", res[0].id)
+    assert (m.content, m.seen_count, m.confidence, m.tags) == (
+        "the deploy runs on box one!",
+        2,
+        0.9,
+        ("ops",),
+    )
+    assert s.remember_many("s", []) == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"content": "ok", "kind": "memo"}, "item 1: unknown kind 'memo'"),
+        ({"content": "  "}, "item 1: content must be a non-blank"),
+        ({"content": "ok", "confidence": 1.5}, r"item 1: confidence 1.5 outside \[0, 1\]"),
+        ({"content": "ok", "colour": "red"}, r"item 1: unknown field\(s\) colour"),
+        ({"kind": "fact"}, "item 1: no 'content'"),
+        (42, "item 1: want a string or a mapping"),
+    ],
+)
+def test_a_bad_item_is_named_and_nothing_is_written(bad, match):
+    s = SQLiteStore.open(":memory:", embedder=None, clock=Clock())
+    with pytest.raises(ConfigError, match=match):
+        s.remember_many("s", ["a good fact about deploys", bad])
+    assert s.stats("s")["rows"] == 0
+
+
+def test_a_failing_embedder_stores_the_batch_without_vectors():
+    emb = TableEmbedder()
+    emb.fail = True
+    s = SQLiteStore.open(":memory:", embedder=emb, clock=Clock())
+    res = s.remember_many("s", ["first fact about deploys", "second fact about the db"])
+    assert s.stats("s")["embedded"] == 0 and len(res) == 2
+    assert [h.id for h in s.recall("s", "deploys")] == [res[0].id]
