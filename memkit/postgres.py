@@ -30,7 +30,8 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -46,18 +47,15 @@ from memkit.errors import (
     StaleSnapshot,
 )
 from memkit.gram_index import GramIndex
-from memkit.params import DAY, ConsolidationParams, FoldParams, RecallParams, RedactionParams
+from memkit.params import DAY, ConsolidationParams, FoldParams, RedactionParams
 from memkit.pg_schema import migrate
 from memkit.proposal import Proposal, validate_proposal
-from memkit.redact import redact
-from memkit.store import _nan, _row_to_memory, _ScopeVectors
+from memkit.store import SQLiteStore
+from memkit.store_index import ScopeVectors
+from memkit.store_rows import COLS, Row, nan
 from memkit.text import jaccard, keywords, trigrams
 from memkit.types import KINDS, Change, CommitResult, Memory, Recalled, RememberResult, Rollout
 
-_COLS = (
-    "rowid, id, scope_id, kind, content, tags, confidence, source_run_id, "
-    "created_at, seen_count, last_seen_at, superseded_by"
-)
 _SYNC_MAX = 5_000
 """Catching up on more changed rows than this drops the scope's indexes (they reload)."""
 _ANN_KINDS = (None, "hnsw")
@@ -89,6 +87,19 @@ class PostgresStore:
     supports_curation: bool = True
     backend: str = "postgres"
 
+    # The rules that touch no SQL have one home, SQLiteStore, and are borrowed from
+    # it, not copied: checking and redacting writes and remember_many's items, the
+    # embedding of writes and queries outside the lock, recall's choice of path
+    # (vector, then keywords), and the snapshot policies.
+    remember = SQLiteStore.remember
+    remember_many = SQLiteStore.remember_many
+    recall = SQLiteStore.recall
+    snapshot = SQLiteStore.snapshot
+    _item = SQLiteStore._item
+    _check_write = staticmethod(SQLiteStore._check_write)
+    _redact = SQLiteStore._redact
+    _embed = SQLiteStore._embed
+
     def __init__(
         self,
         conn: Any,
@@ -113,7 +124,7 @@ class PostgresStore:
         """How often recall answered by ANN and how often it fell back to exact."""
         self._dim: int | None = None
         self._lock = threading.RLock()
-        self._vectors: dict[str, _ScopeVectors] = {}
+        self._vectors: dict[str, ScopeVectors] = {}
         self._grams: dict[tuple[str, str], GramIndex] = {}
         self._seen: dict[str, int] = {}
         """Per scope: every change up to this number is in the in-memory indexes."""
@@ -230,31 +241,36 @@ class PostgresStore:
 
     # -- helpers ------------------------------------------------------------------
 
-    def _embed_one(self, text: str) -> np.ndarray | None:
-        """Embed for a write; failure is not an error (SPEC §3.2)."""
-        if self.embedder is None:
-            return None
-        try:
-            return normalize_rows(self.embedder.embed([text]))[0]
-        except Exception:
-            return None
+    @contextmanager
+    def _write(self, scope_id: str) -> Iterator[_Write]:
+        """The one write path of a scope: the store lock, a transaction, the scope's
+        row lock (its writers queue here, on every host), catching up with their
+        changes, and the number this write stamps its rows with (`w.seq`).
 
-    def _redact(self, content: str, tags: Iterable[str]) -> tuple[str, list[str]]:
-        return redact(content, self.redaction), [redact(t, self.redaction) for t in tags]
-
-    def _begin_write(self, scope_id: str) -> int:
-        """Inside a transaction: lock the scope, catch up with its earlier writers,
-        and return the number this transaction stamps its rows with."""
-        seq = self._conn.execute(
-            "INSERT INTO scopes (scope_id, seq) VALUES (%s, 1) ON CONFLICT (scope_id) "
-            "DO UPDATE SET seq = scopes.seq + 1 RETURNING seq",
-            (scope_id,),
-        ).fetchone()[0]
-        self._catch_up(scope_id, seq - 1)
-        return int(seq)
+        Index patches are applied as the write goes (a batch folds into rows it
+        wrote itself); if the transaction does not commit, the scope's indexes
+        are dropped instead (they reload from the table)."""
+        with self._lock:
+            w = _Write(self, scope_id)
+            try:
+                with self._conn.transaction():
+                    seq = self._conn.execute(
+                        "INSERT INTO scopes (scope_id, seq) VALUES (%s, 1) ON CONFLICT (scope_id) "
+                        "DO UPDATE SET seq = scopes.seq + 1 RETURNING seq",
+                        (scope_id,),
+                    ).fetchone()[0]
+                    self._catch_up(scope_id, seq - 1)
+                    w.seq = int(seq)
+                    yield w
+            except BaseException:
+                if w.patched:
+                    self._forget(scope_id)
+                raise
+            self._seen[scope_id] = w.seq
 
     def _insert(
         self,
+        mid: str,
         scope_id: str,
         kind: str,
         content: str,
@@ -264,8 +280,8 @@ class PostgresStore:
         now: float,
         vec: np.ndarray | None,
         seq: int,
-    ) -> tuple[str, int]:
-        mid = self.new_id()
+    ) -> int:
+        """Insert a live row (seen_count 1, created = last seen = now); its rowid."""
         rowid = self._conn.execute(
             "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, source_run_id, "
             "created_at, seen_count, last_seen_at, superseded_by, embedding, change_seq) "
@@ -284,7 +300,7 @@ class PostgresStore:
                 seq,
             ),
         ).fetchone()[0]
-        return mid, int(rowid)
+        return int(rowid)
 
     def _retire(self, rowid: int, successor: str, seq: int) -> None:
         self._conn.execute(
@@ -292,97 +308,76 @@ class PostgresStore:
             (successor, seq, rowid),
         )
 
-    def _live_row(self, scope_id: str, memory_id: str) -> tuple | None:
-        return self._conn.execute(
-            f"SELECT {_COLS} FROM memories WHERE id = %s AND scope_id = %s "
-            "AND superseded_by IS NULL",
-            (memory_id, scope_id),
-        ).fetchone()
+    def _rows(self, where: str, args: Sequence = ()) -> list[Row]:
+        return [
+            Row._make(r) for r in self._conn.execute(f"SELECT {COLS} FROM memories {where}", args)
+        ]
 
-    @staticmethod
-    def _check_write(kind: str, content: str, confidence: float) -> None:
-        if kind not in KINDS:
-            raise ConfigError(f"unknown kind {kind!r} (want one of {', '.join(KINDS)})")
-        if not isinstance(content, str) or not content.strip():
-            raise ConfigError(f"content must be a non-blank string, got {content!r:.80}")
-        if (
-            isinstance(confidence, bool)
-            or not isinstance(confidence, int | float)
-            or not 0.0 <= confidence <= 1.0
-        ):
-            raise ConfigError(f"confidence {confidence!r} outside [0, 1]")
+    def _live_row(self, scope_id: str, memory_id: str) -> Row | None:
+        found = self._rows(
+            "WHERE id = %s AND scope_id = %s AND superseded_by IS NULL", (memory_id, scope_id)
+        )
+        return found[0] if found else None
 
     # -- fold-in ----------------------------------------------------------------------
 
     def _fold_target(
         self, scope_id: str, kind: str, grams: frozenset[str], now: float
-    ) -> tuple | None:
+    ) -> Row | None:
         """The single best live row to fold into, or None (SPEC §3.3). Inside a write."""
         t = self.fold.threshold
         window = self.fold.window_days * DAY
-        c = self._conn
         if not grams and t > 0:
             return None  # pg_trgm similarity of an empty set is 0
         sims: dict[int, float] | None = None
         if t <= 0:
-            rows = c.execute(
-                f"SELECT {_COLS} FROM memories WHERE scope_id = %s AND kind = %s "
-                "AND superseded_by IS NULL AND last_seen_at > %s",
+            rows = self._rows(
+                "WHERE scope_id = %s AND kind = %s AND superseded_by IS NULL AND last_seen_at > %s",
                 (scope_id, kind, now - window - 1.0),
-            ).fetchall()
+            )
         else:
             sims = self._gram_index(scope_id, kind).similar(grams, t)
             rows = [
                 r
-                for r in c.execute(
-                    f"SELECT {_COLS} FROM memories WHERE rowid = ANY(%s)", (list(sims),)
-                )
-                if r[2] == scope_id and r[3] == kind and r[11] is None
+                for r in self._rows("WHERE rowid = ANY(%s)", (list(sims),))
+                if r.scope_id == scope_id and r.kind == kind and r.live
             ]
-        best, best_key = None, None
+        best: Row | None = None
+        best_key = None
         for r in rows:
-            last_seen = r[10]
-            if last_seen is None or not (now - last_seen) < window:
+            if r.last_seen_at is None or not (now - r.last_seen_at) < window:
                 continue
-            sim = jaccard(grams, trigrams(r[4])) if sims is None else sims[r[0]]
+            sim = jaccard(grams, trigrams(r.content)) if sims is None else sims[r.rowid]
             if sim < t:
                 continue
-            key = (sim, last_seen, r[0])
+            key = (sim, r.last_seen_at, r.rowid)
             if best_key is None or key > best_key:
                 best, best_key = r, key
         return best
 
-    # -- public API: writes -----------------------------------------------------------
+    # -- remember (SPEC §3), update, retract ---------------------------------------------
 
-    def remember(
-        self,
-        scope_id: str,
-        content: str,
-        *,
-        kind: str = "fact",
-        confidence: float = 0.7,
-        tags: Sequence[str] = (),
-        source_run_id: str | None = None,
-    ) -> RememberResult:
-        """Write a memory, folding it into a near-identical live row (SPEC §3)."""
-        self._check_write(kind, content, confidence)
-        content, tag_list = self._redact(content, tags)
-        vec = self._embed_one(content)
-        grams = trigrams(content)
-        with self._lock:
-            with self._conn.transaction():
-                seq = self._begin_write(scope_id)
+    def _remember(self, scope_id: str, items: Sequence[Any]) -> list[RememberResult]:
+        """The SQL half of `remember` / `remember_many` (both borrowed from
+        SQLiteStore, which checks, redacts and prepares the items)."""
+        vecs = self._embed([it.content for it in items])
+        out: list[RememberResult] = []
+        if not items:
+            return out
+        with self._write(scope_id) as w:
+            for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())
-                target = self._fold_target(scope_id, kind, grams, now)
+                target = self._fold_target(scope_id, it.kind, it.grams, now)
                 if target is None:
-                    mid, rowid = self._insert(
-                        scope_id, kind, content, tag_list, confidence, source_run_id, now, vec, seq
-                    )
-                    folded, conf, created = False, float(confidence), now
+                    mid = self.new_id()
+                    rowid = self._insert(
+                        mid, scope_id, it.kind, it.content, it.tags, it.confidence,
+                        it.source_run_id, now, vec, w.seq,
+                    )  # fmt: skip
+                    conf, created = it.confidence, now
                 else:
-                    rowid, mid = target[0], target[1]
-                    conf = max(float(target[6]), float(confidence))
-                    created = target[8]
+                    mid, rowid, created = target.id, target.rowid, target.created_at
+                    conf = max(float(target.confidence), it.confidence)
                     self._conn.execute(
                         "UPDATE memories SET seen_count = seen_count + 1, last_seen_at = %s, "
                         "confidence = %s, content = %s, tags = %s, embedding = %s, "
@@ -391,19 +386,17 @@ class PostgresStore:
                         (
                             now,
                             conf,
-                            content,
-                            json.dumps(tag_list, ensure_ascii=False),
+                            it.content,
+                            json.dumps(list(it.tags), ensure_ascii=False),
                             _vec(vec),
-                            source_run_id,
-                            seq,
+                            it.source_run_id,
+                            w.seq,
                             rowid,
                         ),
                     )
-                    folded = True
-            self._seen[scope_id] = seq
-            self._patch(scope_id, rowid, vec, conf, now, created)
-            self._index(scope_id, kind, rowid, content, grams)
-        return RememberResult(id=mid, folded=folded)
+                w.put(scope_id, it.kind, rowid, it.content, vec, conf, now, created, it.grams)
+                out.append(RememberResult(id=mid, folded=target is not None))
+        return out
 
     def update(
         self,
@@ -421,50 +414,42 @@ class PostgresStore:
             raise ConfigError(f"update content must be a non-blank string, got {content!r:.80}")
         self._check_write("fact", content, confidence)
         content, tag_list = self._redact(content, tags or ())
-        vec = self._embed_one(content)
-        with self._lock:
-            with self._conn.transaction():
-                seq = self._begin_write(scope_id)
-                old = self._live_row(scope_id, memory_id)
-                if old is None:
-                    raise NotFound(memory_id, scope_id)
-                if tags is None:
-                    tag_list = list(json.loads(old[5]))
-                now = float(self.clock())
-                new_id, rowid = self._insert(
-                    scope_id, old[3], content, tag_list, confidence, None, now, vec, seq
-                )
-                self._retire(old[0], new_id, seq)
-            self._seen[scope_id] = seq
-            self._drop(scope_id, old[3], old[0])
-            self._patch(scope_id, rowid, vec, float(confidence), now, now)
-            self._index(scope_id, old[3], rowid, content)
+        (vec,) = self._embed([content])
+        with self._write(scope_id) as w:
+            old = self._live_row(scope_id, memory_id)
+            if old is None:
+                raise NotFound(memory_id, scope_id)
+            if tags is None:
+                tag_list = old.tag_list
+            now = float(self.clock())
+            new_id = self.new_id()
+            rowid = self._insert(
+                new_id, scope_id, old.kind, content, tag_list, confidence, None, now, vec, w.seq
+            )
+            self._retire(old.rowid, new_id, w.seq)
+            w.drop(scope_id, old.kind, old.rowid)
+            w.put(scope_id, old.kind, rowid, content, vec, float(confidence), now, now)
         return new_id
 
     def retract(self, scope_id: str, memory_id: str) -> None:
         """Soft-delete: superseded_by = own id. NotFound unless live in this scope."""
-        with self._lock:
-            with self._conn.transaction():
-                seq = self._begin_write(scope_id)
-                old = self._live_row(scope_id, memory_id)
-                if old is None:
-                    raise NotFound(memory_id, scope_id)
-                self._retire(old[0], old[1], seq)
-            self._seen[scope_id] = seq
-            self._drop(scope_id, old[3], old[0])
+        with self._write(scope_id) as w:
+            old = self._live_row(scope_id, memory_id)
+            if old is None:
+                raise NotFound(memory_id, scope_id)
+            self._retire(old.rowid, old.id, w.seq)
+            w.drop(scope_id, old.kind, old.rowid)
 
     # -- in-memory indexes ----------------------------------------------------------------
 
-    def _patch(self, scope_id, rowid, vec, conf, last_seen, created) -> None:
+    def _put(self, scope_id, kind, rowid, content, vec, conf, last_seen, created, grams=None):
+        """The indexes hold this row as live with these facts."""
         sv = self._vectors.get(scope_id)
-        if sv is None:
-            return
-        if vec is None:
-            sv.drop(rowid)
-        else:
-            sv.put(rowid, vec, conf, last_seen, created)
-
-    def _index(self, scope_id, kind, rowid, content, grams=None) -> None:
+        if sv is not None:
+            if vec is None:
+                sv.drop(rowid)
+            else:
+                sv.put(rowid, vec, conf, last_seen, created)
         gi = self._grams.get((scope_id, kind))
         if gi is not None:
             gi.put(rowid, content, grams)
@@ -512,14 +497,13 @@ class PostgresStore:
             if successor is not None:
                 self._drop(scope_id, kind, rowid)
                 continue
-            self._index(scope_id, kind, rowid, content)
             vec = None if emb is None else normalize_rows(_np(emb).copy())[0]
-            self._patch(scope_id, rowid, vec, conf, seen_at, created)
+            self._put(scope_id, kind, rowid, content, vec, conf, seen_at, created)
         self._seen[scope_id] = max([top, *(r[0] for r in rows)])
 
     def _gram_index(self, scope_id: str, kind: str) -> GramIndex:
         """The (scope, kind) trigram index, built from the table on first use.
-        Call inside a write, after `_begin_write`."""
+        Call inside a write."""
         gi = self._grams.get((scope_id, kind))
         t = self.fold.threshold
         if gi is None or gi.floor > t:
@@ -534,7 +518,7 @@ class PostgresStore:
             self._grams[(scope_id, kind)] = gi
         return gi
 
-    def _scope_vectors(self, scope_id: str) -> _ScopeVectors:
+    def _scope_vectors(self, scope_id: str) -> ScopeVectors:
         """The scope's live embedded rows, caught up with other writers. Laid out
         exactly as the SQLite store lays them out, so cosines are bit-identical."""
         self._catch_up(scope_id)
@@ -550,15 +534,15 @@ class PostgresStore:
             vecs = [_np(r[4]) for r in rows]
             if not dim and rows:
                 dim = vecs[0].shape[0]
-            sv = _ScopeVectors(dim=dim)
-            sv._grow(len(rows) + len(rows) // 4)  # headroom, as the SQLite store
+            sv = ScopeVectors(dim=dim)
+            sv.grow(len(rows) + len(rows) // 4)  # headroom, as the SQLite store
             if rows and all(v.shape[0] == dim for v in vecs):
                 sv.cols[:, : len(rows)] = normalize_rows(np.stack(vecs)).T
                 sv.n = len(rows)
                 sv.rowid[: sv.n] = [r[0] for r in rows]
                 sv.conf[: sv.n] = [r[1] for r in rows]
-                sv.last_seen[: sv.n] = [_nan(r[2]) for r in rows]
-                made = np.array([_nan(r[3]) for r in rows])
+                sv.last_seen[: sv.n] = [nan(r[2]) for r in rows]
+                made = np.array([nan(r[3]) for r in rows])
                 seen = sv.last_seen[: sv.n]
                 sv.recency[: sv.n] = np.where(np.isnan(seen), made, seen)
                 sv.pos = {int(r[0]): i for i, r in enumerate(rows)}
@@ -570,46 +554,13 @@ class PostgresStore:
 
     # -- public API: reads --------------------------------------------------------------
 
-    def _fetch_rowids(self, rowids: Sequence[int]) -> dict[int, Memory]:
-        rows = self._conn.execute(
-            f"SELECT {_COLS} FROM memories WHERE rowid = ANY(%s)", ([int(x) for x in rowids],)
-        )
-        return {int(r[0]): _row_to_memory(r) for r in rows}
+    def _fetch_rowids(self, rowids: Sequence[int]) -> dict[int, Row]:
+        return {
+            r.rowid: r for r in self._rows("WHERE rowid = ANY(%s)", ([int(x) for x in rowids],))
+        }
 
-    def recall(
-        self,
-        scope_id: str,
-        query: str,
-        limit: int = 8,
-        params: RecallParams = RecallParams(),
-        *,
-        query_embedding: np.ndarray | None = None,
-    ) -> list[Recalled]:
-        """Ranked live memories of one scope (SPEC §4), each with its score breakdown.
-
-        Vector path first (when an embedder is set, or `query_embedding` is
-        given, and the query is non-empty); if it fails or nothing clears the
-        floor, the keyword path answers.
-        """
-        with self._lock:
-            if (
-                query
-                and query.strip()
-                and (self.embedder is not None or query_embedding is not None)
-            ):
-                hits = self._recall_vector(scope_id, query, limit, params, query_embedding)
-                if hits:
-                    return hits
-            return self._recall_keyword(scope_id, query, limit, params)
-
-    def _recall_vector(self, scope_id, query, limit, params, query_embedding) -> list[Recalled]:
-        if query_embedding is None:
-            try:
-                q = normalize_rows(self.embedder.embed([query]))[0]
-            except Exception:
-                return []
-        else:
-            q = normalize_rows(np.array(query_embedding, dtype=np.float32))[0]
+    def _recall_vector(self, scope_id, q, limit, params) -> list[Recalled]:
+        """Vector path of `recall` (borrowed from SQLiteStore) for an embedded query."""
         if self.ann is not None and limit > 0 and params.candidate_cap is None:
             hits = self._recall_ann(scope_id, q, limit, params)
             if hits is not None:
@@ -641,12 +592,12 @@ class PostgresStore:
         rows = self._fetch_rowids(top)
         out: list[Recalled] = []
         for j in range(k):
-            m = rows.get(int(top[j]))
-            if m is None or not m.live or m.scope_id != scope_id:
+            r = rows.get(int(top[j]))
+            if r is None or not r.live or r.scope_id != scope_id:
                 continue  # cache raced a foreign write; never return a non-live row
             out.append(
                 Recalled(
-                    memory=m,
+                    memory=r.memory(),
                     path="vector",
                     score=float(ranked.score[j]),
                     cosine=float(ranked.cosine[j]),
@@ -680,8 +631,8 @@ class PostgresStore:
             mat = normalize_rows(np.stack([_np(r[4]) for r in rows]))
             rowid = np.array([r[0] for r in rows], dtype=np.int64)
             conf = np.array([r[1] for r in rows], dtype=np.float64)
-            last_seen = np.array([_nan(r[2]) for r in rows])
-            made = np.array([_nan(r[3]) for r in rows])
+            last_seen = np.array([nan(r[2]) for r in rows])
+            made = np.array([nan(r[3]) for r in rows])
             recency = np.where(np.isnan(last_seen), made, last_seen)
             hits = self._ranked(scope_id, q, mat, rowid, conf, last_seen, recency, limit, params)
         else:
@@ -700,13 +651,13 @@ class PostgresStore:
         kws = keywords(query or "")
         c = self._conn
         if not kws:
-            rows = c.execute(
-                f"SELECT {_COLS} FROM memories WHERE scope_id = %s AND superseded_by IS NULL "
+            rows = self._rows(
+                "WHERE scope_id = %s AND superseded_by IS NULL "
                 "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC LIMIT %s",
                 (scope_id, lim),
-            ).fetchall()
+            )
             return [
-                Recalled(memory=_row_to_memory(r), path="keyword", score=0.0, keywords_matched=0)
+                Recalled(memory=r.memory(), path="keyword", score=0.0, keywords_matched=0)
                 for r in rows
             ]
         rows = c.execute(
@@ -719,7 +670,7 @@ class PostgresStore:
         mems = self._fetch_rowids([rows[i][0] for i in order])
         return [
             Recalled(
-                memory=mems[rows[i][0]],
+                memory=mems[rows[i][0]].memory(),
                 path="keyword",
                 score=float(matched[i]),
                 keywords_matched=matched[i],
@@ -731,13 +682,13 @@ class PostgresStore:
         """Any row of this scope, live or not (with its embedding); NotFound otherwise."""
         with self._lock:
             r = self._conn.execute(
-                f"SELECT {_COLS}, embedding FROM memories WHERE id = %s AND scope_id = %s",
+                f"SELECT {COLS}, embedding FROM memories WHERE id = %s AND scope_id = %s",
                 (memory_id, scope_id),
             ).fetchone()
         if r is None:
             raise NotFound(memory_id, scope_id)
-        emb = None if r[12] is None else _np(r[12]).copy()
-        return _row_to_memory(r, emb)
+        emb = None if r[-1] is None else _np(r[-1]).copy()
+        return Row._make(r[:-1]).memory(emb)
 
     def history(self, scope_id: str, memory_id: str) -> list[Memory]:
         """Every row linked to this one by update/merge (predecessors and successors,
@@ -745,7 +696,7 @@ class PostgresStore:
         with self._lock:
             c = self._conn
             start = c.execute(
-                f"SELECT {_COLS} FROM memories WHERE id = %s AND scope_id = %s",
+                f"SELECT {COLS} FROM memories WHERE id = %s AND scope_id = %s",
                 (memory_id, scope_id),
             ).fetchone()
             if start is None:
@@ -755,7 +706,7 @@ class PostgresStore:
             while todo:
                 r = todo.pop()
                 links = c.execute(
-                    f"SELECT {_COLS} FROM memories WHERE scope_id = %s AND "
+                    f"SELECT {COLS} FROM memories WHERE scope_id = %s AND "
                     "((id = %s AND %s) OR (superseded_by = %s AND id != %s))",
                     (scope_id, r[11], bool(r[11] and r[11] != r[1]), r[1], r[1]),
                 ).fetchall()
@@ -763,13 +714,13 @@ class PostgresStore:
                     if x[1] not in seen:
                         seen[x[1]] = x
                         todo.append(x)
-        rows = sorted(seen.values(), key=lambda r: (_nan(r[8]) if r[8] is not None else -1, r[0]))
-        return [_row_to_memory(r) for r in rows]
+        rows = sorted(seen.values(), key=lambda r: (nan(r[8]) if r[8] is not None else -1, r[0]))
+        return [Row._make(r).memory() for r in rows]
 
     def live(self, scope_id: str, *, limit: int | None = None) -> list[Memory]:
         """Live rows of a scope, most recently confirmed first."""
         sql = (
-            f"SELECT {_COLS} FROM memories WHERE scope_id = %s AND superseded_by IS NULL "
+            f"SELECT {COLS} FROM memories WHERE scope_id = %s AND superseded_by IS NULL "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC"
         )
         args: tuple = (scope_id,)
@@ -777,7 +728,7 @@ class PostgresStore:
             sql += " LIMIT %s"
             args += (max(int(limit), 0),)
         with self._lock:
-            return [_row_to_memory(r) for r in self._conn.execute(sql, args)]
+            return [Row._make(r).memory() for r in self._conn.execute(sql, args)]
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
         """Row counts (live, retired, retracted, embedded, per kind) and rollout counts."""
@@ -860,25 +811,6 @@ class PostgresStore:
             for r in rows
         ]
 
-    def snapshot(
-        self, scope_id: str, limit: int = 32, *, policy: str = "recent", query: str = ""
-    ) -> list[Memory]:
-        """Live memories shown to a consolidator ("recent" or "relevant"), as
-        `SQLiteStore.snapshot`."""
-        if policy not in ("recent", "relevant"):
-            raise ConfigError(f"unknown snapshot policy {policy!r} (want 'recent' or 'relevant')")
-        if policy == "recent" or not query.strip() or limit <= 0:
-            return self.live(scope_id, limit=max(limit, 0))
-        picked: dict[str, Memory] = {}
-        for hit in self.recall(scope_id, query, limit=limit):
-            picked.setdefault(hit.id, hit.memory)
-        if len(picked) < limit:
-            for m in self.live(scope_id, limit=limit + len(picked)):
-                if len(picked) >= limit:
-                    break
-                picked.setdefault(m.id, m)
-        return list(picked.values())[:limit]
-
     def commit_pass(
         self,
         scope_id: str,
@@ -887,9 +819,9 @@ class PostgresStore:
         changes: Any,
         params: ConsolidationParams = ConsolidationParams(),
     ) -> CommitResult:
-        """Apply one validated consolidation pass atomically (SPEC §7.7), with the
-        checks and their order of `SQLiteStore.commit_pass`, in one transaction
-        holding the scope's lock (rollouts are locked too, FOR UPDATE)."""
+        """Apply one validated consolidation pass atomically (SPEC §7.7): the checks,
+        their order and the changes of `SQLiteStore.commit_pass`, in one
+        transaction holding the scope's lock (rollouts are locked FOR UPDATE)."""
         rollout_ids = list(rollout_ids)
         snapshot = list(snapshot)
         invalid: ProposalError | None = None
@@ -906,77 +838,74 @@ class PostgresStore:
                 typed = validate_proposal(scope_id, rollout_ids, snapshot, changes, params).changes
             except ProposalError as e:
                 invalid = e
-        texts = [ch.entry.content for ch in typed if ch.entry is not None]
-        vecs = {t: self._embed_one(redact(t, self.redaction)) for t in texts}
-        with self._lock:
-            with self._conn.transaction():
-                c = self._conn
-                seq = self._begin_write(scope_id)
-                for rid in rollout_ids:
-                    r = c.execute(
-                        "SELECT consumed_at FROM rollouts WHERE id = %s AND scope_id = %s "
-                        "FOR UPDATE",
-                        (rid, scope_id),
-                    ).fetchone()
-                    if r is None:
-                        raise AlreadyConsumed(
-                            f"rollout {rid!r} is not staged in scope {scope_id!r}"
-                        )
-                    if r[0] is not None:
-                        raise AlreadyConsumed(f"rollout {rid!r} was already consumed")
-                live_rows: dict[str, tuple] = {}
-                for m in snapshot:
-                    if m.scope_id != scope_id:
-                        continue  # validation below rejects it as snapshot_scope
-                    r = self._live_row(scope_id, m.id)
-                    if r is None:
-                        raise StaleSnapshot(f"snapshot memory {m.id!r} is no longer live")
-                    if (
-                        r[4] != m.content
-                        or tuple(json.loads(r[5])) != tuple(m.tags)
-                        or r[6] != m.confidence
-                        or r[9] != m.seen_count
-                        or r[10] != m.last_seen_at
-                    ):
-                        raise StaleSnapshot(f"snapshot memory {m.id!r} changed since the snapshot")
-                    live_rows[m.id] = r
-                if invalid is not None:
-                    raise invalid
-                now = float(self.clock())
-                added: list[str] = []
-                retired: list[str] = []
-                patches: list[tuple[int, np.ndarray | None, float, str, str]] = []
-                drops: list[tuple[str, int]] = []
-                for ch in typed:
-                    new_id = None
-                    if ch.entry is not None:
-                        e = ch.entry
-                        content, tag_list = self._redact(e.content, e.tags)
-                        vec = vecs[e.content]
-                        new_id, rowid = self._insert(
-                            scope_id, e.kind, content, tag_list, e.confidence, None, now, vec, seq
-                        )
-                        added.append(new_id)
-                        patches.append((rowid, vec, e.confidence, e.kind, content))
-                    for mid in ch.ids:
-                        r = live_rows[mid]
-                        self._retire(r[0], new_id or mid, seq)
-                        retired.append(mid)
-                        drops.append((r[3], int(r[0])))
-                if rollout_ids:
-                    c.execute(
-                        "UPDATE rollouts SET consumed_at = %s WHERE id = ANY(%s)",
-                        (now, rollout_ids),
-                    )
-            self._seen[scope_id] = seq
-            for kind, rowid in drops:
-                self._drop(scope_id, kind, rowid)
-            for rowid, vec, conf, kind, content in patches:
-                self._patch(scope_id, rowid, vec, conf, now, now)
-                self._index(scope_id, kind, rowid, content)
+        entries = [
+            (ch.entry, *self._redact(ch.entry.content, ch.entry.tags))
+            for ch in typed
+            if ch.entry is not None
+        ]
+        vecs = iter(self._embed([content for _e, content, _t in entries]))
+        new_rows = iter(entries)
+        with self._write(scope_id) as w:
+            live_rows = self._check_pass(scope_id, rollout_ids, snapshot)
+            if invalid is not None:
+                raise invalid
+            now = float(self.clock())
+            added: list[str] = []
+            retired: list[str] = []
+            for ch in typed:
+                new_id = None
+                if ch.entry is not None:
+                    e, content, tag_list = next(new_rows)
+                    vec = next(vecs)
+                    new_id = self.new_id()
+                    rowid = self._insert(
+                        new_id, scope_id, e.kind, content, tag_list, e.confidence, None, now,
+                        vec, w.seq,
+                    )  # fmt: skip
+                    added.append(new_id)
+                    w.put(scope_id, e.kind, rowid, content, vec, e.confidence, now, now)
+                for mid in ch.ids:
+                    r = live_rows[mid]
+                    self._retire(r.rowid, new_id or mid, w.seq)
+                    retired.append(mid)
+                    w.drop(scope_id, r.kind, r.rowid)
+            if rollout_ids:
+                self._conn.execute(
+                    "UPDATE rollouts SET consumed_at = %s WHERE id = ANY(%s)", (now, rollout_ids)
+                )
         return CommitResult(
             added=tuple(added), retired=tuple(retired), consumed=tuple(rollout_ids), changes=typed
         )
+
+    def _check_pass(self, scope_id: str, rollout_ids: list[str], snapshot: list[Memory]):
+        """What can change under the lock: consumption, then snapshot currency.
+        Returns the snapshot's live rows by id."""
+        for rid in rollout_ids:
+            r = self._conn.execute(
+                "SELECT consumed_at FROM rollouts WHERE id = %s AND scope_id = %s FOR UPDATE",
+                (rid, scope_id),
+            ).fetchone()
+            if r is None:
+                raise AlreadyConsumed(f"rollout {rid!r} is not staged in scope {scope_id!r}")
+            if r[0] is not None:
+                raise AlreadyConsumed(f"rollout {rid!r} was already consumed")
+        live_rows: dict[str, Row] = {}
+        for m in snapshot:
+            if m.scope_id != scope_id:
+                continue  # validation rejects it as snapshot_scope
+            r = self._live_row(scope_id, m.id)
+            if r is None:
+                raise StaleSnapshot(f"snapshot memory {m.id!r} is no longer live")
+            if (
+                r.content != m.content
+                or tuple(r.tag_list) != tuple(m.tags)
+                or r.confidence != m.confidence
+                or r.seen_count != m.seen_count
+                or r.last_seen_at != m.last_seen_at
+            ):
+                raise StaleSnapshot(f"snapshot memory {m.id!r} changed since the snapshot")
+            live_rows[m.id] = r
+        return live_rows
 
     # -- bulk load (benchmarks) ------------------------------------------------------------
 
@@ -996,33 +925,49 @@ class PostgresStore:
         now = float(self.clock())
         if embeddings is not None:
             embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
-        with self._lock:
-            with self._conn.transaction():
-                seq = self._begin_write(scope_id)
-                with self._conn.cursor().copy(
-                    "COPY memories (id, scope_id, kind, content, tags, confidence, created_at, "
-                    "seen_count, last_seen_at, embedding, change_seq) FROM STDIN"
-                ) as cp:
-                    for i, content in enumerate(contents):
-                        ts = now if timestamps is None else float(timestamps[i])
-                        emb = None if embeddings is None else _vec_text(embeddings[i])
-                        cp.write_row(
-                            (
-                                _new_id(),
-                                scope_id,
-                                kind,
-                                content,
-                                "[]",
-                                confidence,
-                                ts,
-                                1,
-                                ts,
-                                emb,
-                                seq,
-                            )
+        with self._write(scope_id) as w:
+            with self._conn.cursor().copy(
+                "COPY memories (id, scope_id, kind, content, tags, confidence, created_at, "
+                "seen_count, last_seen_at, embedding, change_seq) FROM STDIN"
+            ) as cp:
+                for i, content in enumerate(contents):
+                    ts = now if timestamps is None else float(timestamps[i])
+                    emb = None if embeddings is None else _vec_text(embeddings[i])
+                    cp.write_row(
+                        (
+                            _new_id(),
+                            scope_id,
+                            kind,
+                            content,
+                            "[]",
+                            confidence,
+                            ts,
+                            1,
+                            ts,
+                            emb,
+                            w.seq,
                         )
-            self._seen[scope_id] = seq
-            self._forget(scope_id)
+                    )
+            w.patched = True  # the scope's indexes reload: cheaper than patching every row
+        self._forget(scope_id)
+
+
+class _Write:
+    """One write of a scope (see `PostgresStore._write`): its change number, and
+    the index patches it applies as it goes."""
+
+    def __init__(self, store: PostgresStore, scope_id: str):
+        self.store, self.scope_id = store, scope_id
+        self.seq = 0
+        self.patched = False
+
+    def put(self, scope_id, kind, rowid, content, vec, conf, last_seen, created, grams=None):
+        self.patched = True
+        self.store._put(scope_id, kind, rowid, content, vec, conf, last_seen, created, grams)
+
+    def drop(self, scope_id: str, kind: str, rowid: int) -> None:
+        self.patched = True
+        self.store._drop(scope_id, kind, rowid)
 
 
 def _vec_text(v: np.ndarray) -> str:

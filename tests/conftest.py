@@ -47,7 +47,7 @@ def pg_opted_out() -> bool:
 
 
 @pytest.fixture(scope="session")
-def pg_server_dsn(tmp_path_factory):
+def pg_server_dsn():
     """DSN of a Postgres server with pgvector, alive for the whole session."""
     if pg_opted_out():
         pytest.skip("Postgres half opted out (MEMKIT_TEST_PG=0)")
@@ -55,9 +55,13 @@ def pg_server_dsn(tmp_path_factory):
     if dsn:
         yield dsn
         return
+    import tempfile
+
     import pgserver  # the dev extra installs it; missing is a failure, not a skip
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="delete")
+    # Not under pytest's tmp dirs: run as root, pgserver drops to its own user, which
+    # cannot enter those (mode 0700). cleanup_mode "delete" removes the directory.
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="memkit-pg-"), cleanup_mode="delete")
     try:
         dsn = server.get_uri()
         import psycopg
@@ -124,7 +128,10 @@ def make_store(backend, request):
         if url is None:
             url = request.getfixturevalue("pg_dsn") if backend == "postgres" else ":memory:"
             if backend == "postgres" and opened:
-                url = _fresh_pg_schema(request)
+                if all(s._conn.closed for s in opened):  # e.g. hypothesis examples
+                    _empty_pg_schema(url)
+                else:
+                    url = _fresh_pg_schema(request)
         s = open_store(url, **options)
         opened.append(s)
         return s
@@ -146,6 +153,14 @@ def _fresh_pg_schema(request) -> str:
         c.execute(f"CREATE SCHEMA {schema}")
     request.addfinalizer(lambda: _drop_schema(base, schema))
     return with_schema(base, schema)
+
+
+def _empty_pg_schema(dsn: str) -> None:
+    """Empty the store tables of a schema (cheaper than a new schema per example)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("TRUNCATE memories, rollouts, scopes, meta RESTART IDENTITY")
 
 
 def _drop_schema(base: str, schema: str) -> None:
