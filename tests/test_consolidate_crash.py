@@ -1,7 +1,7 @@
 """Crash safety of a pass (SPEC §7.7): SIGKILL at random moments, never half a pass.
 
 A "zygote" child imports memkit once and, on each request, forks a worker that
-opens the database and commits passes in a loop (the oracle writes two
+opens the store, says so, and commits passes in a loop (the oracle writes two
 marker memories per rollout). The test SIGKILLs the worker after a random
 5-80 ms, then checks on the database: every staged rollout is either consumed
 with both of its memories present exactly once, or pending with none of them.
@@ -54,6 +54,9 @@ ZYGOTE = textwrap.dedent(
     async def loop():
         store = open_store(DB, embedder=None)
         oracle = OracleConsolidator(gold)
+        # the kill window starts once the store is open (connecting to a server
+        # under load can take longer than the whole window)
+        print(f"open {os.getpid()}", flush=True)
         while True:
             res = await run_pass(store, "crash", oracle)
             if res.outcome == "error":
@@ -70,7 +73,6 @@ ZYGOTE = textwrap.dedent(
                 asyncio.run(loop())
             finally:
                 os._exit(4)
-        print(pid, flush=True)
         _, status = os.waitpid(pid, 0)
         print(f"reaped {status}", flush=True)
     """
@@ -141,7 +143,9 @@ def test_sigkill_never_leaves_half_a_pass(tmp_path, store_url):
                 staged |= _stage(db, len(staged), 80)
             z.stdin.write("go\n")
             z.stdin.flush()
-            pid = int(z.stdout.readline())
+            opened = z.stdout.readline().split()
+            assert opened[:1] == ["open"], (opened, z.stderr.read())
+            pid = int(opened[1])
             time.sleep(rng.uniform(0.005, 0.080))
             os.kill(pid, signal.SIGKILL)
             reaped = z.stdout.readline().strip()
