@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
-.PHONY: eval test lint bench clean
+.PHONY: eval test lint bench notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(BENCH_STAMP): $(STAMP)
 
 # Main job: offline evaluation on the bundled dataset -> reports/latest/
 eval: $(STAMP)
-	$(BIN)/memkit eval run --preset bundled --out reports/latest
+	$(BIN)/memkit eval run --preset bundled --out reports/latest --overwrite
 
 # Every test: ruff, pytest (unit, property, integration) and the notebooks under nbval.
 test: $(STAMP)
@@ -33,6 +33,14 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Re-execute every notebook in place (after a change that moves their numbers; see
+# notebooks/README.md), then `make test` compares them; `jupyter notebook` opens them.
+notebooks: $(STAMP)
+	cd notebooks && for nb in *.ipynb; do \
+		../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+			--ExecutePreprocessor.timeout=600 "$$nb" || exit 1; \
+	done
 
 bench: $(BENCH_STAMP)
 	$(BIN)/memkit bench store

@@ -51,8 +51,34 @@ Unit = tuple[Any, Any]
 """(cluster key, unit object)."""
 
 
-def probe_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
-    return [(r.get("scope_id"), ProbeUnit(r)) for r in rows]
+def probe_units(rows: Iterable[Mapping[str, Any]], *, include_apart: bool = False) -> list[Unit]:
+    """Probes; a probe marked `apart` (LoCoMo adversarial) is left out unless asked for:
+    it is reported in its group's table only (`evals.groups`)."""
+    return [(r.get("scope_id"), ProbeUnit(r)) for r in rows if include_apart or not r.get("apart")]
+
+
+def ranking_units(rows: Iterable[Mapping[str, Any]], *, include_apart: bool = False) -> list[Unit]:
+    """Probes that recorded a full ranking (LongMemEval), abstention ones left out."""
+    from evals.retrieval import RankingUnit
+
+    return [
+        (r.get("scope_id"), RankingUnit(r))
+        for r in rows
+        if r.get("ranking") is not None
+        and not r.get("undefined")
+        and (include_apart or not r.get("apart"))
+    ]
+
+
+def fold_group_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+    """The writes of each labelled fold group (rows carrying `group`), in write order."""
+    from evals.scorers import fold_group_counts
+
+    by: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for w in rows:
+        if w.get("group") is not None:
+            by.setdefault((w["scope_id"], w["group"]), []).append(w)
+    return [(key[0], fold_group_counts(by[key])) for key in sorted(by)]
 
 
 def write_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
@@ -106,8 +132,13 @@ UNIT_BUILDERS: dict[str, tuple[str, Callable[[Iterable[Mapping[str, Any]]], list
     "pass": ("attempts", pass_units),
     "row": ("extraction", row_units),
     "fact": ("extraction", fact_units),
+    "ranking": ("probes", ranking_units),
+    "fold_group": ("writes", fold_group_units),
 }
 """unit -> (run file it is built from, builder)."""
+SPARSE_UNITS: frozenset[str] = frozenset({"ranking", "fold_group"})
+"""Units only some sources record (LongMemEval rankings, MSC fold groups): a
+system with none gets no such metric rather than an undefined row."""
 
 
 def unit_values(unit: str, units: Sequence[Unit], metrics: Iterable[str] | None = None) -> dict:
@@ -175,7 +206,9 @@ def groups_from_run(d: Path) -> dict[str, dict[str, Values]]:
     for unit, (fname, build) in UNIT_BUILDERS.items():
         rows = cache.setdefault(fname, read_jsonl(d / f"{fname}.jsonl"))
         for sys_, sys_rows in by_system(rows).items():
-            groups.setdefault(sys_, {}).update(unit_values(unit, build(sys_rows)))
+            units = build(sys_rows)
+            if units or unit not in SPARSE_UNITS:
+                groups.setdefault(sys_, {}).update(unit_values(unit, units))
     return groups
 
 

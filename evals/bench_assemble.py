@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="memkit bench assemble", description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=20, help="rounds over every list (default 20)")
     ap.add_argument("--lists", type=int, default=50, help="distinct lists per size (default 50)")
-    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=7, help="seed of the generated lists (default 7)")
     ap.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     ap.add_argument("--quiet", action="store_true", help="summary lines only")
     args = ap.parse_args(argv)

@@ -29,12 +29,21 @@ def _ok(good: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="memkit bench harness", description=__doc__)
-    p.add_argument("--dataset", default=str(REPO / "datasets" / "bundled"))
+    p.add_argument(
+        "--dataset",
+        default=str(REPO / "datasets" / "bundled"),
+        help="dataset folder or <adapter>:<dir> (default: the bundled dataset)",
+    )
     p.add_argument("--limit", type=int, help="adapters: first N conversations/questions")
-    p.add_argument("--embedder", default="wordllama")
+    p.add_argument("--embedder", default="wordllama", help="embedder spec (default wordllama)")
     p.add_argument("--points", type=int, default=20, help="floor sweep points")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     a = p.parse_args(argv if argv is not None else sys.argv[1:])
+
+    def log(msg: str) -> None:
+        if not a.quiet:
+            print(msg, file=sys.stderr, flush=True)
 
     from evals import aggregate
     from evals.matcher import Matcher
@@ -46,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = load_any(a.dataset, limit=a.limit)
     emb = CachingEmbedder(get_embedder(a.embedder))
+    log("loading the embedder and warming its cache ...")
     replay_store(ds, embedder=emb)  # load the model, warm the embedding cache
+    log("timing the store-mode eval ...")
 
     t0 = time.perf_counter()
     r = replay_store(ds, embedder=emb)
@@ -57,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     store_s = time.perf_counter() - t0
 
     floors = [round(i / a.points, 4) for i in range(a.points)]
+    log(f"timing a {a.points}-point floor sweep ...")
     t0 = time.perf_counter()
     sweep(ds, {"floor": floors}, embedder=emb)
     sweep_s = time.perf_counter() - t0
@@ -71,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             n += len(res.passes)
         return n
 
+    log("timing the pipeline harness with a mock consolidator ...")
     t0 = time.perf_counter()
     passes = asyncio.run(pipeline())
     pipe_s = time.perf_counter() - t0

@@ -392,7 +392,9 @@ def render(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="memkit bench store", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated row counts")
-    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument(
+        "--queries", type=int, default=200, help="recall queries per size (default 200)"
+    )
     ap.add_argument("--quiet", action="store_true", help="only print the table")
     ap.add_argument(
         "--texts",

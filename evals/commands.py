@@ -1,146 +1,286 @@
-"""`memkit eval run | sweep | compare` and `memkit report`: thin argument parsing.
+"""`memkit eval run|sweep|compare|list`, `memkit bench ...` and `memkit report`.
 
-Each `*_main(argv) -> int` maps flags onto a library function in
-`evals.runner`, `evals.sweep` or `evals.report` and prints where the results
-went. Exit status: 0 ok, 2 bad arguments or configuration.
+The evaluation suite's commands, plugged into `memkit` through the
+`memkit.commands` entry points in pyproject.toml (`eval_main`, `bench_main`,
+`report_main`). Each `*_main(argv) -> int` parses its flags, checks every
+value before any work starts (`evals.checks`), maps them onto a library
+function in `evals.runner`, `evals.sweep` or `evals.report`, and prints where
+the results went.
+
+Exit status: 0 ok; 1 a failed run (e.g. the embedder failed on every probe),
+a missing optional extra or an I/O error (naming the path); 2 a usage error
+(bad flag, value, name or configuration); 130 interrupted (with the command
+that resumes).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memkit.errors import MemkitError
+from memkit.errors import ConfigError, MemkitError, did_you_mean
 
 DEFAULT_RUNS = Path("reports") / "runs"
 DEFAULT_CACHE = Path("reports") / "cache"
+EXTRAS = {"faiss": "pip install -e '.[bench]' (or: pip install faiss-cpu)"}
+"""Optional imports -> the install command that brings them."""
 
 
-def _value(text: str) -> Any:
-    """A tunable value from the command line: JSON when it parses, else the string."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+class RunFailed(MemkitError):
+    """The command ran but its result must not be trusted (exit 1)."""
 
 
-def _overrides(items: list[str]) -> dict[str, dict[str, Any]]:
-    from evals.sweep import resolve
+def guarded(prog: str) -> Callable:
+    """Turn a command's expected failures into one line on stderr and an exit code."""
 
-    out: dict[str, dict[str, Any]] = {}
-    for item in items or ():
-        name, sep, val = item.partition("=")
-        if not sep:
-            raise MemkitError(f"--set wants <tunable>=<value>, got {item!r}")
-        group, fld = resolve(name.strip())
-        out.setdefault(group, {})[fld] = _value(val.strip())
-    return out
+    def wrap(fn: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
+        @functools.wraps(fn)
+        def main(argv: list[str] | None = None) -> int:
+            argv = list(sys.argv[1:] if argv is None else argv)
+            try:
+                return int(fn(argv) or 0)
+            except RunFailed as e:
+                print(f"{prog}: {e}", file=sys.stderr)
+                return 1
+            except MemkitError as e:  # bad values, names, datasets, configuration
+                print(f"{prog}: {e}", file=sys.stderr)
+                return 2
+            except ModuleNotFoundError as e:
+                root = (e.name or "").split(".")[0]
+                if root not in EXTRAS:
+                    raise
+                print(
+                    f"{prog}: needs the optional package {root!r}: {EXTRAS[root]}", file=sys.stderr
+                )
+                return 1
+            except OSError as e:
+                path = e.filename or "?"
+                print(f"{prog}: {e.strerror or e}: {path}", file=sys.stderr)
+                return 1
+
+        return main
+
+    return wrap
+
+
+def _parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dataset",
-        help="dataset folder, or <adapter>:<path> (locomo, longmemeval, longmemeval_s, msc)",
+        metavar="SPEC",
+        help="dataset folder in memkit's format, or <adapter>:<datasets dir> with adapter "
+        "locomo, longmemeval, longmemeval_s or msc (docs/datasets.md)",
     )
-    p.add_argument("--preset", help="a named configuration (bundled)")
-    p.add_argument("--limit", type=int, help="adapters: first N conversations/questions")
-    p.add_argument("--scope", action="append", help="only this scope (repeatable)")
-    p.add_argument("--embedder", help="wordllama (default), hashing, litellm:<model>")
+    p.add_argument("--preset", help="a named configuration: bundled (datasets/bundled)")
+    p.add_argument(
+        "--limit", type=int, help="adapters only: keep the first N conversations/questions"
+    )
+    p.add_argument(
+        "--scope", action="append", metavar="ID", help="only this scope (repeatable; default all)"
+    )
+    p.add_argument(
+        "--embedder",
+        help="wordllama (default, offline), hashing, litellm:<model>, or none (keyword only)",
+    )
     p.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="TUNABLE=VALUE",
-        help="override a tunable, e.g. --set recall.floor=0.3 (repeatable)",
+        help="override a tunable, e.g. --set recall.floor=0.3 (repeatable; typed and "
+        "range-checked)",
     )
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="bootstrap seed (default 0)")
     p.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress on stderr (results still print)"
+    )
 
 
 def _config(a: argparse.Namespace, **extra: Any) -> Any:
+    from evals.checks import parse_set
     from evals.runner import RunConfig, preset
 
     kw: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
     for key in ("limit", "embedder", "seed", "resamples"):
         if getattr(a, key, None) is not None:
             kw[key] = getattr(a, key)
+    for key in ("limit", "resamples"):
+        if key in kw and kw[key] < 1:
+            raise ConfigError(f"--{key} must be a positive integer, got {kw[key]}")
     if a.scope:
         kw["scopes"] = tuple(a.scope)
     if a.dataset:
         kw["dataset"] = a.dataset
-    kw.update(_overrides(a.set))
+    kw.update(parse_set(a.set))
     if a.preset:
         return preset(a.preset, **kw)
     if "dataset" not in kw:
-        raise MemkitError("give --dataset or --preset")
+        raise ConfigError("give --dataset or --preset")
     return RunConfig(**kw)
 
 
-def run_main(argv: list[str]) -> int:
-    """memkit eval run: store mode and/or pipeline mode into a run folder."""
-    p = argparse.ArgumentParser(prog="memkit eval run", description=run_main.__doc__)
+def _load_checked(cfg: Any) -> Any:
+    """The dataset of `cfg`, with its `--scope` names checked against it."""
+    from evals.replay import scopes_of
+    from evals.runner import load_any
+
+    ds = load_any(cfg.dataset, limit=cfg.limit)
+    scopes_of(ds, cfg.scopes)  # unknown scope names are refused here, before any work
+    return ds
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = _parser("memkit eval run", run_main.__doc__)
     _common(p)
-    p.add_argument("--out", help="run folder (default reports/runs/<name>)")
-    p.add_argument("--name", help="run name (default: the preset or 'run')")
-    p.add_argument("--mode", choices=("store", "pipeline", "both"), default=None)
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="run folder (default reports/runs/<name>); an existing run folder is refused "
+        "unless --resume or --overwrite",
+    )
+    p.add_argument(
+        "--name",
+        help="run name, recorded in the manifest (default: the --out folder's name, else "
+        "<preset or 'run'>-<UTC time>-<short id>, unique)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (only with the same configuration)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="clear the run folder in --out first")
+    p.add_argument(
+        "--mode",
+        choices=("store", "pipeline", "both"),
+        help="store mode, pipeline mode, or both (default: both when consolidators are given)",
+    )
     p.add_argument(
         "--consolidator",
         action="append",
+        metavar="SPEC",
         help="heuristic, oracle, litellm:<model>, replay:<run-dir> (repeatable)",
     )
-    p.add_argument("--api-base", help="api_base for every litellm consolidator")
-    p.add_argument("--replicates", type=int)
+    p.add_argument(
+        "--api-base", metavar="URL", help="api_base for every litellm consolidator (local server)"
+    )
+    p.add_argument("--replicates", type=int, help="pipeline replicates per scope (default 1)")
     p.add_argument("--concurrency", type=int, help="requests in flight per model (default 4)")
-    p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="LLM response cache")
-    p.add_argument("--curation", choices=("latest_row", "all_rows"))
-    p.add_argument("--no-report", action="store_true")
-    a = p.parse_args(argv)
-    try:
-        from evals.runner import run_eval
+    p.add_argument(
+        "--cache-dir", default=str(DEFAULT_CACHE), help="LLM response cache (default %(default)s)"
+    )
+    p.add_argument(
+        "--curation",
+        choices=("latest_row", "all_rows"),
+        help="store mode: which rows a curated fact's write lands on (default latest_row)",
+    )
+    p.add_argument("--no-report", action="store_true", help="skip report.md/report.html")
+    return p
 
-        extra: dict[str, Any] = {
-            "name": a.name,
-            "replicates": a.replicates,
-            "concurrency": a.concurrency,
-            "cache_dir": a.cache_dir,
-            "curation": a.curation,
+
+@guarded("memkit eval run")
+def run_main(argv: list[str]) -> int:
+    """Run an evaluation (store mode and/or pipeline mode) into a run folder."""
+    a = _run_parser().parse_args(argv)
+    from evals.runner import _resume_key, run_eval
+    from evals.runs import default_name, prepare_run_dir
+
+    extra: dict[str, Any] = {
+        "name": a.name,
+        "replicates": a.replicates,
+        "concurrency": a.concurrency,
+        "cache_dir": a.cache_dir,
+        "curation": a.curation,
+    }
+    if a.consolidator:
+        extra["consolidators"] = tuple(a.consolidator)
+    if a.mode == "store":
+        extra["consolidators"] = ()
+        extra["store_mode"] = True
+    elif a.mode == "pipeline":
+        extra["store_mode"] = False
+    elif a.mode == "both":
+        extra["store_mode"] = True
+    if a.api_base:
+        specs = extra.get("consolidators") or ()
+        extra["model_options"] = {
+            c: {"api_base": a.api_base, "api_key": "sk-local"}
+            for c in specs
+            if c.startswith("litellm:")
         }
-        if a.consolidator:
-            extra["consolidators"] = tuple(a.consolidator)
-        if a.mode == "store":
-            extra["consolidators"] = ()
-            extra["store_mode"] = True
-        elif a.mode == "pipeline":
-            extra["store_mode"] = False
-        elif a.mode == "both":
-            extra["store_mode"] = True
-        if a.api_base:
-            specs = extra.get("consolidators") or ()
-            extra["model_options"] = {
-                c: {"api_base": a.api_base, "api_key": "sk-local"}
-                for c in specs
-                if c.startswith("litellm:")
-            }
-        cfg = _config(a, **extra)
-        out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
-        res = run_eval(cfg, out, quiet=a.quiet, report=not a.no_report)
-    except MemkitError as e:
-        print(f"memkit eval run: {e}", file=sys.stderr)
-        return 2
+    if not a.name:
+        extra["name"] = Path(a.out).name if a.out else default_name(a.preset or "run")
+    cfg = _config(a, **extra)
+    ds = _load_checked(cfg)
+    out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
+    prepare_run_dir(
+        out, cfg.to_dict(), _resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite
+    )
+    try:
+        res = run_eval(cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds)
+    except KeyboardInterrupt:
+        again = [x for x in argv if x not in ("--resume", "--overwrite")]
+        if not a.out:
+            again += ["--out", str(out)]
+        if not a.name:
+            again += ["--name", cfg.name]
+        print(
+            f"memkit eval run: interrupted; finished units are kept in {out}: resume with "
+            f"`{shlex.join(['memkit', 'eval', 'run', *again, '--resume'])}`",
+            file=sys.stderr,
+        )
+        return 130
     print(f"run written to {res.out}")
     if not a.no_report:
         print(f"report: {res.out / 'report.html'}")
+    failed = _embedder_failed(res.out)
+    if failed:
+        raise RunFailed(failed)
     return 0
 
 
-def sweep_main(argv: list[str]) -> int:
-    """memkit eval sweep: a grid over tunables, scored in store mode (pipeline for
-    consolidation tunables), with a recommended operating point."""
-    p = argparse.ArgumentParser(prog="memkit eval sweep", description=sweep_main.__doc__)
+def _embedder_failed(run: Path) -> str | None:
+    """A message when the run's embedder failed on every probe (its numbers are keyword-only)."""
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    e = manifest.get("embedder_errors") or {}
+    if e.get("probes_total") and e.get("probes") == e["probes_total"]:
+        return (
+            f"the embedder {manifest.get('embedder')!r} failed on every probe "
+            f"({e['probes']}/{e['probes_total']}; last error: {e.get('last')}); every "
+            "recall took the keyword path, so this run does not measure that embedder"
+        )
+    return None
+
+
+def _progress(label: str) -> Callable[[int, int, str], None]:
+    """A `progress(done, total, what)` callback drawing `evals.runner.Progress`."""
+    from evals.runner import Progress
+
+    bar: list[Progress] = []
+
+    def step(done: int, total: int, what: str) -> None:
+        if not bar:
+            bar.append(Progress(total, label=label))
+        bar[0].step(what)
+
+    return step
+
+
+def _sweep_parser() -> argparse.ArgumentParser:
+    p = _parser("memkit eval sweep", sweep_main.__doc__)
     _common(p)
     p.add_argument(
         "--grid",
@@ -149,46 +289,61 @@ def sweep_main(argv: list[str]) -> int:
         metavar="TUNABLE=V1,V2,...",
         help="values to try, e.g. --grid floor=0.1,0.2,0.3 (repeatable: product)",
     )
-    p.add_argument("--objective", default="ndcg_at_8")
-    p.add_argument("--minimize", action="store_true")
-    p.add_argument("--consolidator", default="heuristic", help="for consolidation tunables")
-    p.add_argument("--out", help="folder for sweep.csv, recommended.json and the report")
-    a = p.parse_args(argv)
-    try:
-        from evals.runfolder import now
-        from evals.runner import load_any
-        from evals.sweep import resolve, sweep
+    p.add_argument(
+        "--objective", default="ndcg_at_8", help="metric to optimise (default %(default)s)"
+    )
+    p.add_argument("--minimize", action="store_true", help="lower objective is better")
+    p.add_argument(
+        "--consolidator",
+        default="heuristic",
+        help="consolidator for consolidation tunables (default %(default)s)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder for sweep.csv, recommended.json and the report (an existing one is "
+        "refused unless --overwrite)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="clear the --out folder first")
+    return p
 
-        grid: dict[str, list[Any]] = {}
-        for g in a.grid:
-            name, sep, vals = g.partition("=")
-            if not sep or not vals:
-                raise MemkitError(f"--grid wants <tunable>=<v1>,<v2>,..., got {g!r}")
-            resolve(name)
-            grid[name] = [_value(v) for v in vals.split(",")]
-        cfg = _config(a)
-        ds = load_any(cfg.dataset, limit=cfg.limit)
-        started = now()
-        res = sweep(
-            ds,
-            grid,
-            objective=a.objective,
-            maximize=not a.minimize,
-            base={
-                "recall": cfg.recall,
-                "assembly": cfg.assembly,
-                "fold": cfg.fold,
-                "consolidation": cfg.consolidation,
-            },
-            embedder=cfg.embedder,
-            consolidator=a.consolidator,
-            scopes=cfg.scopes,
-            seed=cfg.seed,
-            resamples=cfg.resamples,
-        )
-    except MemkitError as e:
-        print(f"memkit eval sweep: {e}", file=sys.stderr)
-        return 2
+
+@guarded("memkit eval sweep")
+def sweep_main(argv: list[str]) -> int:
+    """Sweep a grid of tunables and recommend an operating point.
+
+    Scored in store mode (pipeline mode for consolidation tunables)."""
+    a = _sweep_parser().parse_args(argv)
+    from evals.checks import check_metric, parse_grid
+    from evals.runfolder import now
+    from evals.runs import prepare_run_dir
+    from evals.sweep import sweep
+
+    grid = parse_grid(a.grid)
+    check_metric(a.objective)
+    cfg = _config(a)
+    ds = _load_checked(cfg)
+    if a.out:
+        prepare_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite)
+    started = now()
+    res = sweep(
+        ds,
+        grid,
+        objective=a.objective,
+        maximize=not a.minimize,
+        base={
+            "recall": cfg.recall,
+            "assembly": cfg.assembly,
+            "fold": cfg.fold,
+            "consolidation": cfg.consolidation,
+        },
+        embedder=cfg.embedder,
+        consolidator=a.consolidator,
+        scopes=cfg.scopes,
+        seed=cfg.seed,
+        resamples=cfg.resamples,
+        progress=None if a.quiet else _progress("sweep"),
+    )
     frame = res.frame
     print(frame[frame["metric"] == a.objective].to_string(index=False))
     print("recommended:", json.dumps(res.recommended, sort_keys=True))
@@ -203,43 +358,61 @@ def sweep_main(argv: list[str]) -> int:
     return 0
 
 
-def compare_main(argv: list[str]) -> int:
-    """memkit eval compare: paired bootstrap CIs of differences between systems."""
-    p = argparse.ArgumentParser(prog="memkit eval compare", description=compare_main.__doc__)
+def _compare_parser() -> argparse.ArgumentParser:
+    p = _parser("memkit eval compare", compare_main.__doc__)
     p.add_argument("run", help="run folder")
-    p.add_argument("--a", help="system a (default: every pair of pipeline systems)")
-    p.add_argument("--b", help="system b")
-    p.add_argument("--b-run", help="run folder of system b (default: the same run)")
-    p.add_argument("--metric", action="append", help="metrics to compare (repeatable)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-report", action="store_true")
-    a = p.parse_args(argv)
-    try:
-        import pandas as pd
+    p.add_argument("--a", metavar="SYSTEM", help="system a (default: every pair of systems)")
+    p.add_argument("--b", metavar="SYSTEM", help="system b")
+    p.add_argument("--b-run", metavar="DIR", help="run folder of system b (default: the same run)")
+    p.add_argument("--metric", action="append", help="metric to compare (repeatable; default: all)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--no-report", action="store_true", help="do not rebuild the run's report")
+    p.add_argument("--quiet", action="store_true", help="print only where the results went")
+    return p
 
-        from evals.compare import compare_runs
-        from evals.runfolder import read_jsonl
 
-        run = Path(a.run)
-        if a.a and a.b:
-            pairs = [(a.a, a.b)]
-        else:
-            systems = sorted({r["system"] for r in read_jsonl(run / "attempts.jsonl")})
-            if len(systems) < 2:
-                raise MemkitError(f"{str(run)!r} has fewer than two pipeline systems; use --a/--b")
-            pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]
-        metrics = tuple(a.metric) if a.metric else None
-        frame = pd.concat(
-            [compare_runs(run, x, a.b_run, y, metrics=metrics, seed=a.seed) for x, y in pairs],
-            ignore_index=True,
+@guarded("memkit eval compare")
+def compare_main(argv: list[str]) -> int:
+    """Paired bootstrap CIs of differences between systems of a run (or two runs)."""
+    a = _compare_parser().parse_args(argv)
+    import pandas as pd
+
+    from evals.checks import check_metric, check_names
+    from evals.compare import compare_runs
+    from evals.runfolder import read_jsonl
+
+    run = Path(a.run)
+    if not (run / "manifest.json").is_file():
+        raise ConfigError(f"{str(run)!r} is not a run folder (no manifest.json)")
+    if bool(a.a) != bool(a.b):
+        raise ConfigError("give both --a and --b, or neither (every pair)")
+    systems = _systems(run)
+    if a.a and a.b:
+        check_names("system", [a.a], systems)
+        check_names("system", [a.b], _systems(Path(a.b_run)) if a.b_run else systems)
+        pairs = [(a.a, a.b)]
+    else:
+        systems = sorted({r["system"] for r in read_jsonl(run / "attempts.jsonl")})
+        if len(systems) < 2:
+            raise ConfigError(f"{str(run)!r} has fewer than two pipeline systems; use --a/--b")
+        pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]
+    metrics = tuple(check_metric(m) for m in a.metric) if a.metric else None
+    frame = pd.concat(
+        [compare_runs(run, x, a.b_run, y, metrics=metrics, seed=a.seed) for x, y in pairs],
+        ignore_index=True,
+    )
+    if frame.empty:
+        raise RunFailed(
+            f"no metric of {', '.join(metrics or ['the defaults'])} is recorded for both "
+            "systems of each pair "
+            f"({', '.join(f'{x} vs {y}' for x, y in pairs)})"
         )
-    except MemkitError as e:
-        print(f"memkit eval compare: {e}", file=sys.stderr)
-        return 2
     cols = ["metric", "a", "b", "value", "lo", "hi", "n", "unit"]
-    print(frame[cols].to_string(index=False))
+    if not a.quiet:
+        print(frame[cols].to_string(index=False))
     if not a.b_run:
         frame.to_csv(run / "compare.csv", index=False, float_format="%.6f")
+        print(f"comparison written to {run / 'compare.csv'}")
         if not a.no_report:
             from evals.report import build_report
 
@@ -247,17 +420,120 @@ def compare_main(argv: list[str]) -> int:
     return 0
 
 
-def report_main(argv: list[str]) -> int:
-    """memkit report: rebuild report.md and report.html from a run folder's files."""
-    p = argparse.ArgumentParser(prog="memkit report", description=report_main.__doc__)
-    p.add_argument("run", help="run folder")
-    a = p.parse_args(argv)
-    try:
-        from evals.report import build_report
+def _systems(run: Path) -> list[str]:
+    if not (run / "manifest.json").is_file():
+        raise ConfigError(f"{str(run)!r} is not a run folder (no manifest.json)")
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    return list(manifest.get("systems") or [])
 
-        md, html_ = build_report(a.run)
-    except MemkitError as e:
-        print(f"memkit report: {e}", file=sys.stderr)
+
+def _report_parser() -> argparse.ArgumentParser:
+    p = _parser("memkit report", report_main.__doc__)
+    p.add_argument("run", help="run folder")
+    p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    return p
+
+
+@guarded("memkit report")
+def report_main(argv: list[str]) -> int:
+    """Rebuild report.md and report.html from a run folder's files."""
+    a = _report_parser().parse_args(argv)
+    from evals.report import build_report
+
+    md, html_ = build_report(a.run)
+    if not a.quiet:
+        print(f"{md}\n{html_}")
+    return 0
+
+
+# --- command groups -------------------------------------------------------------------
+
+
+def _group(prog: str, doc: str, table: dict[str, Callable[[], Callable]], argv: list[str]) -> int:
+    """`<prog> <sub> ...`: dispatch to one of `table`, or print the group's help."""
+    subs = {name: load() for name, load in table.items()}
+    usage = [f"usage: {prog} {{{','.join(subs)}}} [options]", "", doc, "", "commands:"]
+    usage += [f"  {n:<9} {_first_line(f)}" for n, f in subs.items()]
+    usage += ["", f"{prog} <command> --help shows each command's options."]
+    if argv[:1] in (["-h"], ["--help"]):
+        print("\n".join(usage))
+        return 0
+    if not argv or argv[0] not in subs:
+        what = f"unknown command {argv[0]!r}{did_you_mean(argv[0], subs)}" if argv else "no command"
+        print(f"{prog}: {what}\n\n" + "\n".join(usage), file=sys.stderr)
         return 2
-    print(f"{md}\n{html_}")
+    return subs[argv[0]](argv[1:])
+
+
+def _first_line(fn: Callable) -> str:
+    return ((fn.__doc__ or "").strip().splitlines() or [""])[0]
+
+
+def eval_main(argv: list[str] | None = None) -> int:
+    """evaluate: run, sweep, compare, list runs"""
+    table = {
+        "run": lambda: run_main,
+        "sweep": lambda: sweep_main,
+        "compare": lambda: compare_main,
+        "list": lambda: list_main,
+    }
+    return _group("memkit eval", "Evaluate memkit on a dataset.", table, list(argv or []))
+
+
+def _bench(module: str) -> Callable[[], Callable]:
+    def load() -> Callable:
+        import importlib
+
+        mod = importlib.import_module(module)
+        main = guarded(f"memkit bench {module.rsplit('_', 1)[1]}")(mod.main)
+        main.__doc__ = mod.__doc__
+        return main
+
+    return load
+
+
+def bench_main(argv: list[str] | None = None) -> int:
+    """benchmarks: store, assemble, harness"""
+    table = {
+        "store": _bench("evals.bench_store"),
+        "assemble": _bench("evals.bench_assemble"),
+        "harness": _bench("evals.bench_harness"),
+    }
+    return _group(
+        "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])
+    )
+
+
+def _list_parser() -> argparse.ArgumentParser:
+    p = _parser("memkit eval list", list_main.__doc__)
+    p.add_argument(
+        "runs",
+        nargs="*",
+        default=[str(DEFAULT_RUNS)],
+        help="run folders, folders of runs or globs (default %(default)s)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per run")
+    return p
+
+
+@guarded("memkit eval list")
+def list_main(argv: list[str]) -> int:
+    """List run folders: when, dataset, systems and headline numbers."""
+    a = _list_parser().parse_args(argv)
+    from evals.runs import find_runs, summary
+
+    if a.runs == [str(DEFAULT_RUNS)] and not DEFAULT_RUNS.is_dir():
+        print(f"no runs yet in {DEFAULT_RUNS}/ (memkit eval run ... writes them there)")
+        return 0
+    rows = sorted((summary(d) for d in find_runs(a.runs)), key=lambda r: (r["started"], r["run"]))
+    if a.json:
+        for r in rows:
+            print(json.dumps(r, sort_keys=True))
+        return 0
+    if not rows:
+        print("no finished runs")
+        return 0
+    import pandas as pd
+
+    print(pd.DataFrame(rows).drop(columns="path").to_string(index=False))
     return 0

@@ -367,6 +367,102 @@ def compute_counts(ds: Dataset, sizes: Mapping[str, int] | None = None) -> dict[
     return counts
 
 
+# --- JSON with no surprises --------------------------------------------------------
+
+MAX_DEPTH = 64
+"""Deepest nesting a dataset record may have; deeper is a DatasetError, never a
+RecursionError somewhere downstream (the formats need 5 levels)."""
+
+
+class _NonFinite:
+    """Stands in for NaN/Infinity while parsing, so the walk can name the field."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _problem(obj: Any) -> tuple[str | None, str] | None:
+    """(field path, message) of the first value a dataset must not hold, or None:
+    NaN/Infinity, a lone surrogate, nesting deeper than MAX_DEPTH. Iterative."""
+    stack: list[tuple[Any, str, int]] = [(obj, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return where or None, f"nested deeper than {MAX_DEPTH} levels"
+        if isinstance(value, _NonFinite):
+            return where or None, f"{value.name} is not a number JSON allows"
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return where or None, f"not UTF-8: lone surrogate at index {e.start}"
+        elif isinstance(value, dict):
+            items = [(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()]
+            items += [(k, where, depth + 1) for k in value]  # keys must be UTF-8 too
+            stack.extend(reversed(items))
+        elif isinstance(value, list):
+            stack.extend(
+                (v, f"{where}[{i}]", depth + 1) for i, v in reversed(list(enumerate(value)))
+            )
+    return None
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, parse_constant=_NonFinite)
+
+
+def parse_json_line(raw: bytes | str, file: str, line: int) -> Any:
+    """One JSONL line as a value, or a DatasetError naming file:line[:field]: bytes
+    that are not UTF-8 (with their column), invalid JSON, nesting too deep,
+    NaN/Infinity, lone surrogates. The adapters use it for every source line."""
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DatasetError(
+                file, line, None, f"not UTF-8: byte {raw[e.start]:#04x} at column {e.start + 1}"
+            ) from None
+    else:
+        text = raw
+    try:
+        obj = _loads(text)
+    except json.JSONDecodeError as e:
+        raise DatasetError(file, line, None, f"invalid JSON: {e.msg} at column {e.colno}") from None
+    except RecursionError:
+        raise DatasetError(file, line, None, f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # e.g. an integer beyond Python's digit limit
+        raise DatasetError(file, line, None, f"invalid JSON: {e}") from None
+    bad = _problem(obj)
+    if bad is not None:
+        raise DatasetError(file, line, bad[0], bad[1])
+    return obj
+
+
+def parse_json_document(data: bytes, file: str) -> Any:
+    """A whole JSON file (e.g. dataset.json) with the checks of `parse_json_line`;
+    a problem is located by line where the parser knows it, else by field."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise DatasetError(
+            file, line, None, f"not UTF-8: byte {data[e.start]:#04x} at column {col}"
+        ) from None
+    try:
+        obj = _loads(text)
+    except json.JSONDecodeError as e:
+        raise DatasetError(file, e.lineno, None, f"invalid JSON: {e}") from None
+    except RecursionError:
+        raise DatasetError(file, None, None, f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:
+        raise DatasetError(file, None, None, f"invalid JSON: {e}") from None
+    bad = _problem(obj)
+    if bad is not None:
+        raise DatasetError(file, None, bad[0], bad[1])
+    return obj
+
+
 # --- per-line checks -----------------------------------------------------------
 
 _MISSING = object()
@@ -647,26 +743,23 @@ def _read_jsonl(
     seen: dict[str, int] = {}
     scopes: set[str] = set()
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        errors.append(DatasetError(file, None, None, f"not UTF-8: {e}"))
-        return records, lines, set(), set()
-    if text.startswith("\ufeff"):
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
         errors.append(
             DatasetError(file, 1, None, "starts with a byte-order mark; write plain UTF-8")
         )
-        text = text[1:]
+        data = data[3:]
     # split on "\n" only: str.splitlines() would also break at U+2028, U+0085 and
     # friends, which JSON with ensure_ascii=False may hold raw inside strings
-    for n, raw in enumerate(text.split("\n"), start=1):
+    for n, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
         sink = _Line(file, n, errors)
         try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            sink.err(None, f"invalid JSON: {e.msg} at column {e.colno}")
+            obj = parse_json_line(raw, file, n)
+        except DatasetError as e:
+            sink.bad = True
+            errors.append(e)
             continue
         if not isinstance(obj, dict):
             sink.err(None, f"expected a JSON object, got {type(obj).__name__}")
@@ -912,10 +1005,9 @@ def _read_meta(path: Path, errors: list[DatasetError]) -> dict[str, Any] | None:
         errors.append(DatasetError(file, None, None, "file is missing"))
         return None
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        line = getattr(e, "lineno", None)
-        errors.append(DatasetError(file, line, None, f"invalid JSON: {e}"))
+        obj = parse_json_document(path.read_bytes(), file)
+    except DatasetError as e:
+        errors.append(e)
         return None
     if not isinstance(obj, dict):
         errors.append(DatasetError(file, 1, None, "expected a JSON object"))

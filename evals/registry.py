@@ -22,18 +22,29 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from memkit.errors import ConfigError
+from memkit.errors import ConfigError, did_you_mean
 
-UNITS: tuple[str, ...] = ("probe", "write", "attempt", "pass", "row", "fact", "pair")
+UNITS: tuple[str, ...] = (
+    "probe",
+    "write",
+    "attempt",
+    "pass",
+    "row",
+    "fact",
+    "pair",
+    "ranking",
+    "fold_group",
+)
 """probe: a recall probe; write: a fact's store-mode writes; attempt: one model
 call; pass: one consolidation pass (its attempts); row: a live row at the end
 of a scope; fact: a live gold fact at the end of a scope; pair: a labelled
-text pair."""
+text pair; ranking: a probe's full recorded ranking (LongMemEval retrieval,
+`evals.retrieval`); fold_group: the writes of one labelled fold group (MSC)."""
 DIRECTIONS: dict[str, str] = {"higher": "↑", "lower": "↓", "neutral": "·"}
 """Which way is better; `neutral` for descriptive numbers (op mix, changes per
 proposal, share of empty recalls) where neither is."""
 LISTS: tuple[str, ...] = ("headline", "breakdown", "compare", "sweep")
-METRIC_MODULES: list[str] = ["evals.scorers"]
+METRIC_MODULES: list[str] = ["evals.scorers", "evals.retrieval"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -131,7 +142,10 @@ def get(name: str) -> Metric:
     """The registered metric `name`; an unknown name lists the valid ones."""
     metrics = all_metrics()
     if name not in metrics:
-        raise ConfigError(f"unknown metric {name!r}; registered metrics: {', '.join(metrics)}")
+        raise ConfigError(
+            f"unknown metric {name!r}{did_you_mean(name, metrics)}; "
+            f"registered metrics: {', '.join(metrics)}"
+        )
     return metrics[name]
 
 

@@ -102,12 +102,20 @@ class CachingEmbedder:
         self.dim = inner.dim
         self._cache: dict[str, np.ndarray] = {}
         self.calls = 0
+        self.errors = 0
+        """Calls to the inner embedder that raised (the store then falls back quietly)."""
+        self.last_error: str | None = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
             self.calls += 1
-            vecs = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            try:
+                vecs = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            except Exception as e:
+                self.errors += 1
+                self.last_error = f"{type(e).__name__}: {str(e)[:300]}"
+                raise
             for t, v in zip(missing, vecs, strict=True):
                 self._cache[t] = v
         if not texts:
@@ -141,6 +149,10 @@ def scopes_of(dataset: Any, scopes: Iterable[str] | None = None) -> list[ScopeDa
         get(field_of(f, "scope_id")).facts.append(f)
     for p in field_of(dataset, "probes"):
         get(field_of(p, "scope_id")).probes.append(p)
+    if want is not None:
+        from evals.checks import check_names
+
+        check_names("scope", sorted(want), sorted(by))
     out = []
     for sid in sorted(by):
         if want is not None and sid not in want:
@@ -190,11 +202,20 @@ def probe_row(
     variant: Variant,
     label: Callable[[Any], str | None],
     stale: set[str],
+    sessions: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Recall + assemble for one probe and record everything scoring needs."""
+    """Recall + assemble for one probe and record everything scoring needs.
+
+    From the probe's `meta`: `group` (per-group tables), `undefined` (a reason
+    the probe's relevance metrics are undefined, e.g. LoCoMo `unmapped`),
+    `apart` (kept out of the overall pool, reported in its group), and
+    `rank_all` (also record the store's full ranking as `[fact, session]`,
+    `sessions` mapping fact -> session, for LongMemEval's retrieval metrics).
+    """
     from memkit.assemble import assemble_block
 
     scope = field_of(probe, "scope_id")
+    embed_errors = getattr(store.embedder, "errors", 0)
     try:
         hits = store.recall(
             scope, field_of(probe, "query"), limit=variant.assembly.limit, params=variant.recall
@@ -202,6 +223,13 @@ def probe_row(
         error = None
     except Exception as exc:  # a failing store is a finding, not a crash
         hits, error = [], f"{type(exc).__name__}: {exc}"
+    # why the keyword path answered (None: the vector path did); an embedder
+    # error is recorded even when the keyword path then found nothing
+    fallback = next((h.fallback for h in hits if h.fallback), None)
+    if getattr(store.embedder, "errors", 0) > embed_errors:
+        fallback = "embed_error"
+    elif fallback is None and store.embedder is None:
+        fallback = "no_embedder"
     block = assemble_block(hits, variant.assembly)
     acc = block.account
     labels = {h.id: label(h.memory) for h in hits}
@@ -235,10 +263,104 @@ def probe_row(
         "stopped": list(acc.stopped_by_budget),
         "account": acc.to_dict(),
         "error": error,
+        "fallback": fallback,
+        **_probe_extras(store, probe, variant, label, sessions or {}),
     }
 
 
+def _probe_extras(
+    store: Any, probe: Any, variant: Variant, label: Callable[[Any], str | None], sessions: Any
+) -> dict[str, Any]:
+    meta = field_of(probe, "meta") or {}
+    out: dict[str, Any] = {k: meta[k] for k in ("group", "undefined") if meta.get(k)}
+    if meta.get("apart"):
+        out["apart"] = True
+    if meta.get("rank_all"):
+        try:
+            hits = store.recall(
+                field_of(probe, "scope_id"),
+                field_of(probe, "query"),
+                limit=0,
+                params=variant.recall,
+            )
+        except Exception:  # already recorded as the probe's error
+            hits = []
+        ranked = [label(h.memory) for h in hits]
+        out["ranking"] = [[f, sessions.get(f)] for f in ranked]
+        rel = field_of(probe, "relevant") or ()
+        out["relevant_sessions"] = sorted({sessions[f] for f in rel if f in sessions})
+    return out
+
+
+# --- gold structure (both modes) ----------------------------------------------------------
+
+
+def predecessors_of(facts: Iterable[Any]) -> dict[str, list[str]]:
+    """successor fact id -> every fact it supersedes (many-to-one: MSC merges several)."""
+    out: dict[str, list[str]] = {}
+    for f in facts:
+        succ = field_of(f, "superseded_by")
+        if succ:
+            out.setdefault(succ, []).append(field_of(f, "fact_id"))
+    return out
+
+
+def writes_by_run(facts: Iterable[Any]) -> dict[str, list[str]]:
+    """run id -> the facts it establishes, in write order: by fact id, except that a
+    fact comes after every fact of the same run it supersedes (a merged line after
+    its own sources)."""
+    facts = list(facts)
+    preds = predecessors_of(facts)
+    out: dict[str, list[str]] = {}
+    for f in sorted(facts, key=lambda f: field_of(f, "fact_id")):
+        for rid in field_of(f, "established_in") or ():
+            out.setdefault(rid, []).append(field_of(f, "fact_id"))
+    return {rid: _after_predecessors(fids, preds) for rid, fids in out.items()}
+
+
+def _after_predecessors(fids: list[str], preds: Mapping[str, list[str]]) -> list[str]:
+    """fids sorted by (depth among themselves in the supersede graph, id)."""
+    here = set(fids)
+    depth: dict[str, int] = {}
+
+    def depth_of(fid: str, seen: frozenset[str] = frozenset()) -> int:
+        if fid not in depth:
+            ps = [p for p in preds.get(fid, ()) if p in here and p not in seen]
+            depth[fid] = 1 + max((depth_of(p, seen | {fid}) for p in ps), default=-1)
+        return depth[fid]
+
+    return sorted(fids, key=lambda x: (depth_of(x), x))
+
+
+def sessions_of(facts: Iterable[Any]) -> dict[str, str]:
+    """fact id -> the run (session) that first established it."""
+    return {field_of(f, "fact_id"): (field_of(f, "established_in") or (None,))[0] for f in facts}
+
+
+def fold_groups_of(facts: Iterable[Any]) -> dict[str, str]:
+    """fact id -> its labelled fold group (`meta["fold_group"]`, e.g. MSC merges); empty
+    when the source labels none."""
+    out = {}
+    for f in facts:
+        g = (field_of(f, "meta") or {}).get("fold_group")
+        if g:
+            out[field_of(f, "fact_id")] = g
+    return out
+
+
 # --- store mode ------------------------------------------------------------------------
+
+
+def ingest(store: Any, scope_id: str, items: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Write items in order through fold-in: one `remember_many` transaction (one
+    embedding call) when the store has it, else `remember` item by item; the fold
+    decisions are the same either way."""
+    if not items:
+        return []
+    many = getattr(store, "remember_many", None)
+    if many is not None:
+        return list(many(scope_id, items))
+    return [store.remember(scope_id, **item) for item in items]
 
 
 @dataclass
@@ -289,18 +411,14 @@ def replay_store_scope(
     store = _open_store(embedder, clock, fold, scope.scope_id)
     sid = scope.scope_id
     facts = {field_of(f, "fact_id"): f for f in scope.facts}
-    predecessor = {
-        field_of(f, "superseded_by"): field_of(f, "fact_id")
-        for f in scope.facts
-        if field_of(f, "superseded_by")
-    }
-    by_run: dict[str, list[str]] = {}
-    for fid, f in sorted(facts.items()):
-        for rid in field_of(f, "established_in") or ():
-            by_run.setdefault(rid, []).append(fid)
+    predecessors = predecessors_of(scope.facts)
+    by_run = writes_by_run(scope.facts)
+    group = fold_groups_of(scope.facts)
+    session_of = sessions_of(scope.facts)
     row_fact: dict[str, str] = {}
     fact_rows: dict[str, list[str]] = {}  # live rows per fact, latest last
     times_written: dict[str, int] = {}
+    write_seq: dict[str, int] = {}  # row -> position of its latest write
     done: set[str] = set()
     writes: list[dict[str, Any]] = []
     probes: list[dict[str, Any]] = []
@@ -317,6 +435,44 @@ def replay_store_scope(
             if r in fact_rows.get(fid, []):
                 fact_rows[fid].remove(r)
 
+    def record(fid: str, n: int, rid: str, row: str, folded: bool, updated: bool) -> None:
+        before = row_fact.get(row) if folded else None
+        if folded and before is not None and before != fid:
+            fact_rows[before].remove(row)
+        writes.append(
+            {
+                "scope_id": sid,
+                "run_id": rid,
+                "fact": fid,
+                "restatement": n > 0,
+                "row": row,
+                "folded": bool(folded),
+                "row_fact": before,
+                "update": updated,
+                "time": clock.now,
+                **(
+                    {"group": group.get(fid, fid), "row_group": group.get(before, before)}
+                    if group
+                    else {}
+                ),
+            }
+        )
+        write_seq[row] = len(writes)
+        row_fact[row] = fid
+        rows = fact_rows.setdefault(fid, [])
+        if row in rows:
+            rows.remove(row)
+        rows.append(row)
+        times_written[fid] = n + 1
+
+    batch: list[tuple[str, int, str, dict[str, Any]]] = []  # plain writes, in order
+
+    def flush() -> None:
+        results = ingest(store, sid, [item for *_, item in batch])
+        for (fid, n, rid, _), res in zip(batch, results, strict=True):
+            record(fid, n, rid, res.id, res.folded, False)
+        batch.clear()
+
     try:
         for run in scope.runs:
             rid = field_of(run, "run_id")
@@ -328,46 +484,28 @@ def replay_store_scope(
                 text = field_of(f, "content")
                 if n > 0 and paras:
                     text = paras[(n - 1) % len(paras)]
-                old = predecessor.get(fid)
-                row, folded, before = None, False, None
-                if n == 0 and old is not None and fact_rows.get(old):
-                    olds = targets(old)
-                    try:
-                        row = store.update(sid, olds[-1], text)
-                        fact_rows[old].remove(olds[-1])
-                        retire(old, olds[:-1])
-                    except NotFound:  # the old row is gone: write the new fact plainly
-                        row = None
-                if row is None:
-                    res = store.remember(
-                        sid,
-                        text,
-                        kind=field_of(f, "kind") or "fact",
-                        confidence=0.7,
-                        source_run_id=rid,
-                    )
-                    row, folded = res.id, res.folded
-                    before = row_fact.get(row) if folded else None
-                    if folded and before is not None and before != fid:
-                        fact_rows[before].remove(row)
-                writes.append(
-                    {
-                        "scope_id": sid,
-                        "run_id": rid,
-                        "fact": fid,
-                        "restatement": n > 0,
-                        "row": row,
-                        "folded": bool(folded),
-                        "row_fact": before,
-                        "time": clock.now,
-                    }
-                )
-                row_fact[row] = fid
-                rows = fact_rows.setdefault(fid, [])
-                if row in rows:
-                    rows.remove(row)
-                rows.append(row)
-                times_written[fid] = n + 1
+                if n == 0 and predecessors.get(fid):
+                    flush()  # the predecessors' rows must exist before the successor
+                    olds = [(r, o) for o in predecessors[fid] for r in targets(o)]
+                    if olds:
+                        # many-to-one: the latest predecessor row becomes the successor,
+                        # every other predecessor row is retired
+                        last = max(olds, key=lambda ro: write_seq.get(ro[0], -1))
+                        try:
+                            row = store.update(sid, last[0], text)
+                        except NotFound:  # the old row is gone: write the new fact plainly
+                            pass
+                        else:
+                            fact_rows[last[1]].remove(last[0])
+                            for r, o in olds:
+                                if r != last[0]:
+                                    retire(o, [r])
+                            record(fid, n, rid, row, False, True)
+                            continue
+                kind = field_of(f, "kind") or "fact"
+                item = {"content": text, "kind": kind, "confidence": 0.7, "source_run_id": rid}
+                batch.append((fid, n, rid, item))
+            flush()
             for fid, f in sorted(facts.items()):
                 if field_of(f, "retracted_in") == rid:
                     retire(fid, targets(fid))
@@ -376,7 +514,9 @@ def replay_store_scope(
                 p = pending.pop(0)
                 stale = stale_facts(scope, done, set(times_written))
                 for v in variants:
-                    probes.append(probe_row(store, p, v, lambda m: row_fact.get(m.id), stale))
+                    probes.append(
+                        probe_row(store, p, v, lambda m: row_fact.get(m.id), stale, session_of)
+                    )
     finally:
         store.close()
     return StoreModeResult(probes, writes)
@@ -390,8 +530,10 @@ def replay_store(
     variants: Sequence[Variant] = (Variant(),),
     scopes: Iterable[str] | None = None,
     curation: str = "latest_row",
+    on_scope: Callable[[str], None] | None = None,
 ) -> StoreModeResult:
-    """Store mode over every scope (or the named ones); rows in scope order."""
+    """Store mode over every scope (or the named ones); rows in scope order.
+    `on_scope(scope_id)` is called after each scope (progress)."""
     from memkit.embed import get_embedder
 
     emb = embedder if not isinstance(embedder, str) else get_embedder(embedder)
@@ -400,6 +542,8 @@ def replay_store(
         r = replay_store_scope(s, embedder=emb, fold=fold, variants=variants, curation=curation)
         out.probes.extend(r.probes)
         out.writes.extend(r.writes)
+        if on_scope is not None:
+            on_scope(s.scope_id)
     return out
 
 
@@ -526,6 +670,8 @@ async def replay_pipeline_scope(
     def label(m: Any) -> str | None:
         return matcher.match(m.content, scope.scope_id).fact_id
 
+    session_of = sessions_of(scope.facts)
+
     try:
         for run in scope.runs:
             rid = field_of(run, "run_id")
@@ -541,7 +687,7 @@ async def replay_pipeline_scope(
                 p = pending.pop(0)
                 _, stale = live_gold(scope, done, staged)
                 for v in variants:
-                    out.probes.append(probe_row(store, p, v, label, stale))
+                    out.probes.append(probe_row(store, p, v, label, stale, session_of))
         await drain()
         expected, stale = live_gold(scope, done, staged)
         rows = store.live(scope.scope_id)
@@ -574,17 +720,13 @@ def oracle_gold(dataset: Any, matcher: Matcher, *, max_changes: int = 16) -> Cal
     named at most once, and at most `max_changes` changes are returned.
     """
     facts = {field_of(f, "fact_id"): f for f in field_of(dataset, "facts")}
-    established: dict[str, list[str]] = {}
+    established = writes_by_run(facts.values())
+    predecessors = predecessors_of(facts.values())
     retracted: dict[str, list[str]] = {}
-    predecessor: dict[str, str] = {}
     for fid in sorted(facts):
         f = facts[fid]
-        for rid in field_of(f, "established_in") or ():
-            established.setdefault(rid, []).append(fid)
         if field_of(f, "retracted_in"):
             retracted.setdefault(field_of(f, "retracted_in"), []).append(fid)
-        if field_of(f, "superseded_by"):
-            predecessor[field_of(f, "superseded_by")] = fid
 
     def entry(fid: str) -> dict[str, Any]:
         f = facts[fid]
@@ -600,18 +742,24 @@ def oracle_gold(dataset: Any, matcher: Matcher, *, max_changes: int = 16) -> Cal
         used: set[str] = set()
         seen: set[str] = set()
         changes: list[dict[str, Any]] = []
+        batch = {
+            fid for r in request.rollouts for fid in established.get(getattr(r, "run_id", None), ())
+        }
         for r in request.rollouts:
             run = getattr(r, "run_id", None)
             for fid in established.get(run, ()):
                 if fid in row_of or fid in seen or field_of(facts[fid], "scope_id") != scope:
                     continue
                 seen.add(fid)
-                old = predecessor.get(fid)
-                if old in row_of and row_of[old] not in used:
-                    used.add(row_of[old])
-                    changes.append({"ids": [row_of[old]], "entry": entry(fid)})
-                else:
-                    changes.append({"ids": [], "entry": entry(fid)})
+                if field_of(facts[fid], "superseded_by") in batch:
+                    continue  # superseded within this batch: write only its successor
+                ids = [
+                    row_of[o]
+                    for o in predecessors.get(fid, ())
+                    if o in row_of and row_of[o] not in used
+                ]
+                used.update(ids)
+                changes.append({"ids": ids, "entry": entry(fid)})
             for fid in retracted.get(run, ()):
                 if fid in row_of and row_of[fid] not in used:
                     used.add(row_of[fid])

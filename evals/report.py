@@ -15,6 +15,7 @@ import html
 import io
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ def _bars(table: pd.DataFrame, metrics: tuple[str, ...], title: str, ylabel: str
             errs[0].append(0 if np.isnan(lo) else max(v - lo, 0))
             errs[1].append(0 if np.isnan(hi) else max(hi - v, 0))
         ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=errs, capsize=3, label=s)
-    ax.set_xticks(x, present, rotation=15)
+    ax.set_xticks(x, present, rotation=30, ha="right")
     ax.set_title(title)
     ax.set_xlabel("metric")
     ax.set_ylabel(ylabel)
@@ -157,10 +158,74 @@ def _md_table(rows: list[list[str]], head: list[str]) -> str:
     return "\n".join(out)
 
 
-def _html_table(rows: list[list[str]], head: list[str]) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+def _html_table(rows: list[list[str]], head: list[str], id_: str | None = None) -> str:
+    th = "".join(f"<th>{_inline(h)}</th>" for h in head)
+    trs = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows)
+    attr = f' id="{id_}"' if id_ else ""
+    return f"<table{attr}><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+
+
+def _inline(text: str) -> str:
+    """HTML for one line of the report's markdown: escaped, `code` and **bold** rendered."""
+    out = html.escape(text, quote=False)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
+
+
+def _direction(metric: str) -> str:
+    return registry.get(metric).direction
+
+
+def _best(values: dict[str, float], direction: str) -> set[str]:
+    """Systems holding the best value (ties all marked); none when fewer than two compete."""
+    vals = {k: v for k, v in values.items() if v is not None and not math.isnan(v)}
+    if len(vals) < 2 or direction not in ("higher", "lower"):
+        return set()
+    best = min(vals.values()) if direction == "lower" else max(vals.values())
+    return {k for k, v in vals.items() if v == best}
+
+
+def _failures(d: Path, systems: list[str]) -> list[str]:
+    """One line per system of what failed: the embedder on probes, the provider on attempts."""
+    from evals.runfolder import read_jsonl
+
+    probes: dict[str, list[int]] = {}
+    for r in read_jsonl(d / "probes.jsonl"):
+        c = probes.setdefault(r["system"], [0, 0])
+        c[0] += r.get("fallback") == "embed_error"
+        c[1] += 1
+    attempts: dict[str, list[Any]] = {}
+    for r in read_jsonl(d / "attempts.jsonl"):
+        c = attempts.setdefault(r["system"], [0, 0, None])
+        if r.get("raw_response") is None:
+            c[0] += 1
+            c[2] = r.get("error") or c[2]
+        c[1] += 1
+    lines = []
+    for sys_ in systems:
+        parts = []
+        bad, total = probes.get(sys_, [0, 0])
+        if bad:
+            parts.append(f"embedder failed on {bad}/{total} probes (keyword path instead)")
+        bad, total, last = attempts.get(sys_, [0, 0, None])
+        if bad:
+            why = f"; last error: {str(last)[:160]}" if last else ""
+            parts.append(f"provider failed on {bad}/{total} attempts{why}")
+        lines.append(f"`{sys_}`: " + ("; ".join(parts) if parts else "nothing failed"))
+    return lines
+
+
+def _banner(manifest: dict[str, Any]) -> list[str]:
+    e = manifest.get("embedder_errors") or {}
+    if not e.get("probes"):
+        return []
+    every = e["probes"] == e.get("probes_total")
+    return [
+        f"**Warning: the embedder failed** on {e['probes']} of {e.get('probes_total')} probes"
+        f"{' (every probe)' if every else ''}: those recalls took the keyword path, so "
+        f"these numbers do not measure embedder `{manifest.get('embedder')}`. "
+        f"Last error: {e.get('last')}"
+    ]
 
 
 def build_report(run_dir: str | Path) -> tuple[Path, Path]:
@@ -175,6 +240,9 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     matcher = _load(d, "matcher.json")
     sweep = pd.read_csv(d / "sweep.csv") if (d / "sweep.csv").is_file() else None
     compare = pd.read_csv(d / "compare.csv") if (d / "compare.csv").is_file() else None
+    if compare is not None:  # only pairs of this run's systems (never a stale file's)
+        ran = set(manifest.get("systems") or [])
+        compare = compare[compare["a"].isin(ran) & compare["b"].isin(ran)]
 
     plots: list[tuple[str, str, bytes]] = []
     for name, caption, png in (
@@ -211,9 +279,13 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         f"(fingerprint `{str(ds.get('fingerprint'))[:16]}`), systems: "
         + ", ".join(f"`{s}`" for s in manifest.get("systems", []))
         + ".",
-        f"Embedder `{manifest.get('embedder')}`, seed {manifest.get('seed')}, git "
-        f"`{str(manifest.get('git_revision'))[:12]}`, litellm "
-        f"{manifest.get('packages', {}).get('litellm')}.",
+        f"Embedder `{manifest.get('embedder')}`, seed {manifest.get('seed')}, "
+        + (
+            f"git `{manifest['git_revision'][:12]}`"
+            if manifest.get("git_revision")
+            else "git revision unknown (not run from a git checkout)"
+        )
+        + f", litellm {manifest.get('packages', {}).get('litellm')}.",
         "Every number is the point value with its percentile-bootstrap 95% CI "
         "(resampling the unit named in the definition) and n, the number of units.",
     ]
@@ -223,23 +295,25 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         registry.get(m)  # a report names registered metrics only
     headline = []
     for m in registry.names(listed="headline"):
-        cells = []
+        cells, values = [], {}
         for sys_ in systems:
             r = table[(table["system"] == sys_) & (table["metric"] == m)]
-            cells.append(
-                "—" if r.empty else _fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"])
-            )
+            if r.empty:
+                cells.append("—")
+                continue
+            values[sys_] = float(r.iloc[0]["value"]) if r.iloc[0]["value"] is not None else None
+            cells.append(_fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"]))
+        direction = _direction(m)
+        best = _best(values, direction)
+        cells = [f"**{c}**" if s_ in best else c for s_, c in zip(systems, cells, strict=True)]
         if any(c != "—" for c in cells):
             headline.append([_named(m), *cells])
-    if headline:
-        sections.append(
-            (
-                "Headline (value [95% CI]; ↑ higher is better, ↓ lower is better; "
-                "definitions in the per-system tables)",
-                ["metric", *systems],
-                headline,
-            )
-        )
+    headline_section = (
+        "Headline (value [95% CI]; ↑ higher is better, ↓ lower is better; best in bold; "
+        "definitions in the per-system tables)",
+        ["metric", *systems],
+        headline,
+    )
     head = ["metric", "value [95% CI]", "n", "unit", "definition"]
     for sys_ in sorted(table["system"].unique()):
         sub = table[table["system"] == sys_]
@@ -272,6 +346,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                     )
                 rows.append([scope, *cells])
             sections.append((f"Per scope: `{sys_}`", ["scope", *map(_named, metrics_here)], rows))
+    sections += _source_sections(d, manifest)
     if latency:
         rows = [
             [s, _fmt(v[m]["value"], v[m]["lo"], v[m]["hi"], 4), m, str(v[m]["n"])]
@@ -305,7 +380,11 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 rows,
             )
         )
-    if matcher:
+    if matcher and not matcher.get("n"):
+        info = (manifest.get("dataset") or {}).get("info") or {}
+        why = info.get("matcher") or "the dataset has no labelled pairs to measure it on"
+        sections.append(("Gold matcher accuracy", ["figure", "reason"], [["not measured", why]]))
+    elif matcher:
         sections.append(
             (
                 "Gold matcher accuracy on labelled pairs",
@@ -340,10 +419,20 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         ]
         sections.append(("Sweep", ["param", "point", "metric", "value [95% CI]", "n"], rows))
 
-    md = ["# memkit evaluation report", "", *head_lines, ""]
+    banner = _banner(manifest)
+    failed = _failures(d, systems)
+    if headline:
+        sections.insert(0, headline_section)
+    first, rest = sections[:1] if headline else [], sections[1:] if headline else sections
+    md = ["# memkit evaluation report", ""]
+    md += [f"> {b}\n" for b in banner]
+    md += [*head_lines, ""]
+    for title, h, rows in first:
+        md += [f"## {title}", "", _md_table(rows, h), ""]
+    md += ["## What failed", "", *(f"- {x}" for x in failed), ""]
     for name, caption, _ in plots:
         md += [f"![{caption}]({name})", ""]
-    for title, h, rows in sections:
+    for title, h, rows in rest:
         md += [f"## {title}", "", _md_table(rows, h), ""]
     md_path = d / "report.md"
     md_path.write_text("\n".join(md), encoding="utf-8")
@@ -353,16 +442,22 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
         "th{background:#f3f3f3}img{max-width:100%}"
+        ".banner{background:#fde2e1;border:2px solid #c0392b;padding:0.6em 1em}"
     )
     body = ["<h1>memkit evaluation report</h1>"]
-    body += [f"<p>{html.escape(x)}</p>" for x in head_lines]
+    body += [f'<p class="banner" role="alert">{_inline(b)}</p>' for b in banner]
+    body += [f"<p>{_inline(x)}</p>" for x in head_lines]
+    for title, h, rows in first:
+        body.append(f"<h2>{_inline(title)}</h2>{_html_table(rows, h, 'headline')}")
+    body.append("<h2>What failed</h2><ul>" + "".join(f"<li>{_inline(x)}</li>" for x in failed))
+    body.append("</ul>")
     for _, caption, png in plots:
         b64 = base64.b64encode(png).decode("ascii")
         body.append(
             f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{b64}"></figure>'
         )
-    for title, h, rows in sections:
-        body.append(f"<h2>{html.escape(title)}</h2>{_html_table(rows, h)}")
+    for title, h, rows in rest:
+        body.append(f"<h2>{_inline(title)}</h2>{_html_table(rows, h)}")
     doc = (
         "<!doctype html><html><head><meta charset='utf-8'><title>memkit evaluation report"
         f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>\n"
@@ -370,3 +465,29 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     html_path = d / "report.html"
     html_path.write_text(doc, encoding="utf-8")
     return md_path, html_path
+
+
+def _source_sections(d: Path, manifest: dict[str, Any]) -> list[tuple[str, list[str], list]]:
+    """Per-group tables (`groups.json`) and what the source's adapter normalised or
+    could not resolve (`manifest.dataset.info`)."""
+    from evals.groups import table_rows
+
+    out = table_rows((_load(d, "groups.json") or {}).get("rows", []))
+    info = (manifest.get("dataset") or {}).get("info") or {}
+    notes = [[k, str(v)] for k, v in sorted(info.items()) if isinstance(v, str | int | float)]
+    amb = info.get("ambiguous_text") or []
+    if "ambiguous_text" in info:
+        notes.append(["ambiguous_text", f"{len(amb)} texts shared by several gold facts"])
+    if notes:
+        out.append(("Source notes (from the adapter)", ["note", "value"], notes))
+    if amb:
+        rows = [[a["scope_id"], a["text"], ", ".join(a["facts"])] for a in amb]
+        out.append(
+            (
+                "Gold facts sharing one text (a text matcher cannot tell them apart, so "
+                "they cap every extraction score below 1.0)",
+                ["scope", "text", "facts"],
+                rows,
+            )
+        )
+    return out

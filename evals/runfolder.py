@@ -129,6 +129,7 @@ def write_manifest(
                 "version": getattr(dataset, "version", None),
                 "fingerprint": dataset.fingerprint() if hasattr(dataset, "fingerprint") else None,
                 "path": dataset_path,
+                "info": json.loads(dumps(dict(getattr(dataset, "info", None) or {}))),
             },
             "embedder": embedder,
             "llm": runtime_info(),

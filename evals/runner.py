@@ -49,6 +49,7 @@ from typing import Any
 import pandas as pd
 
 from evals.aggregate import metrics_from_run, write_breakdown
+from evals.groups import write_groups
 from evals.matcher import Matcher, pair_accuracy, pair_predictions
 from evals.replay import (
     CachingEmbedder,
@@ -165,6 +166,15 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
             return adapters.load_msc(path, limit=limit)
         variant = "s" if kind == "longmemeval_s" else "oracle"
         return adapters.load_longmemeval(path, variant, limit=limit)
+    if sep and kind.isidentifier() and not Path(spec).exists():
+        from evals.checks import unknown
+
+        raise unknown("dataset adapter", kind, ADAPTERS)
+    if limit is not None:
+        raise ConfigError(
+            f"limit applies to the adapters ({', '.join(ADAPTERS)}), not to the "
+            f"dataset folder {spec!r}: it would be ignored"
+        )
     from evals.datasets import load_dataset
 
     path = Path(spec)
@@ -185,6 +195,10 @@ class Progress:
     def step(self, what: str = "") -> None:
         self.done += 1
         if self.quiet:
+            return
+        if not sys.stderr.isatty():  # a log file or a pipe: plain lines, no carriage returns
+            sys.stderr.write(f"{self.label} {self.done}/{self.total} {what}\n")
+            sys.stderr.flush()
             return
         width = 24
         fill = int(width * self.done / self.total)
@@ -267,7 +281,10 @@ def run_eval(
     ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
     units_dir = out / "units" / _resume_key(config, ds)
     units_dir.mkdir(parents=True, exist_ok=True)
-    emb = embedder if embedder is not None else CachingEmbedder(get_embedder(config.embedder))
+    if embedder is None:
+        inner = get_embedder(config.embedder)
+        embedder = CachingEmbedder(inner) if inner is not None else None  # None: keyword only
+    emb = embedder
     recall, assembly, fold, cparams = config.params()
     variant = Variant("default", recall, assembly)
     matcher = Matcher(ds.facts, threshold=config.matcher_threshold, margin=config.matcher_margin)
@@ -376,18 +393,31 @@ def run_eval(
         seed=config.seed,
         systems=systems,
         started_at=started,
+        embedder_errors=embedder_errors(files["probes"], emb),
     )
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
     write_spend(out)
     write_breakdown(out)
+    write_groups(out)
     shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:
         from evals.report import build_report
 
         build_report(out)
     return RunResult(out, table)
+
+
+def embedder_errors(probes: Sequence[Mapping[str, Any]], emb: Any) -> dict[str, Any]:
+    """How often the embedder failed: probes whose recall fell back to keywords because
+    embedding the query raised, of all probes, and the last error seen this process."""
+    return {
+        "probes": sum(1 for r in probes if r.get("fallback") == "embed_error"),
+        "probes_total": len(probes),
+        "calls": getattr(emb, "errors", 0),
+        "last": getattr(emb, "last_error", None),
+    }
 
 
 def matcher_accuracy(pairs: Sequence[Any], config: RunConfig) -> dict[str, Any]:

@@ -391,9 +391,23 @@ def extraction_counts(
 class ProbeUnit:
     """One probe row of `probes.jsonl`, with what several metrics share computed once."""
 
-    __slots__ = ("admitted", "dedup", "labels", "relevant", "scores", "stale", "stopped", "waste")
+    __slots__ = (
+        "admitted",
+        "dedup",
+        "labels",
+        "relevant",
+        "scores",
+        "stale",
+        "stopped",
+        "undefined",
+        "waste",
+    )
 
     def __init__(self, row: Mapping[str, Any]):
+        self.undefined: str | None = row.get("undefined") or None
+        """A reason the probe's relevance metrics are undefined (LoCoMo `unmapped`:
+        evidence no gold fact cites; LongMemEval `abstention`): they are NaN for
+        it, never 0, and it is never an off-topic probe."""
         self.labels: list[Label] = [r["fact"] for r in row["recalled"]]
         self.relevant = set(row["relevant"])
         self.stale = set(row.get("stale") or ())
@@ -502,6 +516,16 @@ K_VALUES: tuple[int, ...] = (1, 3, 8)
 """The k of P@k; recall@k uses those above 1."""
 
 
+def _defined(fn: Any) -> Any:
+    """A relevance metric: NaN on a probe whose relevance is undefined."""
+    return lambda p, *a: NAN if p.undefined else fn(p, *a)
+
+
+def _defined_pair(fn: Any) -> Any:
+    """A pooled relevance metric: (NaN, NaN), dropped, on an undefined probe."""
+    return lambda p, *a: (NAN, NAN) if p.undefined else fn(p, *a)
+
+
 def _probe(name: str, definition: str, direction: str, family: str, **kw: Any) -> Any:
     return register(
         name, unit="probe", definition=definition, direction=direction, family=family, **kw
@@ -514,7 +538,7 @@ _probe(
     "higher",
     "ranking",
     lists=("compare", "sweep"),
-)(lambda p: precision_of_returned(p.labels, p.relevant))
+)(_defined(lambda p: precision_of_returned(p.labels, p.relevant)))
 
 for _k in K_VALUES:
     _probe(
@@ -523,7 +547,7 @@ for _k in K_VALUES:
         "higher",
         "ranking",
         lists=("headline", "breakdown", "compare", "sweep") if _k == 1 else (),
-    )(lambda p, k=_k: precision_at_k(p.labels, p.relevant, k))
+    )(_defined(lambda p, k=_k: precision_at_k(p.labels, p.relevant, k)))
 for _k in K_VALUES[1:]:
     _probe(
         f"recall_at_{_k}",
@@ -531,7 +555,7 @@ for _k in K_VALUES[1:]:
         "higher",
         "ranking",
         lists=("headline", "breakdown", "compare", "sweep") if _k == 8 else (),
-    )(lambda p, k=_k: recall_at_k(p.labels, p.relevant, k))
+    )(_defined(lambda p, k=_k: recall_at_k(p.labels, p.relevant, k)))
 
 _probe(
     "mrr",
@@ -539,20 +563,20 @@ _probe(
     "higher",
     "ranking",
     lists=("headline", "breakdown", "compare", "sweep"),
-)(lambda p: reciprocal_rank(p.labels, p.relevant))
+)(_defined(lambda p: reciprocal_rank(p.labels, p.relevant)))
 _probe(
     "mrr_pessimistic",
     "mean reciprocal rank with score ties broken against relevant items",
     "higher",
     "ranking",
-)(lambda p: reciprocal_rank_pessimistic(p.labels, p.scores, p.relevant))
+)(_defined(lambda p: reciprocal_rank_pessimistic(p.labels, p.scores, p.relevant)))
 _probe(
     "ndcg_at_8",
     "mean nDCG@8, binary gains, repeats of a fact gain 0",
     "higher",
     "ranking",
     lists=("headline", "breakdown", "compare", "sweep"),
-)(lambda p: ndcg_at_k(p.labels, p.relevant, 8))
+)(_defined(lambda p: ndcg_at_k(p.labels, p.relevant, 8)))
 _probe(
     "empty_recall",
     "share of probes where recall returned nothing",
@@ -567,7 +591,7 @@ _probe(
     "waste",
     pooled=True,
     lists=("headline", "breakdown", "compare", "sweep"),
-)(lambda p: (p.waste.wasted, p.waste.admitted))
+)(_defined_pair(lambda p: (p.waste.wasted, p.waste.admitted)))
 _probe(
     "supersede_leakage",
     "share of probes whose block admits a retracted or superseded fact",
@@ -581,28 +605,28 @@ _probe(
     "lower",
     "per_probe_count",
     lists=("headline",),
-)(lambda p: relevant_shut_out(p.labels, p.admitted, p.relevant))
+)(_defined(lambda p: relevant_shut_out(p.labels, p.admitted, p.relevant)))
 _probe(
     "waste_irrelevant",
     "irrelevant / admitted entry bytes, pooled over probes",
     "lower",
     "waste",
     pooled=True,
-)(lambda p: (p.waste.irrelevant, p.waste.admitted))
+)(_defined_pair(lambda p: (p.waste.irrelevant, p.waste.admitted)))
 _probe(
     "waste_duplicate",
     "bytes of a fact already admitted in the block / admitted bytes, pooled",
     "lower",
     "waste",
     pooled=True,
-)(lambda p: (p.waste.duplicate, p.waste.admitted))
+)(_defined_pair(lambda p: (p.waste.duplicate, p.waste.admitted)))
 _probe(
     "waste_superseded",
     "bytes of retracted or superseded facts / admitted bytes, pooled",
     "lower",
     "waste",
     pooled=True,
-)(lambda p: (p.waste.superseded, p.waste.admitted))
+)(_defined_pair(lambda p: (p.waste.superseded, p.waste.admitted)))
 _probe(
     "clamp_stopped",
     "share of probes whose block the byte budget stopped",
@@ -638,6 +662,56 @@ _write(
     family="rows_per_fact",
     lists=("sweep",),
 )(lambda ws: float(rows_per_fact(ws)[ws[0].fact_id]))
+
+
+@dataclass(frozen=True, slots=True)
+class FoldGroupCounts:
+    """One labelled fold group's writes (MSC merges: the facts a merged line folds in).
+
+    Successors written as the `update` of a predecessor's row are not counted."""
+
+    later: int
+    """Writes after the group's first (the group already holds a row)."""
+    folded_in_group: int
+    """Of those, writes that folded into a row of the same group."""
+    writes: int
+    false_folds: int
+    """Writes that folded into a row of another group."""
+
+
+def fold_group_counts(writes: Sequence[Mapping[str, Any]]) -> FoldGroupCounts:
+    """Count one group's writes (rows of `writes.jsonl` carrying `group`, in order)."""
+    later = ok = n = false = 0
+    for w in writes:
+        if w.get("update"):
+            continue
+        folded, same = bool(w["folded"]), w.get("row_group") == w["group"]
+        if n > 0:
+            later += 1
+            ok += folded and same
+        false += folded and not same
+        n += 1
+    return FoldGroupCounts(later, ok, n, false)
+
+
+register(
+    "group_fold_recall",
+    unit="fold_group",
+    definition="writes of a labelled fold group (MSC merge) after its first, folded into a row "
+    "of the same group / such writes, pooled by group",
+    direction="higher",
+    family="fold",
+    pooled=True,
+)(lambda g: (g.folded_in_group, g.later))
+register(
+    "group_false_fold_rate",
+    unit="fold_group",
+    definition="writes of a labelled fold group folded into another group's row / writes, "
+    "pooled by group",
+    direction="lower",
+    family="fold",
+    pooled=True,
+)(lambda g: (g.false_folds, g.writes))
 
 _probe(
     "dedup_recall",

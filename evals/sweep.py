@@ -24,7 +24,7 @@ import asyncio
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,10 +82,10 @@ def resolve(name: str) -> tuple[str, str]:
     group, _, fld = full.partition(".")
     cls = GROUPS.get(group)
     if cls is None or fld not in {f.name for f in dataclasses.fields(cls)}:
-        raise ConfigError(
-            f"unknown tunable {name!r} (use <group>.<field> with group in "
-            f"{', '.join(GROUPS)}, or one of {', '.join(sorted(ALIASES))})"
-        )
+        from evals.checks import unknown
+
+        full_names = [f"{g}.{f.name}" for g, c in GROUPS.items() for f in dataclasses.fields(c)]
+        raise unknown("tunable", name, [*ALIASES, *full_names])
     return group, fld
 
 
@@ -160,12 +160,23 @@ def sweep(
     scopes: Sequence[str] | None = None,
     seed: int = 0,
     resamples: int = 1000,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> SweepResult:
-    """Score every grid point; see the module docstring for what each costs."""
+    """Score every grid point; see the module docstring for what each costs.
+
+    `progress(done, total, what)` is called after each replayed scope."""
     from memkit.embed import get_embedder
 
     base = base or {}
     points = _points(grid)
+    n_scopes = len(scopes_of(dataset, scopes))
+    done = [0]
+
+    def step(what: str) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total, what)
+
     registry.get(objective)
     metrics = tuple(
         dict.fromkeys([*(default_metrics() if metrics is None else metrics), objective])
@@ -176,6 +187,7 @@ def sweep(
     needs_pipeline = any(resolve(n)[0] == "consolidation" for n in grid)
     rows: list[dict[str, Any]] = []
     if needs_pipeline:
+        total = len(points) * n_scopes
         matcher = Matcher(dataset.facts)
         from memkit.consolidate import get_consolidator
 
@@ -185,19 +197,22 @@ def sweep(
             cons = get_consolidator(consolidator, **opts)
             v = Variant("p", p["recall"], p["assembly"])
 
-            async def run_all(p=p, cons=cons, v=v) -> list[Any]:
-                return [
-                    await replay_pipeline_scope(
-                        s,
-                        cons,
-                        embedder=emb,
-                        matcher=matcher,
-                        params=p["consolidation"],
-                        fold=p["fold"],
-                        variants=(v,),
+            async def run_all(p=p, cons=cons, v=v, i=i) -> list[Any]:
+                out = []
+                for s in scopes_of(dataset, scopes):
+                    out.append(
+                        await replay_pipeline_scope(
+                            s,
+                            cons,
+                            embedder=emb,
+                            matcher=matcher,
+                            params=p["consolidation"],
+                            fold=p["fold"],
+                            variants=(v,),
+                        )
                     )
-                    for s in scopes_of(dataset, scopes)
-                ]
+                    step(f"point {i + 1}/{len(points)} {s.scope_id}")
+                return out
 
             res = asyncio.run(run_all())
             groups = aggregate.probe_metrics([r for x in res for r in x.probes])
@@ -212,9 +227,16 @@ def sweep(
             by_fold.setdefault(p["fold"], []).append(
                 (i, point, Variant(str(i), p["recall"], p["assembly"]))
             )
+        total = len(by_fold) * n_scopes
         for fold, items in by_fold.items():
+            what = f"{len(items)} point(s) on"
             r = replay_store(
-                dataset, embedder=emb, fold=fold, variants=[v for _, _, v in items], scopes=scopes
+                dataset,
+                embedder=emb,
+                fold=fold,
+                variants=[v for _, _, v in items],
+                scopes=scopes,
+                on_scope=lambda sid, what=what: step(f"{what} {sid}"),
             )
             fold_groups = aggregate.write_metrics(r.writes)
             by_variant: dict[str, list[dict[str, Any]]] = {}

@@ -143,6 +143,11 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def __dir__() -> list[str]:
+    """Every public name, the lazy ones included (they load on first access)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)

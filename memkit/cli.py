@@ -1,54 +1,111 @@
-"""The `memkit` command: a thin dispatcher over library and evals functions.
+"""The `memkit` command: `memkit store ...` plus the commands other packages plug in.
 
-Each subcommand lives in the module that owns its logic and parses its own
-arguments (`main(argv) -> int`), so this file stays a table and importing it
-costs nothing.
+The library owns only `memkit store` (inspection of a store file). Every
+other command (`eval`, `bench`, `report`) is registered by the evaluation
+suite as an entry point in the `memkit.commands` group (see pyproject.toml),
+so `memkit/` never names the suite: without it installed, `memkit` says
+what to install instead. A command is a callable `main(argv) -> int` whose
+docstring's first line is its help.
+
+Exit status everywhere: 0 ok, 1 a failed run or threshold, 2 a usage error,
+130 interrupted.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from collections.abc import Callable
+from importlib import metadata
 
-COMMANDS: dict[tuple[str, str | None], tuple[str, str]] = {
-    ("bench", "store"): ("evals.bench_store", "recall/remember vs FAISS-flat and a row scan"),
-    ("bench", "assemble"): ("evals.bench_assemble", "µs per assembled block"),
-    ("bench", "harness"): ("evals.bench_harness", "harness passes/s with a mock consolidator"),
-    ("eval", "run"): ("evals.commands:run_main", "run an evaluation (store or pipeline mode)"),
-    ("eval", "sweep"): ("evals.commands:sweep_main", "sweep a grid of tunables"),
-    ("eval", "compare"): ("evals.commands:compare_main", "paired comparison of runs"),
-    ("report", None): ("evals.commands:report_main", "build report.md/html from run files"),
-    ("store", "stats"): ("memkit.store_cli:stats_main", "counts per scope and kind"),
-    ("store", "recall"): ("memkit.store_cli:recall_main", "recall with score breakdown"),
-    ("store", "history"): ("memkit.store_cli:history_main", "revision chain of a memory"),
-}
+from memkit.errors import did_you_mean
+
+GROUP = "memkit.commands"
+"""Entry-point group through which packages add `memkit <command>`."""
+
+Command = Callable[[list[str]], int]
 
 
-def _usage() -> str:
-    lines = ["usage: memkit <command> [<sub>] [options]", "", "commands:"]
-    for (cmd, sub), (_, help_) in COMMANDS.items():
-        lines.append(f"  {cmd + (' ' + sub if sub else ''):<16} {help_}")
+def _builtin() -> dict[str, Command]:
+    from memkit import store_cli
+
+    return {"store": store_cli.main}
+
+
+def _plugins() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
+
+
+def _version() -> str:
+    try:
+        return metadata.version("memkit")
+    except metadata.PackageNotFoundError:
+        from memkit import __version__
+
+        return __version__
+
+
+def _summary(fn: Callable) -> str:
+    return ((fn.__doc__ or "").strip().splitlines() or [""])[0]
+
+
+def _usage(plugins: dict[str, metadata.EntryPoint]) -> str:
+    lines = [
+        "usage: memkit [--version] [-h] <command> [<sub>] [options]",
+        "",
+        "commands (memkit <command> --help for each):",
+    ]
+    rows: list[tuple[str, str]] = [(n, _summary(f)) for n, f in _builtin().items()]
+    for name, ep in sorted(plugins.items()):
+        try:
+            rows.append((name, _summary(ep.load())))
+        except ImportError as e:  # a broken plugin must not hide the others
+            rows.append((name, f"(unavailable: {e})"))
+    lines += [f"  {n:<8} {h}" for n, h in rows]
+    if not plugins:
+        lines += [
+            "",
+            "eval, bench and report come with the evaluation suite: "
+            "pip install -e . from a memkit checkout",
+        ]
     return "\n".join(lines)
 
 
-def _resolve(target: str):
-    mod, _, fn = target.partition(":")
-    return getattr(importlib.import_module(mod), fn or "main")
+def _call(fn: Command, argv: list[str]) -> int:
+    """Run one command: argparse's exits become return codes, Ctrl-C one line."""
+    try:
+        return int(fn(argv) or 0)
+    except SystemExit as e:  # argparse: --help is 0, a usage error 2
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except KeyboardInterrupt:
+        print("memkit: interrupted", file=sys.stderr)
+        return 130
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(_usage())
+    plugins = _plugins()
+    if argv[:1] in (["-h"], ["--help"]):
+        print(_usage(plugins))
         return 0
-    cmd = argv[0]
-    if (cmd, None) in COMMANDS:
-        return int(_resolve(COMMANDS[(cmd, None)][0])(argv[1:]) or 0)
-    sub = argv[1] if len(argv) > 1 else None
-    if (cmd, sub) not in COMMANDS:
-        print(f"memkit: unknown command {' '.join(argv[:2])!r}\n\n{_usage()}", file=sys.stderr)
+    if argv[:1] == ["--version"]:
+        print(f"memkit {_version()}")
+        return 0
+    if not argv:
+        print(_usage(plugins), file=sys.stderr)
         return 2
-    return int(_resolve(COMMANDS[(cmd, sub)][0])(argv[2:]) or 0)
+    cmd, rest = argv[0], argv[1:]
+    builtin = _builtin()
+    if cmd in builtin:
+        return _call(builtin[cmd], rest)
+    if cmd in plugins:
+        return _call(plugins[cmd].load(), rest)
+    known = sorted({*builtin, *plugins})
+    print(
+        f"memkit: unknown command {cmd!r}{did_you_mean(cmd, known)}; "
+        f"commands: {', '.join(known)}\n\n{_usage(plugins)}",
+        file=sys.stderr,
+    )
+    return 2
 
 
 if __name__ == "__main__":

@@ -3,6 +3,11 @@
 Every embedder returns float32 rows that are L2-normalised (a zero row stays
 zero), so the store can score by a plain dot product. Heavy imports happen on
 first use, never at import time: `import memkit` must stay free.
+
+Every embedder embeds at most the first `EMBED_MAX_BYTES` of a text: the
+store keeps the full text (keyword recall and fold-in see all of it), but one
+huge write or query cannot stall a store for seconds of tokenising, nor
+exceed a provider's input limit.
 """
 
 from __future__ import annotations
@@ -14,6 +19,25 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from memkit.errors import ConfigError
+
+EMBED_MAX_BYTES = 8192
+"""(memkit) UTF-8 bytes of a text that are embedded (the SPEC's lesson bound; a
+vector of a longer text is the vector of its prefix, cut on a code point)."""
+
+
+def embed_prefix(text: str, max_bytes: int = EMBED_MAX_BYTES) -> str:
+    """`text` cut to at most `max_bytes` UTF-8 bytes on a code-point boundary (no marker)."""
+    if len(text) * 4 <= max_bytes:
+        return text
+    head = text[:max_bytes]
+    raw = head.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return head
+    return raw[:max_bytes].decode("utf-8", "ignore")
+
+
+def _bounded(texts: Sequence[str]) -> list[str]:
+    return [embed_prefix(t) for t in texts]
 
 
 @runtime_checkable
@@ -74,7 +98,7 @@ class WordLlamaEmbedder:
         self.name = f"wordllama-{dim}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
+        texts = _bounded(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = _load_wordllama(self.config, self.dim)
@@ -109,7 +133,7 @@ class HashingEmbedder:
         return self._vecs
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
+        texts = _bounded(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         words, chars = self._vectorizers()
@@ -137,7 +161,7 @@ class LiteLLMEmbedder:
         self.options = options
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
+        texts = _bounded(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         from memkit.llm import litellm  # the one module that imports litellm

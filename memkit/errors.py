@@ -18,6 +18,15 @@ Messages always name the offending value, so a log line is enough to act on.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """' (did you mean X?)' for the closest of `choices`, or '': for messages naming a typo."""
+    best = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {best[0]}?)" if best else ""
+
 
 class MemkitError(Exception):
     """Base of every error memkit raises deliberately."""

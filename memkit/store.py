@@ -24,6 +24,7 @@ Design choices, each for a measured reason:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -54,7 +55,7 @@ from memkit.params import (
 )
 from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
-from memkit.schema import migrate
+from memkit.schema import SCHEMA_VERSION, migrate
 from memkit.store_index import Indexes, LiveRow, Write
 from memkit.store_rows import COLS, Row
 from memkit.text import jaccard, keywords, trigrams
@@ -124,14 +125,23 @@ class SQLiteStore:
         clock: Callable[[], float] = time.time,
         fold: FoldParams = FoldParams(),
         redaction: RedactionParams = RedactionParams(),
+        read_only: bool = False,
     ) -> SQLiteStore:
         """Open (creating and migrating) a store.
 
         The embedder's name and dimension are recorded on first use; opening
         with another one raises EmbedderMismatch. `embedder=None` opens any
         store keyword-only: nothing is embedded, new rows carry no vector.
+        `read_only=True` opens an existing store of this schema version and
+        never writes to the file; anything else (missing, empty, foreign,
+        corrupt, older or newer schema) is a ConfigError and the file is untouched.
         """
         emb = get_embedder(embedder)
+        if read_only:
+            conn = _connect_read_only(str(path), emb)
+            return cls(
+                conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction
+            )
         conn = sqlite3.connect(
             str(path), isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1e3
         )
@@ -162,18 +172,11 @@ class SQLiteStore:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            name, dim = meta.get("embedder"), meta.get("embedder_dim")
-            if name is None:
+            if _recorded_embedder(conn, emb, path) is None:
                 conn.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder', ?), "
                     "('embedder_dim', ?)",
                     (emb.name, str(int(emb.dim))),
-                )
-            elif name != emb.name or (int(dim or 0) and emb.dim and int(dim) != int(emb.dim)):
-                raise EmbedderMismatch(
-                    f"store {path!r} was built with embedder {name!r} (dim {dim}); "
-                    f"refusing to open it with {emb.name!r} (dim {emb.dim})"
                 )
             conn.execute("COMMIT")
         except BaseException:
@@ -415,21 +418,26 @@ class SQLiteStore:
         clears the floor, the keyword path answers. The query is embedded
         before the store lock is taken.
         """
-        q = None
-        if query and query.strip():
-            if query_embedding is not None:
-                q = normalize_rows(np.array(query_embedding, dtype=np.float32))[0]
-            elif self.embedder is not None:
-                try:
-                    q = normalize_rows(self.embedder.embed([query]))[0]
-                except Exception:
-                    q = None  # fall through to the keyword path (SPEC §4.1)
+        q, why = None, None
+        if not (query and query.strip()):
+            why = "empty_query"
+        elif query_embedding is not None:
+            q = normalize_rows(np.array(query_embedding, dtype=np.float32))[0]
+        elif self.embedder is None:
+            why = "no_embedder"
+        else:
+            try:
+                q = normalize_rows(self.embedder.embed([query]))[0]
+            except Exception:
+                why = "embed_error"  # fall through to the keyword path (SPEC §4.1)
         with self._lock:
             if q is not None:
                 hits = self._recall_vector(scope_id, q, limit, params)
                 if hits:
                     return hits
-            return self._recall_keyword(scope_id, query, limit, params)
+                why = "below_floor"
+            hits = self._recall_keyword(scope_id, query, limit, params)
+            return [dataclasses.replace(h, fallback=why) for h in hits]
 
     def _recall_vector(self, scope_id, q, limit, params) -> list[Recalled]:
         sv = self._ix.vectors_of(scope_id)
@@ -559,6 +567,12 @@ class SQLiteStore:
             args += (max(int(limit), 0),)
         with self._lock:
             return [r.memory() for r in sql.rows(self._conn, where, args)]
+
+    def scopes(self) -> list[str]:
+        """Every scope id with at least one row, sorted."""
+        with self._lock:
+            rows = self._conn.execute("SELECT DISTINCT scope_id FROM memories ORDER BY 1")
+            return [r[0] for r in rows]
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
         """Row counts (live, retired, retracted, embedded, per kind) and rollout counts."""
@@ -816,3 +830,49 @@ class SQLiteStore:
                 ),
             )
             w.reload(scope_id)
+
+
+def _recorded_embedder(conn: sqlite3.Connection, emb: Embedder, path: str) -> str | None:
+    """The embedder name the store records (None: none yet); EmbedderMismatch if not `emb`."""
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    name, dim = meta.get("embedder"), meta.get("embedder_dim")
+    if name is not None and (
+        name != emb.name or (int(dim or 0) and emb.dim and int(dim) != int(emb.dim))
+    ):
+        raise EmbedderMismatch(
+            f"store {path!r} was built with embedder {name!r} (dim {dim}); "
+            f"refusing to open it with {emb.name!r} (dim {emb.dim})"
+        )
+    return name
+
+
+def _connect_read_only(path: str, emb: Embedder | None) -> sqlite3.Connection:
+    """A `mode=ro` connection to an existing memkit store of this schema version."""
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise ConfigError(f"no store at {path!r}")
+    # No -wal beside the file: nothing is uncommitted, so read it as immutable and
+    # SQLite creates no -shm/-wal either. With a -wal (a live writer), read through it.
+    live = Path(path + "-wal").exists()
+    uri = Path(path).resolve().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"meta", "memories", "rollouts"} <= tables:
+            raise ConfigError(f"{path!r} is not a memkit store (no memkit tables)")
+        if version != SCHEMA_VERSION:
+            raise ConfigError(
+                f"store {path!r} has schema version {version}, this memkit reads "
+                f"{SCHEMA_VERSION}; open it read-write with this memkit to migrate"
+            )
+        if emb is not None:
+            _recorded_embedder(conn, emb, path)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise ConfigError(f"{path!r} is not a memkit store ({e})") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn

@@ -1,39 +1,44 @@
 """`memkit store {stats,recall,history} --db PATH ...`: inspect a store from a shell.
 
-Read-mostly helpers over SQLiteStore. `recall` reopens the store with the
-embedder recorded in it (so no mismatch is possible); `stats` and `history`
-open it keyword-only and never load a model.
+Read-only on what it inspects: the store is opened with `read_only=True`, so
+a missing, empty, foreign or corrupt file is refused in one line and left
+byte-for-byte as it was. `recall` reopens the store with the embedder
+recorded in it (no mismatch possible); `stats` and `history` never load a
+model. An unknown `--scope` is refused with the scopes the store holds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 from dataclasses import replace
-from pathlib import Path
 
-from memkit.errors import MemkitError
+from memkit.errors import ConfigError, MemkitError, did_you_mean
 from memkit.params import RecallParams
 from memkit.store import SQLiteStore
-from memkit.types import Memory
+from memkit.types import KINDS, Memory
 
 
 def _open(db: str, *, with_embedder: bool) -> SQLiteStore:
-    if not Path(db).is_file():
-        raise MemkitError(f"no store at {db!r}")
-    embedder = None
-    if with_embedder:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
-        except sqlite3.Error:
-            row = None
-        finally:
-            conn.close()
-        embedder = row[0] if row else None
-    return SQLiteStore.open(db, embedder=embedder)
+    store = SQLiteStore.open(db, embedder=None, read_only=True)
+    if not with_embedder:
+        return store
+    recorded = store.stats()["embedder"]
+    store.close()
+    return SQLiteStore.open(db, embedder=recorded, read_only=True)
+
+
+def _check_scope(store: SQLiteStore, scope: str | None) -> None:
+    if scope is None:
+        return
+    known = store.scopes()
+    if scope not in known:
+        listed = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "") or "(none)"
+        raise ConfigError(
+            f"scope {scope!r} is not in {store.path!r}{did_you_mean(scope, known)}; "
+            f"scopes: {listed}"
+        )
 
 
 def _mem_json(m: Memory) -> dict:
@@ -52,99 +57,114 @@ def _mem_json(m: Memory) -> dict:
     }
 
 
-def _run(fn, argv) -> int:
-    try:
-        return fn(argv)
-    except MemkitError as e:
-        print(f"memkit store: {e}", file=sys.stderr)
-        return 1
+def _stats(args: argparse.Namespace) -> int:
+    with _open(args.db, with_embedder=False) as store:
+        _check_scope(store, args.scope)
+        scopes = [args.scope] if args.scope else store.scopes()
+        total = store.stats(args.scope)
+        per_scope = {s: store.stats(s) for s in scopes}
+    if args.json:
+        total["per_scope"] = {
+            s: {k: st[k] for k in ("live", "superseded", "retracted", "by_kind")}
+            for s, st in per_scope.items()
+        }
+        print(json.dumps(total, indent=2))
+        return 0
+    print(
+        f"{args.db}: {total['rows']} rows ({total['live']} live, {total['superseded']} "
+        f"superseded, {total['retracted']} retracted) in {total['scopes']} scope(s); "
+        f"embedder {total['embedder'] or 'none'}; rollouts {total['rollouts_pending']} "
+        f"pending, {total['rollouts_consumed']} consumed"
+    )
+    head = ["scope", "live", *KINDS, "superseded", "retracted"]
+    rows = [
+        [s, st["live"], *(st["by_kind"][k] for k in KINDS), st["superseded"], st["retracted"]]
+        for s, st in per_scope.items()
+    ]
+    width = max([len(head[0]), *(len(r[0]) for r in rows)])
+    print(f"{head[0]:<{width}} " + " ".join(f"{h:>10}" for h in head[1:]))
+    for r in rows:
+        print(f"{r[0]:<{width}} " + " ".join(f"{v:>10}" for v in r[1:]))
+    return 0
 
 
-def stats_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="memkit store stats", description="row counts of a store")
-    ap.add_argument("--db", required=True)
-    ap.add_argument("--scope", default=None, help="one scope (default: all)")
-    ap.add_argument("--json", action="store_true")
-
-    def go(argv):
-        args = ap.parse_args(argv)
-        with _open(args.db, with_embedder=False) as store:
-            st = store.stats(args.scope)
-        if args.json:
-            print(json.dumps(st, indent=2))
+def _recall(args: argparse.Namespace) -> int:
+    params = RecallParams()
+    if args.floor is not None:
+        params = replace(params, floor=args.floor)
+    with _open(args.db, with_embedder=True) as store:
+        _check_scope(store, args.scope)
+        hits = store.recall(args.scope, args.query, args.limit, params)
+    if args.json:
+        keys = ("path", "score", "cosine", "confidence_weight", "decay", "keywords_matched")
+        rows = [
+            {
+                **{k: getattr(h, k) for k in keys},
+                "fallback": h.fallback,
+                "memory": _mem_json(h.memory),
+            }
+            for h in hits
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
+    for h in hits:
+        if h.path == "vector":
+            why = f"cos={h.cosine:.3f} conf={h.confidence_weight:.2f} decay={h.decay:.3f}"
         else:
-            for k, v in st.items():
-                print(f"{k:>18}: {v}")
+            why = f"keywords={h.keywords_matched} (keyword path: {h.fallback})"
+        print(f"{h.score:7.4f} {h.path:<7} {h.id} ({h.kind}) {why}\n        {h.content}")
+    if not hits:
+        print("(nothing recalled)")
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    with _open(args.db, with_embedder=False) as store:
+        _check_scope(store, args.scope)
+        chain = store.history(args.scope, args.id)
+    if args.json:
+        print(json.dumps([_mem_json(m) for m in chain], indent=2))
         return 0
-
-    return _run(go, argv)
-
-
-def recall_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="memkit store recall", description="recall with scores")
-    ap.add_argument("--db", required=True)
-    ap.add_argument("--scope", required=True)
-    ap.add_argument("--limit", type=int, default=8)
-    ap.add_argument("--floor", type=float, default=None)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("query")
-
-    def go(argv):
-        args = ap.parse_args(argv)
-        params = RecallParams()
-        if args.floor is not None:
-            params = replace(params, floor=args.floor)
-        with _open(args.db, with_embedder=True) as store:
-            hits = store.recall(args.scope, args.query, args.limit, params)
-        if args.json:
-            print(
-                json.dumps(
-                    [
-                        {
-                            "path": h.path,
-                            "score": h.score,
-                            "cosine": h.cosine,
-                            "confidence_weight": h.confidence_weight,
-                            "decay": h.decay,
-                            "keywords_matched": h.keywords_matched,
-                            "memory": _mem_json(h.memory),
-                        }
-                        for h in hits
-                    ],
-                    indent=2,
-                )
-            )
-            return 0
-        for h in hits:
-            if h.path == "vector":
-                why = f"cos={h.cosine:.3f} conf={h.confidence_weight:.2f} decay={h.decay:.3f}"
-            else:
-                why = f"keywords={h.keywords_matched}"
-            print(f"{h.score:7.4f} {h.path:<7} {h.id} ({h.kind}) {why}\n        {h.content}")
-        if not hits:
-            print("(nothing recalled)")
-        return 0
-
-    return _run(go, argv)
+    for m in chain:
+        state = "live" if m.live else ("retracted" if m.retracted else f"-> {m.superseded_by}")
+        print(f"{m.id} ({m.kind}, seen {m.seen_count}, {state})\n        {m.content}")
+    return 0
 
 
-def history_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="memkit store history", description="revision chain")
-    ap.add_argument("--db", required=True)
-    ap.add_argument("--scope", required=True)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("id")
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="memkit store",
+        description="Inspect a memkit store file (read-only: the file is never written).",
+    )
+    sub = ap.add_subparsers(
+        dest="sub", metavar="{stats,recall,history}", required=True, help="what to show"
+    )
 
-    def go(argv):
-        args = ap.parse_args(argv)
-        with _open(args.db, with_embedder=False) as store:
-            chain = store.history(args.scope, args.id)
-        if args.json:
-            print(json.dumps([_mem_json(m) for m in chain], indent=2))
-            return 0
-        for m in chain:
-            state = "live" if m.live else ("retracted" if m.retracted else f"-> {m.superseded_by}")
-            print(f"{m.id} ({m.kind}, seen {m.seen_count}, {state})\n        {m.content}")
-        return 0
+    def command(name: str, help_: str, fn) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.add_argument("--db", required=True, metavar="PATH", help="the store file (SQLite)")
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        p.set_defaults(fn=fn)
+        return p
 
-    return _run(go, argv)
+    p = command("stats", "row counts: totals, then per scope by kind", _stats)
+    p.add_argument("--scope", help="only this scope (default: every scope, listed by name)")
+    p = command("recall", "recall with the score breakdown of every hit", _recall)
+    p.add_argument("--scope", required=True, help="the scope to recall from")
+    p.add_argument("--limit", type=int, default=8, help="most hits to return (default 8)")
+    p.add_argument("--floor", type=float, help="vector-path relevance floor (default 0.25)")
+    p.add_argument("query", help="the recall query text")
+    p = command("history", "the revision chain of a memory, oldest first", _history)
+    p.add_argument("--scope", required=True, help="the memory's scope")
+    p.add_argument("id", help="any memory id in the chain")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """inspect a store file: stats, recall, history (read-only)"""
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return args.fn(args)
+    except MemkitError as e:  # a bad path, file or scope is a usage error (2)
+        print(f"memkit store {args.sub}: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ConfigError) else 1

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from memkit.checks import check_scope, utf8_problem
 from memkit.errors import ConfigError, NotFound, ToolError
 from memkit.text import byte_len, truncate_middle
 from memkit.types import CONFIDENCE_CHOSEN, Memory, Recalled, RememberResult
@@ -27,6 +28,10 @@ QUERY_MAX_BYTES = 2000
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 20, 8
 CONTENT_MAX_BYTES = 2000
 """memory_recall returns content through truncate_middle(content, 2000)."""
+LESSON_MAX_BYTES = 8192
+"""(memkit) `learn` lessons and `memory_edit` contents: the SPEC's lesson bound (§7.6)."""
+TAGS_MAX, TAGS_JOINED_MAX_BYTES = 32, 2048
+"""(memkit) Tags of `learn`/`memory_edit`: the SPEC's proposal tag bounds (§7.6)."""
 EDIT_ACTIONS: tuple[str, ...] = ("update", "forget", "invalidate")
 
 
@@ -174,6 +179,9 @@ def _optional(tool: str, args: Mapping[str, Any], name: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise ToolError(tool, name, f"must be a string, got {type(value).__name__}")
+    problem = utf8_problem(value)
+    if problem:
+        raise ToolError(tool, name, f"is {problem}")
     return value.strip()
 
 
@@ -198,9 +206,28 @@ def _tags(tool: str, args: Mapping[str, Any]) -> tuple[str, ...] | None:
     for i, tag in enumerate(value):
         if not isinstance(tag, str):
             raise ToolError(tool, "tags", f"item {i} must be a string, got {type(tag).__name__}")
+        problem = utf8_problem(tag)
+        if problem:
+            raise ToolError(tool, "tags", f"item {i} is {problem}")
         if tag.strip():
             out.append(tag.strip())
+    if len(out) > TAGS_MAX:
+        raise ToolError(tool, "tags", f"{len(out)} tags (max {TAGS_MAX})")
+    joined = byte_len(" ".join(out))
+    if joined > TAGS_JOINED_MAX_BYTES:
+        raise ToolError(
+            tool, "tags", f"joined they are {joined} bytes (max {TAGS_JOINED_MAX_BYTES})"
+        )
     return tuple(out)
+
+
+def _lesson(tool: str, args: Mapping[str, Any], name: str) -> str:
+    """A non-blank lesson of at most LESSON_MAX_BYTES, stripped."""
+    value = _required(tool, args, name)
+    size = byte_len(value)
+    if size > LESSON_MAX_BYTES:
+        raise ToolError(tool, name, f"is {size} bytes (max {LESSON_MAX_BYTES})")
+    return value
 
 
 def _limit(tool: str, args: Mapping[str, Any]) -> int:
@@ -250,7 +277,7 @@ def parse_recall(args: Mapping[str, Any]) -> RecallArgs:
 
 def parse_learn(args: Mapping[str, Any]) -> LearnArgs:
     """learn: a non-blank lesson and optional tags; other fields are ignored."""
-    lesson = _required(LEARN, args, "lesson")
+    lesson = _lesson(LEARN, args, "lesson")
     return LearnArgs(lesson, _tags(LEARN, args) or ())
 
 
@@ -264,7 +291,7 @@ def parse_edit(args: Mapping[str, Any]) -> EditArgs:
         )
     if action != "update":
         return EditArgs(memory_id, action, None, _tags(EDIT, args))
-    return EditArgs(memory_id, action, _required(EDIT, args, "content"), _tags(EDIT, args))
+    return EditArgs(memory_id, action, _lesson(EDIT, args, "content"), _tags(EDIT, args))
 
 
 # --- the tools -------------------------------------------------------------------
@@ -288,8 +315,9 @@ class MemoryTools:
         scope_id: str,
         permit: Callable[[str], bool] = _allow_all,
     ):
-        if not isinstance(scope_id, str) or not scope_id.strip():
-            raise ConfigError(f"MemoryTools scope_id={scope_id!r}: must be a non-blank string")
+        check_scope(scope_id, "MemoryTools scope_id")
+        if not callable(permit):
+            raise ConfigError(f"MemoryTools permit={permit!r:.80}: must be callable")
         self.store = store
         self.scope_id = scope_id
         self.permit = permit

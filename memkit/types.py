@@ -58,7 +58,10 @@ class Recalled:
     `path` is "vector" or "keyword". On the vector path `cosine`,
     `confidence_weight` (clamped confidence) and `decay` are set and
     `score = cosine * confidence_weight * (1 - recency_share + recency_share * decay)`.
-    On the keyword path `keywords_matched` is set and `score` equals it.
+    On the keyword path `keywords_matched` is set, `score` equals it, and
+    `fallback` says why the vector path did not answer: "no_embedder",
+    "embed_error" (embedding the query failed), "below_floor" (nothing
+    cleared the floor) or "empty_query".
     """
 
     memory: Memory
@@ -68,6 +71,7 @@ class Recalled:
     confidence_weight: float | None = None
     decay: float | None = None
     keywords_matched: int | None = None
+    fallback: Literal["no_embedder", "embed_error", "below_floor", "empty_query"] | None = None
 
     @property
     def id(self) -> str:

@@ -735,3 +735,104 @@ def test_bundled_dataset_validates_and_meets_every_count(repo_root):
     assert c["pairs"] >= 1 and set(c["pairs_by_label"]) == {"paraphrase", "distinct"}
     # dataset.json states the headline counts (load_dataset compared every stated key)
     assert all(ds.counts.get(k) == c[k] for k in ("scopes", "runs", "facts", "probes", "pairs"))
+
+
+# --- hostile lines (issue #22): depth, encoding, NaN/Infinity, surrogates -----------------
+
+
+def _write_line(root: Path, name: str, index: int, raw: bytes) -> None:
+    """Replace line `index` (0-based) of a written file with raw bytes."""
+    p = root / name
+    lines = p.read_bytes().split(b"\n")
+    lines[index] = raw
+    p.write_bytes(b"\n".join(lines))
+
+
+def _at(root: Path, name: str, line: int) -> DatasetError:
+    """The one error reported at name:line (others may follow from a lost record)."""
+    errs = [e for e in validate_dataset(root) if (Path(e.file).name, e.line) == (name, line)]
+    assert len(errs) == 1, [str(e) for e in errs]
+    return errs[0]
+
+
+@pytest.mark.parametrize(
+    "name, index, raw, fld, fragment",
+    [
+        ("facts.jsonl", 1, b"[" * 50_000 + b"]" * 50_000, None, "nested deeper"),
+        ("facts.jsonl", 1, b'{"x": ' + b"[" * 100 + b"]" * 100 + b"}", "x" + "[0]" * 64, "nested"),
+        ("probes.jsonl", 2, '{"query": "caf\xe9"}'.encode("latin-1"), None, "0xe9 at column 15"),
+        ("pairs.jsonl", 0, None, "score", "NaN"),
+        ("transcripts.jsonl", 0, None, "turns", "Infinity"),
+        ("facts.jsonl", 0, None, "content", "lone surrogate"),
+        ("facts.jsonl", 0, None, "paraphrases[0]", "lone surrogate"),
+        ("probes.jsonl", 0, b'{"n": 1' + b"0" * 5000 + b"}", None, "invalid JSON"),
+    ],
+    ids=[
+        "deep-50000",
+        "deep-65",
+        "latin-1",
+        "nan",
+        "infinity",
+        "surrogate",
+        "surrogate-list",
+        "bigint",
+    ],
+)
+def test_hostile_lines_are_dataset_errors_at_file_line_field(
+    tmp_path, name, index, raw, fld, fragment
+):
+    recs = valid_records()
+    root = write(tmp_path / "d", recs)
+    if raw is None:  # a field of a valid record set to a value JSON text can carry
+        rec = recs[name][index]
+        text = json.dumps(rec, ensure_ascii=True)
+        if fld == "score":
+            text = text[:-1] + ', "score": NaN}'
+        elif fld == "turns":
+            text = text.replace(f'"turns": {rec["turns"]}', '"turns": Infinity')
+        else:
+            key = fld.split("[")[0]
+            text = text.replace(
+                f'"{key}": ',
+                f'"{key}": ' + ('["\\ud800 x"], "_": ' if "[" in fld else '"\\ud800 x", "_": '),
+                1,
+            )
+        raw = text.encode()
+    _write_line(root, name, index, raw)
+    err = _at(root, name, index + 1)
+    assert (Path(err.file).name, err.line, err.field) == (name, index + 1, fld), str(err)
+    assert fragment in str(err)
+    with pytest.raises(DatasetError):
+        load_dataset(root)
+
+
+def test_dataset_json_not_utf8_names_the_line(tmp_path):
+    root = write(tmp_path / "d", valid_records())
+    p = root / "dataset.json"
+    p.write_bytes(
+        json.dumps(json.loads(p.read_text()), indent=1).replace("name", "n\xe4me").encode("latin-1")
+    )
+    err = validate_dataset(root)[0]
+    assert Path(err.file).name == "dataset.json" and err.line == 2 and "not UTF-8" in str(err)
+
+
+def test_a_bad_dataset_exits_2_with_one_message_and_no_traceback(tmp_path, capsys):
+    from memkit.cli import main
+
+    root = write(tmp_path / "d", valid_records())
+    _write_line(root, "facts.jsonl", 1, b"[" * 50_000 + b"]" * 50_000)
+    assert (
+        main(["eval", "run", "--dataset", str(root), "--quiet", "--out", str(tmp_path / "o")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "facts.jsonl:2" in err and "nested deeper" in err and "Traceback" not in err
+
+
+def test_nesting_bound_at_and_past():
+    from evals.datasets import MAX_DEPTH, parse_json_line
+
+    at = b'{"x": ' + b"[" * MAX_DEPTH + b"]" * MAX_DEPTH + b"}"
+    assert parse_json_line(at, "f.jsonl", 1)["x"] is not None
+    past = b'{"x": ' + b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1) + b"}"
+    with pytest.raises(DatasetError, match=r"f\.jsonl:3:x"):
+        parse_json_line(past, "f.jsonl", 3)

@@ -90,3 +90,44 @@ def test_litellm_embedder_lazy_and_mocked(monkeypatch):
     e2 = LiteLLMEmbedder("openai/emb", dim=3)
     with pytest.raises(ConfigError, match="dim 2"):
         e2.embed(["a"])
+
+
+# --- the embedded prefix is bounded (issue #22) ---------------------------------------
+
+
+def test_embed_prefix_bound_at_and_past_and_on_a_code_point():
+    from memkit.embed import EMBED_MAX_BYTES, embed_prefix
+
+    at = "é" * (EMBED_MAX_BYTES // 2)
+    assert embed_prefix(at) is at
+    assert embed_prefix(at + "a") == at
+    cut = embed_prefix("a" + "é" * EMBED_MAX_BYTES)  # the limit falls inside an "é"
+    assert len(cut.encode()) == EMBED_MAX_BYTES - 1 and cut.startswith("aé")
+    assert embed_prefix("short") == "short"
+
+
+@pytest.mark.parametrize("embedder", [HashingEmbedder(), WordLlamaEmbedder()], ids=["hash", "wl"])
+def test_a_long_text_embeds_as_its_prefix(embedder):
+    from memkit.embed import EMBED_MAX_BYTES
+
+    head = ("deploy with make deploy from the repo root " * 400)[:EMBED_MAX_BYTES]
+    long = head + "and then something entirely different about cakes " * 200_000  # ~10 MB
+    np.testing.assert_array_equal(embedder.embed([long]), embedder.embed([head]))
+
+
+def test_litellm_embedder_sends_only_the_prefix(monkeypatch):
+    import types
+
+    from memkit.embed import EMBED_MAX_BYTES
+
+    sent = []
+
+    def fake_embedding(model, input, **kw):
+        sent.extend(input)
+        return types.SimpleNamespace(data=[{"embedding": [3.0, 4.0]} for _ in input])
+
+    monkeypatch.setattr(
+        "memkit.llm.litellm", lambda: types.SimpleNamespace(embedding=fake_embedding)
+    )
+    LiteLLMEmbedder("openai/emb").embed(["x" * 10_000_000, "short"])
+    assert [len(t) for t in sent] == [EMBED_MAX_BYTES, 5]

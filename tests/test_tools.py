@@ -393,3 +393,75 @@ def test_edit_refusals_happen_before_the_store_is_called(store, tools, args, arg
         tools.call("memory_edit", args)
     assert (exc.value.tool, exc.value.argument) == ("memory_edit", argument)
     assert store.total_calls == 0
+
+
+# --- hostile arguments (issue #22): lone surrogates, sizes, wrong types ------------------
+
+SURROGATE = "x \ud800"
+
+
+@pytest.mark.parametrize(
+    "tool, args, argument",
+    [
+        ("learn", {"lesson": SURROGATE}, "lesson"),
+        ("learn", {"lesson": "x", "tags": ["ok", SURROGATE]}, "tags"),
+        ("memory_recall", {"query": SURROGATE}, "query"),
+        ("memory_recall", {"query": "x", "limit": 10**30}, "limit"),
+        ("memory_recall", {"query": "x", "limit": "5"}, "limit"),
+        ("memory_edit", {"id": SURROGATE, "action": "forget"}, "id"),
+        ("memory_edit", {"id": "id1", "action": SURROGATE}, "action"),
+        ("memory_edit", {"id": "id1", "action": "update", "content": SURROGATE}, "content"),
+        (
+            "memory_edit",
+            {"id": "id1", "action": "update", "content": "x", "tags": [SURROGATE]},
+            "tags",
+        ),
+    ],
+)
+def test_unencodable_and_mistyped_arguments_are_tool_errors(store, tools, tool, args, argument):
+    seed(store, "scope-a", "x")
+    for form in (args, json.dumps(args)):  # a dict, and JSON text with a \ud800 escape
+        with pytest.raises(ToolError) as exc:
+            tools.call(tool, form)
+        assert (exc.value.tool, exc.value.argument) == (tool, argument)
+    assert store.total_calls == 0
+
+
+def test_lesson_bound_is_8192_bytes_at_the_bound_and_one_past(store, tools):
+    at = "é" * 4096  # 8192 bytes
+    assert tools.call("learn", {"lesson": at})["folded"] is False
+    with pytest.raises(ToolError, match="8193 bytes") as exc:
+        tools.call("learn", {"lesson": at + "a"})
+    assert exc.value.argument == "lesson"
+    mid = seed(store, "scope-a", "x")
+    with pytest.raises(ToolError, match="max 8192") as exc:
+        tools.call("memory_edit", {"id": mid, "action": "update", "content": at + "a"})
+    assert exc.value.argument == "content"
+    assert store.total_calls == 0
+
+
+def test_a_10_mb_lesson_is_refused_before_the_store(store, tools):
+    with pytest.raises(ToolError, match="max 8192"):
+        tools.call("learn", {"lesson": "a" * 10_000_000})
+    assert store.total_calls == 0
+
+
+def test_tag_bounds_are_the_proposal_bounds(store, tools):
+    tools.call("learn", {"lesson": "x", "tags": [f"t{i}" for i in range(32)]})
+    with pytest.raises(ToolError, match="33 tags") as exc:
+        tools.call("learn", {"lesson": "y", "tags": [f"t{i}" for i in range(33)]})
+    assert exc.value.argument == "tags"
+    tools.call("learn", {"lesson": "z", "tags": ["a" * 1024, "b" * 1023]})  # 2048 joined
+    with pytest.raises(ToolError, match="2049 bytes"):
+        tools.call("learn", {"lesson": "w", "tags": ["a" * 1024, "b" * 1024]})
+
+
+@pytest.mark.parametrize("scope", [SURROGATE, 5, None, b"scope"])
+def test_tools_refuse_an_unusable_scope(store, scope):
+    with pytest.raises(ConfigError, match="scope_id"):
+        MemoryTools(store, scope)
+
+
+def test_tools_refuse_a_permit_that_is_not_callable(store):
+    with pytest.raises(ConfigError, match="permit"):
+        MemoryTools(store, "scope-a", permit=True)

@@ -1,4 +1,4 @@
-"""LoCoMo (`locomo10.json`, CC BY-NC 4.0, non-commercial: adapter only).
+"""LoCoMo (`locomo10.json`, CC BY-NC 4.0, non-commercial: adapter only), read as published.
 
 Mapping: one scope per conversation; each session is a run started at its
 `session_N_date_time`; `speaker_a` -> user, `speaker_b` -> assistant (a
@@ -7,6 +7,27 @@ shared photo's BLIP caption is appended to the text); each observation is a
 probe after the last session whose relevant facts are the observations citing
 one of its evidence dialog ids.
 
+Read as published: every probe carries its category as `meta["group"]`
+(`CATEGORIES`: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
+5 adversarial) so every probe metric gets a per-category table; category 5
+is `apart` (its answers are adversarial: reported in its own table, kept out
+of the overall numbers). A probe with evidence that no observation cites is
+`unmapped`: its retrieval metrics are undefined (`meta["undefined"]`), it is
+counted as such and never scored as an off-topic probe.
+
+Normalisation (documented, counted in `info["normalised"]`): the same
+observation recurs across sessions under different ids ("Gina lost her job
+at Door Dash." in session 6 restating session 1's "... during the month of
+the conversation."). Two observations of one speaker are one gold fact when
+every word of the shorter (at least `REPEAT_MIN_WORDS`) is in the longer;
+groups are closed transitively. The fact keeps the earliest observation's id
+and text, the others become its paraphrases (restatements, written again in
+their sessions by store mode), and it cites every member's dialog ids.
+`Dataset.pairs` holds these repeats as paraphrase pairs and, as distinct
+pairs, each member beside the other observation of its speaker sharing the
+most words:
+the matcher's measured figure on this source (a derived label, documented).
+
 Left out: session and event summaries (generated upstream, not gold
 memories of one turn), image URLs, and QA evidence ids that match no turn
 (kept in `meta["unmatched_evidence"]`, never resolved).
@@ -14,15 +35,39 @@ memories of one turn), image URLs, and QA evidence ids that match no turn
 
 from __future__ import annotations
 
+import itertools
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from evals.adapters.shared import find_data, load_json, make_dataset, require, root_run
-from evals.datasets import Dataset, GoldFact, Probe, Transcript
+from evals.adapters.shared import (
+    ambiguous_texts,
+    equivalence_pairs,
+    find_data,
+    load_json,
+    make_dataset,
+    require,
+    root_run,
+    words,
+)
+from evals.datasets import Dataset, GoldFact, Pair, Probe, Transcript
 from memkit.errors import DatasetError
+
+CATEGORIES = {
+    1: "1 multi-hop",
+    2: "2 temporal",
+    3: "3 open-domain",
+    4: "4 single-hop",
+    5: "5 adversarial",
+}
+"""LoCoMo QA categories as the upstream `evaluation.py` reads them (3 and 4 as
+commonly read); the probe's `meta["group"]`."""
+
+REPEAT_MIN_WORDS = 3
+"""Two observations of one speaker are one fact when every word of the shorter
+(at least this many words) is in the longer."""
 
 _LOCOMO_DATE = "%I:%M %p on %d %B, %Y"
 _DIA = re.compile(r"D:?(\d+):(\d+)")
@@ -54,11 +99,13 @@ def load_locomo(path: str | Path, *, limit: int | None = None) -> Dataset:
     transcripts: list[Transcript] = []
     facts: list[GoldFact] = []
     probes: list[Probe] = []
+    merged = 0
     for n, conv in enumerate(data[:limit] if limit is not None else data, start=1):
-        t, f, p = _locomo_conversation(conv, file, n)
+        t, f, p, m = _locomo_conversation(conv, file, n)
         transcripts += t
         facts += f
         probes += p
+        merged += m
     return make_dataset(
         "locomo",
         [file],
@@ -68,12 +115,37 @@ def load_locomo(path: str | Path, *, limit: int | None = None) -> Dataset:
         transcripts,
         facts,
         probes,
+        pairs=_pairs(facts),
+        info={
+            "normalised": merged,
+            "unmapped_probes": sum(bool(p.meta.get("unmapped")) for p in probes),
+            "ambiguous_text": ambiguous_texts(facts),
+        },
     )
+
+
+def _pairs(facts: list[GoldFact]) -> list[Pair]:
+    """Labelled pairs from the normalised repeats: each repeat and its fact's text is a
+    paraphrase; each text of a merged fact and the other observation of the same
+    speaker sharing the most words with it is distinct."""
+    by: dict[tuple[str, str], list[GoldFact]] = {}
+    for f in facts:
+        by.setdefault((f.scope_id, f.meta["speaker"]), []).append(f)
+    positives, negatives = [], []
+    for f in facts:
+        if not f.paraphrases:
+            continue
+        others = [o.content for o in by[(f.scope_id, f.meta["speaker"])] if o is not f]
+        for text in (f.content, *f.paraphrases):
+            if text != f.content:
+                positives.append((text, f.content))
+            negatives.append((text, others))
+    return equivalence_pairs(positives, negatives, "locomo")
 
 
 def _locomo_conversation(
     conv: Any, file: Path, n: int
-) -> tuple[list[Transcript], list[GoldFact], list[Probe]]:
+) -> tuple[list[Transcript], list[GoldFact], list[Probe], int]:
     sample = require(conv, "sample_id", str, file, n)
     c = require(conv, "conversation", dict, file, n)
     scope = f"locomo:{sample}"
@@ -131,8 +203,10 @@ def _locomo_conversation(
                         meta=MappingProxyType({"speaker": speaker, "dia_ids": dias}),
                     )
                 )
-                for d in dias:
-                    by_dia.setdefault(d, []).append(fid)
+    facts, merged = _normalise(facts, {r.run_id: k for k, r in enumerate(runs)})
+    for f in facts:
+        for d in f.meta["dia_ids"]:
+            by_dia.setdefault(d, []).append(f.fact_id)
 
     last = max(runs, key=lambda r: r.started_ts).run_id
     probes: list[Probe] = []
@@ -148,7 +222,12 @@ def _locomo_conversation(
             "unmatched_evidence": tuple(d for d in evidence if d not in turn_ids),
             # evidence exists but no observation cites it: not a true off-topic probe
             "unmapped": bool(evidence) and not relevant,
+            "group": CATEGORIES.get(qa.get("category"), f"category {qa.get('category')}"),
         }
+        if meta["unmapped"]:
+            meta["undefined"] = "unmapped"
+        if qa.get("category") == 5:
+            meta["apart"] = True
         probes.append(
             Probe(
                 f"{scope}:qa:{i}",
@@ -160,4 +239,62 @@ def _locomo_conversation(
                 meta=MappingProxyType(meta),
             )
         )
-    return runs, facts, probes
+    return runs, facts, probes, merged
+
+
+def _normalise(facts: list[GoldFact], order: dict[str, int]) -> tuple[list[GoldFact], int]:
+    """Repeated observations of one fact become one gold fact (see the module docstring).
+
+    Returns the facts and the number of observations merged into another.
+    """
+    wsets = [words(f.content) for f in facts]
+    parent = list(range(len(facts)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in itertools.combinations(range(len(facts)), 2):
+        a, b = facts[i], facts[j]
+        if a.meta["speaker"] != b.meta["speaker"]:
+            continue
+        short, long_ = sorted((wsets[i], wsets[j]), key=len)
+        if len(short) >= REPEAT_MIN_WORDS and short <= long_:
+            parent[root(j)] = root(i)
+    groups: dict[int, list[GoldFact]] = {}
+    for i, f in enumerate(facts):
+        groups.setdefault(root(i), []).append(f)
+    out = []
+    for members in groups.values():
+        members.sort(key=lambda f: (order[f.established_in[0]], _obs_index(f.fact_id)))
+        head = members[0]
+        if len(members) == 1:
+            out.append(head)
+            continue
+        out.append(
+            GoldFact(
+                head.fact_id,
+                head.scope_id,
+                head.kind,
+                head.content,
+                tuple(dict.fromkeys(f.content for f in members[1:] if f.content != head.content)),
+                tuple(dict.fromkeys(f.established_in[0] for f in members)),
+                meta=MappingProxyType(
+                    {
+                        "speaker": head.meta["speaker"],
+                        "dia_ids": tuple(
+                            dict.fromkeys(d for f in members for d in f.meta["dia_ids"])
+                        ),
+                        "normalised": tuple(f.fact_id for f in members[1:]),
+                    }
+                ),
+            )
+        )
+    out.sort(key=lambda f: (order[f.established_in[0]], _obs_index(f.fact_id)))
+    return out, sum(len(g) - 1 for g in groups.values())
+
+
+def _obs_index(fact_id: str) -> int:
+    return int(fact_id.rsplit(":", 1)[1])

@@ -5,12 +5,34 @@ so session 3 starts at `MSC_SESSION3_START` and earlier sessions at that
 minus their `time_back`); `Speaker 1` -> user, `Speaker 2` -> assistant; each
 per-session persona line is a fact established in that session's run; each
 line of the merged top-level list is a fact established in session 2's run,
-and every per-session fact that folds into it is superseded by it (fold-in
-gold, see `Dataset.fold_groups`). No probes.
+and every per-session fact that folds into it (`MSC_FOLD_MIN`) is superseded
+by it: supersedes are many-to-one (fold-in gold, see `Dataset.fold_groups`;
+every member carries `meta["fold_group"]`). No probes.
 
-Left out: `init_personas` (the PersonaChat personas the crowd workers were
-given, not what the dialogue established) and the session-1 persona-summary
-file (per-turn extraction gold, another mapping).
+Normalisation (documented, counted in `info["normalised"]`): a per-session
+line whose text equals its merged line (whitespace and case aside) is not a
+separate fact superseded by an identical one, it *is* that fact: it is
+dropped and the merged fact is established in the session that first said
+it. A member line from a *later* session than that is a restatement of a
+live fact, not an older fact it supersedes: it becomes one of the merged
+fact's paraphrases, established in its session. Without this, a row holding
+"I own a Jeep." could be neither the live nor the stale fact, and no
+consolidator could be scored correct. What normalisation cannot fix is
+listed in `info["ambiguous_text"]`: two facts of one episode with the same
+text (mostly both speakers saying "I live in the U.S."), which a text
+matcher cannot tell apart; they cap the oracle's extraction scores.
+
+Labelled pairs for the matcher (`Dataset.pairs`): every non-identical
+(per-session line, its merged line) is a paraphrase (restatements
+included); each per-session line and the merged line of the same speaker
+it does not fold into that shares the most words with it is distinct. The
+fold assignment is this adapter's word-share rule, so these labels are a
+documented derivation, not crowd labels.
+
+Left out: blank persona lines (they state nothing), `init_personas` (the
+PersonaChat personas the crowd workers were given, not what the dialogue
+established) and the session-1 persona-summary file (per-turn extraction
+gold, another mapping).
 """
 
 from __future__ import annotations
@@ -23,10 +45,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from evals.adapters.shared import find_data, make_dataset, require, root_run
-from evals.datasets import Dataset, GoldFact, Transcript
+from evals.adapters.shared import (
+    ambiguous_texts,
+    equivalence_pairs,
+    find_data,
+    make_dataset,
+    require,
+    root_run,
+    words,
+)
+from evals.datasets import Dataset, GoldFact, Pair, Transcript
 from memkit.errors import DatasetError
-from memkit.text import trigram_similarity, word_set
+from memkit.text import trigram_similarity
 
 MSC_SESSION3_START = "2022-01-01T00:00:00+00:00"
 """Synthetic start of every MSC session 3; MSC records only the gaps between sessions."""
@@ -59,6 +89,10 @@ def _gap_seconds(text: str) -> float:
     return float(sum(int(k) * _UNIT_S[u.lower()] for k, u in found))
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
 def _persona_kind(text: str) -> str:
     """`preference` for first-person likes/dislikes ("I love hiking"), else `fact`."""
     return "preference" if _PREFERENCE.search(text) else "fact"
@@ -67,12 +101,12 @@ def _persona_kind(text: str) -> str:
 def _fold_target(text: str, merged: Sequence[str]) -> int | None:
     """Index of the merged line holding the largest share of text's words (>= MSC_FOLD_MIN);
     ties go to the higher trigram similarity, then to the earlier line."""
-    w = word_set(text)
+    w = words(text)
     if not w:
         return None
     best, best_key = None, None
     for k, m in enumerate(merged):
-        share = len(w & word_set(m)) / len(w)
+        share = len(w & words(m)) / len(w)
         if share < MSC_FOLD_MIN:
             continue
         key = (share, trigram_similarity(text, m))
@@ -117,7 +151,33 @@ def load_msc(path: str | Path, *, limit: int | None = None) -> Dataset:
         transcripts,
         facts,
         [],
+        pairs=_pairs(facts),
+        info={
+            "normalised": sum(len(f.meta.get("normalised", ())) for f in facts),
+            "ambiguous_text": ambiguous_texts(facts),
+        },
     )
+
+
+def _pairs(facts: list[GoldFact]) -> list[Pair]:
+    """Labelled pairs from the fold gold (see the module docstring)."""
+    merged: dict[tuple[str, int], list[GoldFact]] = {}
+    for f in facts:
+        if f.meta.get("merged"):
+            merged.setdefault((f.scope_id, f.meta["speaker"]), []).append(f)
+    text = {f.fact_id: f.content for f in facts}
+    positives, negatives = [], []
+    for f in facts:
+        others = merged.get((f.scope_id, f.meta["speaker"]), [])
+        if f.meta.get("merged"):  # restatements normalised into the merged fact
+            for p in f.paraphrases:
+                positives.append((p, f.content))
+                negatives.append((p, [m.content for m in others if m.fact_id != f.fact_id]))
+            continue
+        if f.superseded_by is not None:
+            positives.append((f.content, text[f.superseded_by]))
+        negatives.append((f.content, [m.content for m in others if m.fact_id != f.superseded_by]))
+    return equivalence_pairs(positives, negatives, "msc")
 
 
 def _msc_messages(dialog: list[Any], file: Path, n: int, at: str) -> list[dict[str, Any]]:
@@ -157,6 +217,8 @@ def _msc_episode(
         runs.append(root_run(run_id, scope, ts, msgs, session=i + 1, time_back=prev["time_back"]))
         for spk, lines in enumerate(prev.get("personas") or []):
             for j, text in enumerate(lines):
+                if not isinstance(text, str) or not text.strip():
+                    continue  # a blank persona line states nothing
                 fact = GoldFact(
                     f"{run_id}:p{spk + 1}:{j}",
                     scope,
@@ -172,18 +234,55 @@ def _msc_episode(
     runs.append(root_run(cur, scope, base, msgs, session=len(previous) + 1))
 
     merged_run = runs[-2].run_id if len(runs) > 1 else cur
-    merged_ids: dict[tuple[int, int], str] = {}
-    folded: dict[str, list[str]] = {}
+    order = {r.run_id: k for k, r in enumerate(runs)}
+    folded: dict[str, list[GoldFact]] = {}
     target: dict[str, str] = {}
     for spk, fact in session_facts:
         lines = merged[spk] if spk < len(merged) else []
         k = _fold_target(fact.content, lines)
         if k is not None:
-            mid = merged_ids.setdefault((spk, k), f"{scope}:merged:p{spk + 1}:{k}")
+            mid = f"{scope}:merged:p{spk + 1}:{k}"
             target[fact.fact_id] = mid
-            folded.setdefault(mid, []).append(fact.fact_id)
+            folded.setdefault(mid, []).append(fact)
+    same: set[str] = set()  # per-session lines that are their merged fact (normalised away)
+    merged_facts: list[GoldFact] = []
+    for spk, lines in enumerate(merged):
+        for k, text in enumerate(lines):
+            if not isinstance(text, str) or not text.strip():
+                continue
+            mid = f"{scope}:merged:p{spk + 1}:{k}"
+            members = folded.get(mid, [])
+            twins = [f for f in members if _norm(f.content) == _norm(text)]
+            first = min((order[f.established_in[0]] for f in twins), default=order[merged_run])
+            later = [f for f in members if order[f.established_in[0]] > first and f not in twins]
+            same.update(f.fact_id for f in twins + later)
+            runs_of = sorted(
+                {runs[first].run_id, *(f.established_in[0] for f in twins + later)},
+                key=order.__getitem__,
+            )
+            merged_facts.append(
+                GoldFact(
+                    mid,
+                    scope,
+                    _persona_kind(text),
+                    text,
+                    tuple(dict.fromkeys(f.content for f in later)),
+                    tuple(runs_of),
+                    meta=MappingProxyType(
+                        {
+                            "speaker": spk + 1,
+                            "merged": True,
+                            "folded_from": tuple(f.fact_id for f in members),
+                            "normalised": tuple(f.fact_id for f in twins + later),
+                            "fold_group": mid,
+                        }
+                    ),
+                )
+            )
     for _, fact in session_facts:
         mid = target.get(fact.fact_id)
+        if fact.fact_id in same:
+            continue
         if mid is not None:
             fact = GoldFact(
                 fact.fact_id,
@@ -194,27 +293,8 @@ def _msc_episode(
                 fact.established_in,
                 None,
                 mid,
-                meta=fact.meta,
+                meta=MappingProxyType({**fact.meta, "fold_group": mid}),
             )
         facts.append(fact)
-    for spk, lines in enumerate(merged):
-        for k, text in enumerate(lines):
-            mid = f"{scope}:merged:p{spk + 1}:{k}"
-            facts.append(
-                GoldFact(
-                    mid,
-                    scope,
-                    _persona_kind(text),
-                    text,
-                    (),
-                    (merged_run,),
-                    meta=MappingProxyType(
-                        {
-                            "speaker": spk + 1,
-                            "merged": True,
-                            "folded_from": tuple(folded.get(mid, ())),
-                        }
-                    ),
-                )
-            )
+    facts += merged_facts
     return runs, facts

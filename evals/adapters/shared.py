@@ -9,16 +9,26 @@ naming file, record and field. Nothing benchmark-specific lives here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from evals.datasets import Dataset, GoldFact, Probe, Transcript, compute_counts, iso_utc
+from evals.datasets import (
+    Dataset,
+    GoldFact,
+    Pair,
+    Probe,
+    Transcript,
+    compute_counts,
+    iso_utc,
+)
 from memkit.errors import DatasetError
+from memkit.text import word_set
 
 
 def find_data(path: str | Path, folder: str, patterns: Sequence[str]) -> list[Path]:
@@ -87,6 +97,9 @@ def make_dataset(
     transcripts: list[Transcript],
     facts: list[GoldFact],
     probes: list[Probe],
+    *,
+    pairs: Sequence[Pair] = (),
+    info: Mapping[str, Any] | None = None,
 ) -> Dataset:
     ds = Dataset(
         name=name,
@@ -97,7 +110,9 @@ def make_dataset(
         transcripts=tuple(transcripts),
         facts=tuple(facts),
         probes=tuple(probes),
+        pairs=tuple(pairs),
         path=str(files[0].parent),
+        info=MappingProxyType(dict(info or {})),
     )
     return replace(ds, counts=compute_counts(ds))
 
@@ -112,3 +127,48 @@ def require(rec: Any, key: str, types: type | tuple[type, ...], file: Path, n: i
     if not isinstance(value, types):
         raise DatasetError(str(file), n, key, f"unexpected {type(value).__name__} {value!r:.60}")
     return value
+
+
+@functools.lru_cache(maxsize=65536)
+def words(text: str) -> frozenset[str]:
+    """The assembler's word set of a text, memoised (adapters compare each line often)."""
+    return frozenset(word_set(text))
+
+
+def equivalence_pairs(
+    positives: Iterable[tuple[str, str]],
+    negatives: Iterable[tuple[str, Sequence[str]]],
+    source: str,
+) -> list[Pair]:
+    """Labelled pairs from a source's own equivalences, for the matcher's figure.
+
+    `positives` are (text, text) the source says state one fact; `negatives`
+    are (text, candidates it is *not* equivalent to): the candidate sharing the
+    most words with it (ties: the first) becomes a hard `distinct` pair.
+    """
+    out = [Pair(a, b, "paraphrase", source) for a, b in positives]
+    for text, others in negatives:
+        if others:
+            w = words(text)
+            best = max(others, key=lambda o: len(w & words(o)) / (len(w | words(o)) or 1))
+            out.append(Pair(text, best, "distinct", source))
+    return out
+
+
+def ambiguous_texts(facts: Iterable[GoldFact]) -> list[dict[str, Any]]:
+    """Gold facts of one scope that share a text (whitespace and case aside).
+
+    A row holding such a text states each of them, so the text matcher must
+    leave it unmatched: these records cap every extraction score below 1.0.
+    """
+    by: dict[tuple[str, str], list[str]] = {}
+    for f in facts:
+        for text in dict.fromkeys(
+            " ".join(x.split()).casefold() for x in (f.content, *f.paraphrases)
+        ):
+            ids = by.setdefault((f.scope_id, text), [])
+            if f.fact_id not in ids:
+                ids.append(f.fact_id)
+    return [
+        {"scope_id": s, "text": text, "facts": ids} for (s, text), ids in by.items() if len(ids) > 1
+    ]

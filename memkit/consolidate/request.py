@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memkit.errors import RequestTooLarge
 from memkit.params import ConsolidationParams
+from memkit.redact import redact
 from memkit.text import byte_len, truncate_middle
 from memkit.types import Memory, Rollout
 
@@ -68,8 +69,19 @@ def encode(payload: Any) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
+def _message_json(m: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(m)
+    if isinstance(out.get("content"), str):
+        out["content"] = redact(out["content"])
+    return out
+
+
 def _rollout_json(r: Rollout) -> dict[str, Any]:
-    return {"id": r.id, "messages": [dict(m) for m in r.messages], "final": r.final}
+    return {
+        "id": r.id,
+        "messages": [_message_json(m) for m in r.messages],
+        "final": redact(r.final),
+    }
 
 
 def _memory_json(m: Memory) -> dict[str, Any]:
@@ -77,14 +89,20 @@ def _memory_json(m: Memory) -> dict[str, Any]:
         "id": m.id,
         "scope_id": m.scope_id,
         "kind": m.kind,
-        "content": m.content,
-        "tags": list(m.tags),
+        "content": redact(m.content),
+        "tags": [redact(t) for t in m.tags],
         "confidence": m.confidence,
     }
 
 
 def build_request(rollouts: Sequence[Rollout], snapshot: Sequence[Memory]) -> dict[str, Any]:
-    """The unshaped payload `{"rollouts": [...], "memories": [...]}` (fresh copies)."""
+    """The unshaped payload `{"rollouts": [...], "memories": [...]}` (fresh copies).
+
+    Free text is redacted (secrets, SPEC §3.1) once more on its way out: a host
+    may stage a rollout or open a store without redaction, and what reaches a
+    provider (and the response cache's request key) must hold no secret.
+    Redaction is idempotent, so evidence redacted at staging hashes the same.
+    """
     return {
         "rollouts": [_rollout_json(r) for r in rollouts],
         "memories": [_memory_json(m) for m in snapshot],

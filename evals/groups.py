@@ -1,0 +1,107 @@
+"""Probe metrics per probe group: LoCoMo categories, LongMemEval question types.
+
+Published results on these benchmarks are read per group, so a run whose
+probes carry a `group` gets `groups.json`: for each system, group and metric
+the value with its bootstrap CI and n (the probes the value is defined on),
+beside the group's probe count and its undefined probes by reason (LoCoMo
+`unmapped`, LongMemEval `abstention`). Groups marked `apart` (LoCoMo's
+adversarial category) are here and nowhere in the overall table. Reads and
+writes run files only; `table_rows` renders it for the report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+GROUP_METRICS: tuple[str, ...] = (
+    "p_at_1",
+    "recall_at_3",
+    "recall_at_8",
+    "mrr",
+    "ndcg_at_8",
+    "budget_waste",
+    *(
+        f"{level}_{stat}_at_{k}"
+        for level in ("session", "turn")
+        for k in (5, 10)
+        for stat in ("recall_any", "recall_all", "ndcg_any")
+    ),
+)
+DIGITS = 6
+
+
+def group_rows(
+    probes: Sequence[Mapping[str, Any]], *, seed: int = 0, resamples: int = 1000
+) -> list[dict[str, Any]]:
+    """One record per (system, group, metric), plus `probes` and `undefined_<reason>`
+    counts per (system, group); empty when no probe carries a group."""
+    from evals.aggregate import estimate, probe_units, ranking_units, unit_values
+
+    by: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in probes:
+        if r.get("group") is not None:
+            by.setdefault((r["system"], str(r["group"])), []).append(r)
+    out: list[dict[str, Any]] = []
+    for (system, group), rows in sorted(by.items()):
+        base = {"system": system, "group": group, "apart": any(r.get("apart") for r in rows)}
+        out.append({**base, "metric": "probes", "value": len(rows), "n": len(rows)})
+        reasons = sorted({str(r["undefined"]) for r in rows if r.get("undefined")})
+        for reason in reasons:
+            count = sum(r.get("undefined") == reason for r in rows)
+            out.append({**base, "metric": f"undefined_{reason}", "value": count, "n": len(rows)})
+        values = unit_values("probe", probe_units(rows, include_apart=True), GROUP_METRICS)
+        ranked = ranking_units(rows, include_apart=True)
+        if ranked:
+            values.update(unit_values("ranking", ranked, GROUP_METRICS))
+        for m in GROUP_METRICS:
+            if m in values:
+                e = estimate(values[m], seed=seed, resamples=resamples)
+                out.append({**base, "metric": m, **e.as_dict(DIGITS)})
+    return out
+
+
+def write_groups(run_dir: Path) -> None:
+    """`groups.json` for a run folder whose probes carry groups (else nothing)."""
+    from evals.runfolder import RUN_VERSION, read_jsonl, write_json
+
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    cfg = manifest.get("config", {})
+    rows = group_rows(
+        read_jsonl(run_dir / "probes.jsonl"),
+        seed=cfg.get("seed", 0),
+        resamples=cfg.get("resamples", 1000),
+    )
+    if rows:
+        write_json(run_dir / "groups.json", {"version": RUN_VERSION, "rows": rows})
+
+
+def _cell(r: Mapping[str, Any] | None) -> str:
+    if r is None:
+        return "—"
+    v = r.get("value")
+    if r["metric"] == "probes" or r["metric"].startswith("undefined_"):
+        return str(v)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return f"undefined (n={r.get('n')})"
+    lo, hi = r.get("lo"), r.get("hi")
+    ci = "" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
+    return f"{v:.3f}{ci} (n={r.get('n')})"
+
+
+def table_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Report sections: per system, metrics down, groups across, n beside each value."""
+    sections = []
+    for system in sorted({r["system"] for r in rows}):
+        sub = [r for r in rows if r["system"] == system]
+        groups = sorted({r["group"] for r in sub})
+        apart = {r["group"] for r in sub if r.get("apart")}
+        metrics = list(dict.fromkeys(r["metric"] for r in sub))
+        at = {(r["group"], r["metric"]): r for r in sub}
+        head = ["metric", *(f"{g} (apart)" if g in apart else g for g in groups)]
+        body = [[m, *(_cell(at.get((g, m))) for g in groups)] for m in metrics]
+        sections.append((f"Per probe group: `{system}`", head, body))
+    return sections

@@ -1,0 +1,315 @@
+"""The `memkit` command line as a newcomer meets it (issue #23): conventions, every
+value checked before work starts, loud failures. Each test is a finding that used
+to exit 0 with a wrong result or end in a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from test_eval_data import write_tiny_dataset
+
+from memkit.cli import main
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return write_tiny_dataset(tmp_path_factory.mktemp("d") / "tiny")
+
+
+def _run(tiny, out, *extra):
+    base = ["eval", "run", "--dataset", str(tiny), "--out", str(out), "--mode", "store"]
+    return main([*base, "--embedder", "hashing", "--resamples", "20", "--quiet", *extra])
+
+
+# --- conventions ----------------------------------------------------------------------
+
+
+def test_version_help_and_bare_command(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == "memkit 0.1.0"
+    assert main([]) == 2  # was: bare `memkit` printed usage and exited 0
+    assert "usage: memkit" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(c in out for c in ("store", "eval", "bench", "report"))
+    assert main(["evla"]) == 2
+    assert "did you mean eval?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval"],
+        ["bench"],
+        ["eval", "run"],
+        ["eval", "sweep"],
+        ["eval", "compare"],
+        ["eval", "list"],
+        ["report"],
+        ["bench", "store"],
+        ["bench", "assemble"],
+        ["bench", "harness"],
+        ["store"],
+        ["store", "stats"],
+    ],
+)
+def test_help_at_every_level(argv, capsys):
+    """Was: `memkit eval --help` failed."""
+    assert main([*argv, "--help"]) == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+COMMANDS = [
+    ["eval", "run"],
+    ["eval", "sweep"],
+    ["eval", "compare"],
+    ["eval", "list"],
+    ["report"],
+    ["bench", "store"],
+    ["bench", "assemble"],
+    ["bench", "harness"],
+    ["store"],
+]
+
+
+def _parsers(parser):
+    """A parser and its subcommands' parsers."""
+    import argparse
+
+    yield parser
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                yield from _parsers(sub)
+
+
+@pytest.mark.parametrize("argv", COMMANDS)
+def test_every_option_has_help_text(argv, monkeypatch):
+    """Was: many options had no help text."""
+    import argparse
+
+    class Parsed(Exception):
+        pass
+
+    def grab(self, *a, **k):
+        raise Parsed(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", grab)
+    with pytest.raises(Parsed) as got:
+        main(argv)
+    missing = [
+        f"{p.prog} {'/'.join(a.option_strings) or a.dest}"
+        for p in _parsers(got.value.args[0])
+        for a in p._actions
+        if not a.help and a.dest != "help"
+    ]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    "argv", [["bench", "harness"], ["eval", "compare"], ["report"], ["eval", "sweep"]]
+)
+def test_long_commands_take_quiet(argv, capsys):
+    """Was: bench harness, compare and report had no --quiet."""
+    assert main([*argv, "--help"]) == 0
+    assert "--quiet" in capsys.readouterr().out
+
+
+def test_usage_errors_exit_2(capsys):
+    assert main(["eval", "run", "--no-such-flag"]) == 2
+    assert main(["eval", "run", "--quiet"]) == 2  # no dataset
+    assert "give --dataset or --preset" in capsys.readouterr().err
+
+
+def test_console_script_in_a_subprocess(tmp_path):
+    """The installed `memkit` entry point (not just main()) follows the conventions."""
+    exe = os.path.join(os.path.dirname(sys.executable), "memkit")
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
+    assert (r.returncode, r.stdout.strip()) == (0, "memkit 0.1.0")
+    r = subprocess.run([exe, "eval", "list", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+# --- values checked before work starts ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--set", "recall.floor=abc"], "want a number"),  # was: every metric 0.000, exit 0
+        (["--set", "recall.floor=7"], "must be in [0, 1]"),  # was: ran
+        (["--set", "recall.floor="], "empty value"),
+        (["--set", "assembly.block_bytes=0"], "positive integer"),
+        (["--set", "assembly.block_bytes=1.5"], "want an integer"),
+        (["--set", "assembly.overflow=drop"], "want one of stop, skip"),
+        (["--set", "recall.flor=0.3"], "did you mean recall.floor?"),
+        (["--scope", "alpah"], "did you mean alpha?"),  # was: KeyError: 'metric'
+        (["--limit", "1"], "limit applies to the adapters"),  # was: ignored but recorded
+        (["--resamples", "0"], "positive integer"),
+    ],
+)
+def test_run_refuses_bad_values_before_work(tiny, tmp_path, capsys, flags, says):
+    out = tmp_path / "r"
+    assert _run(tiny, out, *flags) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
+    assert not out.exists()  # nothing started
+
+
+@pytest.mark.parametrize(
+    "grid, says",
+    [
+        ("floor=0.1,,0.3", "value 2 of '0.1,,0.3' is empty"),  # was: scored an empty point
+        ("floor=0.1;0.2", "want a number"),  # was: ran the sweep, crashed writing the report
+        ("floor=0.1,0.1", "repeated"),
+        ("floor=", "--grid wants"),
+        ("flor=0.1", "did you mean floor?"),
+        ("half_life=0", "must be > 0"),
+    ],
+)
+def test_sweep_refuses_bad_grids_before_work(tiny, tmp_path, capsys, grid, says):
+    argv = ["eval", "sweep", "--dataset", str(tiny), "--grid", grid, "--out", str(tmp_path / "s")]
+    assert main([*argv, "--embedder", "hashing", "--quiet"]) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_sweep_refuses_unknown_objective(tiny, capsys):
+    argv = ["eval", "sweep", "--dataset", str(tiny), "--grid", "floor=0.2", "--quiet"]
+    assert main([*argv, "--objective", "ndcg@8"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown metric 'ndcg@8'" in err and "ndcg_at_8" in err
+
+
+def test_unknown_adapter_gets_a_close_match(capsys):
+    """Was: `lcomo:...` said "dataset folder does not exist"."""
+    assert main(["eval", "run", "--dataset", "lcomo:../shared/datasets", "--quiet"]) == 2
+    assert "unknown dataset adapter 'lcomo' (did you mean locomo?)" in capsys.readouterr().err
+
+
+def test_compare_refuses_unknown_systems_and_metrics(tiny, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert _run(tiny, out, "--no-report") == 0
+    capsys.readouterr()
+    # was: `--a storee` did not list the systems
+    assert main(["eval", "compare", str(out), "--a", "storee", "--b", "store"]) == 2
+    assert "unknown system 'storee' (did you mean store?); valid: store" in capsys.readouterr().err
+    # was: `--metric p@1` printed `Empty DataFrame` and exited 0
+    argv = ["eval", "compare", str(out), "--a", "store", "--b", "store", "--metric", "p@1"]
+    assert main(argv) == 2
+    assert "unknown metric 'p@1'" in capsys.readouterr().err
+    assert main(["eval", "compare", str(out), "--a", "store"]) == 2
+
+
+def test_sweep_shows_plain_progress_without_a_tty(tiny, tmp_path, capfd):
+    """Was: the sweep showed no progress at all."""
+    argv = ["eval", "sweep", "--dataset", str(tiny), "--grid", "floor=0.2,0.3"]
+    assert main([*argv, "--embedder", "hashing", "--resamples", "20"]) == 0
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("sweep ")]
+    assert lines and "\r" not in err and lines[-1].startswith("sweep 2/2")
+    assert main([*argv, "--embedder", "hashing", "--resamples", "20", "--quiet"]) == 0
+    assert "sweep " not in capfd.readouterr().err
+
+
+# --- failures are loud and name what to do -------------------------------------------
+
+
+def test_missing_optional_extra_says_what_to_install(monkeypatch, capsys):
+    """Was: a raw ModuleNotFoundError traceback for faiss."""
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss -> ModuleNotFoundError
+    assert main(["bench", "store", "--sizes", "10", "--queries", "1", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "needs the optional package 'faiss'" in err and "pip install" in err
+
+
+def test_unwritable_out_names_the_path(tiny, tmp_path, capsys):
+    """Was: a raw PermissionError traceback for a read-only --out."""
+    if os.geteuid() == 0:
+        blocker = tmp_path / "file"
+        blocker.write_text("x")
+        out = blocker / "run"  # a folder under a file: NotADirectoryError, even for root
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        out = ro / "run"
+    assert _run(tiny, out) == 1
+    err = capsys.readouterr().err
+    assert str(out.parent) in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_ctrl_c_prints_one_line_saying_how_to_resume(tiny, tmp_path, monkeypatch, capsys):
+    """Was: CancelledError + KeyboardInterrupt tracebacks."""
+    import evals.runner
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evals.runner, "run_eval", interrupted)
+    assert _run(tiny, tmp_path / "r") == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "interrupted" in err and "--resume" in err
+
+
+def test_keyword_only_run_with_embedder_none(tiny, tmp_path, capsys):
+    """Was: `--embedder none` ended in a traceback. Now a keyword-only baseline run."""
+    out = tmp_path / "r"
+    base = ["eval", "run", "--dataset", str(tiny), "--out", str(out), "--mode", "store"]
+    assert main([*base, "--embedder", "none", "--resamples", "20", "--quiet"]) == 0
+    probes = [json.loads(x) for x in (out / "probes.jsonl").read_text().splitlines()]
+    assert {p["fallback"] for p in probes} <= {"no_embedder", "empty_query"}
+
+
+def test_failing_embedder_is_loud(tiny, tmp_path, monkeypatch, capsys):
+    """Was: a litellm embedder without a key silently became keyword search, exit 0,
+    and the report named that embedder beside recall 1.000."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_BASE", "http://127.0.0.1:9/v1")  # never the network
+    out = tmp_path / "r"
+    base = ["eval", "run", "--dataset", str(tiny), "--out", str(out), "--mode", "store"]
+    emb = ["--embedder", "litellm:openai/text-embedding-3-small"]
+    assert main([*base, *emb, "--resamples", "20", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "failed on every probe" in err and "keyword path" in err
+    manifest = json.loads((out / "manifest.json").read_text())
+    e = manifest["embedder_errors"]
+    assert e["probes"] == e["probes_total"] > 0 and "Missing credentials" in e["last"]
+    probes = [json.loads(x) for x in (out / "probes.jsonl").read_text().splitlines()]
+    assert {p["fallback"] for p in probes} == {"embed_error"}
+    html = (out / "report.html").read_text()
+    assert html.index("embedder failed") < html.index("<table")  # the banner opens it
+
+
+def test_memkit_never_names_evals():
+    """The library does not depend on the suite, not even by an import string: `eval`,
+    `bench` and `report` reach `memkit` through the suite's entry points."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "memkit"
+    offenders = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value] if node.value.startswith("evals") else []
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "evals"]
+    assert offenders == []
+    from importlib import metadata
+
+    eps = {ep.name: ep.value for ep in metadata.entry_points(group="memkit.commands")}
+    assert eps == {
+        "eval": "evals.commands:eval_main",
+        "bench": "evals.commands:bench_main",
+        "report": "evals.commands:report_main",
+    }

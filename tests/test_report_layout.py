@@ -1,0 +1,137 @@
+"""Reports people read (issue #23): the headline table first with direction marks and
+the best system in bold, a line per system of what failed, markdown rendered in
+the HTML, an honest git line, and the HTML checked in a real headless browser."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from test_eval_data import write_tiny_dataset
+
+from evals.report import build_report
+from memkit.cli import main
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tiny = write_tiny_dataset(tmp_path_factory.mktemp("d") / "tiny")
+    out = tmp_path_factory.mktemp("r") / "run"
+    argv = ["eval", "run", "--dataset", str(tiny), "--out", str(out), "--embedder", "hashing"]
+    assert main([*argv, "--consolidator", "heuristic", "--resamples", "20", "--quiet"]) == 0
+    return out
+
+
+def test_headline_table_comes_first_with_directions_and_best(run):
+    md = (run / "report.md").read_text()
+    assert md.index("## Headline") < md.index("![")  # was: below ~1,300 px of plots
+    head = md[md.index("## Headline") : md.index("## What failed")]
+    rows = [r for r in head.splitlines() if r.startswith("| ")][1:]
+    assert any(r.startswith("| recall_at_8 ↑ |") for r in rows)
+    assert any(r.startswith("| budget_waste ↓ |") for r in rows)
+    assert "**" in head  # the best system per metric is marked
+    recall = next(r for r in rows if r.startswith("| recall_at_8"))
+    cells = [c.strip() for c in recall.strip("|").split("|")[1:]]
+    values = [float(c.strip("*").split()[0]) for c in cells]
+    bold = [c.startswith("**") for c in cells]
+    assert bold == [v == max(values) for v in values]
+
+
+def test_a_line_per_system_of_what_failed(run):
+    md = (run / "report.md").read_text()
+    part = md[md.index("## What failed") :].split("\n## ")[0]
+    assert "- `store`: nothing failed" in part
+    assert "- `pipeline:heuristic`: nothing failed" in part
+
+
+def test_html_renders_markdown_no_literal_backticks(run):
+    html = (run / "report.html").read_text()
+    text = re.sub(r"<[^>]+>", "", re.sub(r"src=\"data:[^\"]+\"", "", html))
+    assert "`" not in text and "**" not in text  # was: literal backticks in the HTML
+    assert "<code>store</code>" in html and "<strong>" in html
+
+
+def test_git_line_is_honest_without_a_revision(run, tmp_path):
+    """Was: the sweep report said "git `None`"."""
+    d = tmp_path / "copy"
+    shutil.copytree(run, d)
+    m = json.loads((d / "manifest.json").read_text())
+    m["git_revision"] = None
+    (d / "manifest.json").write_text(json.dumps(m))
+    md = build_report(d)[0].read_text()
+    assert "None" not in md.split("\n## ")[0] and "git revision unknown" in md
+
+
+def test_embedder_banner_opens_the_report(run, tmp_path):
+    d = tmp_path / "copy"
+    shutil.copytree(run, d)
+    m = json.loads((d / "manifest.json").read_text())
+    m["embedder_errors"] = {"probes": 3, "probes_total": 5, "calls": 3, "last": "boom"}
+    (d / "manifest.json").write_text(json.dumps(m))
+    md_path, html_path = build_report(d)
+    md = md_path.read_text()
+    assert md.splitlines()[2].startswith("> **Warning: the embedder failed** on 3 of 5 probes")
+    html = html_path.read_text()
+    assert html.index('class="banner"') < html.index("<table")
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+CHECK = """<script>
+window.addEventListener("load", () => {
+  const imgs = [...document.images];
+  const rows = document.querySelectorAll("table#headline tbody tr").length;
+  const h2 = [...document.querySelectorAll("h2")].map(h => h.textContent);
+  document.body.setAttribute("data-check", JSON.stringify({
+    rows, h2, images: imgs.length,
+    loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+  }));
+});
+</script>"""
+
+
+def test_report_renders_in_headless_chromium(run, tmp_path):
+    """The HTML report in a real browser: the headline table is in the DOM, first, and
+    every image loaded. Skips only outside CI when no Chromium is installed (.ci/run
+    installs it)."""
+    exe = _chromium()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Chromium (.ci/run installs it): none found on PATH")
+        pytest.skip("no Chromium on PATH (apt-get install chromium; .ci/run does this in CI)")
+    page = tmp_path / "report.html"
+    page.write_text((run / "report.html").read_text().replace("</body>", CHECK + "</body>"))
+    r = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = re.search(r'data-check="([^"]+)"', r.stdout)
+    assert m, f"the page's check did not run: {r.stdout[:500]}"
+    got = json.loads(m.group(1).replace("&quot;", '"'))
+    assert got["rows"] >= 5
+    assert got["h2"][0].startswith("Headline")
+    assert got["images"] >= 3 and got["loaded"] == got["images"]
