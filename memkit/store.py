@@ -347,7 +347,18 @@ class SQLiteStore:
                         len(it.grams), w.seq,
                     )  # fmt: skip
                 w.put(
-                    LiveRow(scope_id, it.kind, rowid, it.content, vec, conf, now, created, it.grams)
+                    LiveRow(
+                        scope_id,
+                        it.kind,
+                        rowid,
+                        it.content,
+                        it.tags,
+                        vec,
+                        conf,
+                        now,
+                        created,
+                        it.grams,
+                    )
                 )
                 out.append(RememberResult(id=mid, folded=target is not None))
         return out
@@ -387,7 +398,18 @@ class SQLiteStore:
             sql.retire(w.conn, old.rowid, new_id, w.seq)
             w.drop(scope_id, old.kind, old.rowid)
             w.put(
-                LiveRow(scope_id, old.kind, rowid, content, vec, float(confidence), now, now, grams)
+                LiveRow(
+                    scope_id,
+                    old.kind,
+                    rowid,
+                    content,
+                    tag_list,
+                    vec,
+                    float(confidence),
+                    now,
+                    now,
+                    grams,
+                )
             )
         return new_id
 
@@ -492,22 +514,12 @@ class SQLiteStore:
                 Recalled(memory=r.memory(), path="keyword", score=0.0, keywords_matched=0)
                 for r in rows
             ]
-        rows = self._conn.execute(
-            "SELECT rowid, content, tags, last_seen_at FROM memories "
-            "WHERE scope_id = ? AND superseded_by IS NULL",
-            (scope_id,),
-        ).fetchall()
-        matched = [rank.keyword_matches(kws, r[1], json.loads(r[2]) if r[2] else ()) for r in rows]
-        order = rank.keyword_order(matched, [r[3] for r in rows], [r[0] for r in rows])[:lim]
-        found = sql.by_rowid(self._conn, [rows[i][0] for i in order])
+        top = self._ix.keywords_of(scope_id).search(kws, lim)
+        found = sql.by_rowid(self._conn, [rowid for rowid, _ in top])
         return [
-            Recalled(
-                memory=found[rows[i][0]].memory(),
-                path="keyword",
-                score=float(matched[i]),
-                keywords_matched=matched[i],
-            )
-            for i in order
+            Recalled(memory=r.memory(), path="keyword", score=float(n), keywords_matched=n)
+            for rowid, n in top
+            if (r := found.get(rowid)) is not None and r.live and r.scope_id == scope_id
         ]
 
     # -- reads ------------------------------------------------------------------------------
@@ -743,7 +755,16 @@ class SQLiteStore:
                     added.append(new_id)
                     w.put(
                         LiveRow(
-                            scope_id, e.kind, rowid, content, vec, e.confidence, now, now, grams
+                            scope_id,
+                            e.kind,
+                            rowid,
+                            content,
+                            tag_list,
+                            vec,
+                            e.confidence,
+                            now,
+                            now,
+                            grams,
                         )
                     )
                 for mid in ch.ids:

@@ -1,11 +1,11 @@
 """The store's in-memory indexes and the one write path that keeps them true.
 
-Two indexes serve the hot paths of one connection: a float32 matrix of the
-live embedded rows per scope (vector recall) and a `GramIndex` per
-(scope, kind) (fold-in). Both load lazily from SQLite and follow other
-connections' and processes' writes through `change_seq`: every write stamps
-the rows it touches with a number above all earlier ones, so catching up
-reads only the rows changed since.
+Three indexes serve the hot paths of one connection: a float32 matrix of the
+live embedded rows per scope (vector recall), a `GramIndex` per (scope, kind)
+(fold-in) and a `KeywordIndex` per scope (the keyword path). All load
+lazily from SQLite and follow other connections' and processes' writes
+through `change_seq`: every write stamps the rows it touches with a number
+above all earlier ones, so catching up reads only the rows changed since.
 
 Every writer goes through `Write`, one context manager:
 
@@ -27,15 +27,18 @@ scope's first use); and memory bounds (a scope's index holds all its live rows).
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from memkit.embed import normalize_rows
 from memkit.gram_index import GramIndex
+from memkit.keyword_index import KeywordIndex
 from memkit.store_rows import nan
 
 SYNC_MAX = 5_000
@@ -50,6 +53,7 @@ class LiveRow:
     kind: str
     rowid: int
     content: str
+    tags: Sequence[str]
     vec: np.ndarray | None
     confidence: float
     last_seen: float | None
@@ -184,6 +188,7 @@ class Indexes:
         self.dim = dim
         self.vectors: dict[str, ScopeVectors] = {}
         self.grams: dict[tuple[str, str], GramIndex] = {}
+        self.keywords: dict[str, KeywordIndex] = {}
         self.seen_seq: int = conn.execute(
             "SELECT COALESCE(MAX(change_seq), 0) FROM memories"
         ).fetchone()[0]
@@ -199,6 +204,9 @@ class Indexes:
         gi = self.grams.get((p.scope_id, p.kind))
         if gi is not None:
             gi.put(p.rowid, p.content, p.grams)
+        ki = self.keywords.get(p.scope_id)
+        if ki is not None:
+            ki.put(p.rowid, p.content, p.tags, p.last_seen)
 
     def drop(self, scope_id: str, kind: str, rowid: int) -> None:
         sv = self.vectors.get(scope_id)
@@ -207,14 +215,19 @@ class Indexes:
         gi = self.grams.get((scope_id, kind))
         if gi is not None:
             gi.drop(rowid)
+        ki = self.keywords.get(scope_id)
+        if ki is not None:
+            ki.drop(rowid)
 
     def forget(self, scope_id: str | None = None) -> None:
         """Drop the indexes (of one scope, or all); they reload on use."""
         if scope_id is None:
             self.vectors.clear()
             self.grams.clear()
+            self.keywords.clear()
             return
         self.vectors.pop(scope_id, None)
+        self.keywords.pop(scope_id, None)
         for key in [k for k in self.grams if k[0] == scope_id]:
             del self.grams[key]
 
@@ -226,12 +239,12 @@ class Indexes:
         top = c.execute("SELECT COALESCE(MAX(change_seq), 0) FROM memories").fetchone()[0]
         if top == self.seen_seq:
             return top
-        if top < self.seen_seq or not (self.vectors or self.grams):
+        if top < self.seen_seq or not (self.vectors or self.grams or self.keywords):
             self.forget()
             self.seen_seq = top
             return top
         rows = c.execute(
-            "SELECT change_seq, rowid, scope_id, kind, content, superseded_by, confidence, "
+            "SELECT change_seq, rowid, scope_id, kind, content, tags, superseded_by, confidence, "
             "last_seen_at, created_at, embedding FROM memories WHERE change_seq > ? "
             "ORDER BY change_seq LIMIT ?",
             (self.seen_seq, SYNC_MAX + 1),
@@ -240,14 +253,15 @@ class Indexes:
             self.forget()
             self.seen_seq = top
             return top
-        for _seq, rowid, scope_id, kind, content, successor, conf, seen, created, blob in rows:
+        for _seq, rowid, scope_id, kind, content, tags, successor, conf, seen, made, blob in rows:
             if successor is not None:
                 self.drop(scope_id, kind, rowid)
                 continue
             vec = (
                 None if blob is None else normalize_rows(np.frombuffer(blob, np.float32).copy())[0]
             )
-            self.put(LiveRow(scope_id, kind, rowid, content, vec, conf, seen, created))
+            tag_list = json.loads(tags) if tags else []
+            self.put(LiveRow(scope_id, kind, rowid, content, tag_list, vec, conf, seen, made))
         self.seen_seq = max([top, *(r[0] for r in rows)])
         return self.seen_seq
 
@@ -266,6 +280,21 @@ class Indexes:
             )
             self.grams[(scope_id, kind)] = gi
         return gi
+
+    def keywords_of(self, scope_id: str) -> KeywordIndex:
+        """The scope's keyword index, caught up with other connections' writes."""
+        self.catch_up()
+        ki = self.keywords.get(scope_id)
+        if ki is None:
+            ki = self.keywords[scope_id] = KeywordIndex.build(
+                (rowid, content, json.loads(tags) if tags else (), seen)
+                for rowid, content, tags, seen in self.conn.execute(
+                    "SELECT rowid, content, tags, last_seen_at FROM memories "
+                    "WHERE scope_id = ? AND superseded_by IS NULL",
+                    (scope_id,),
+                )
+            )
+        return ki
 
     def vectors_of(self, scope_id: str) -> ScopeVectors:
         """The scope's live embedded rows, caught up with other connections' writes."""

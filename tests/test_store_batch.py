@@ -146,3 +146,51 @@ def test_a_failing_embedder_stores_the_batch_without_vectors(make_store):
     res = s.remember_many("s", ["first fact about deploys", "second fact about the db"])
     assert s.stats("s")["embedded"] == 0 and len(res) == 2
     assert [h.id for h in s.recall("s", "deploys")] == [res[0].id]
+
+
+class GatedEmbedder(TableEmbedder):
+    """Holds any text starting with "slow" until released."""
+
+    def __init__(self):
+        super().__init__(dim=4)
+        import threading
+
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def embed(self, texts):
+        if any(t.startswith("slow") for t in texts):
+            self.entered.set()
+            assert self.release.wait(10), "never released"
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize("slow", ["recall", "remember"])
+def test_embedding_never_holds_the_store_lock(slow):
+    """A query (or write) still being embedded does not stop another thread's
+    write and recall on the same store."""
+    import threading
+
+    emb = GatedEmbedder()
+    s = SQLiteStore.open(":memory:", embedder=emb, clock=Clock())
+    s.remember("s", "a fact about deploys")
+    call = (
+        (lambda: s.recall("s", "slow query"))
+        if slow == "recall"
+        else (lambda: s.remember("s", "slow fact to embed"))
+    )
+    t = threading.Thread(target=call)
+    t.start()
+    try:
+        assert emb.entered.wait(10)
+        done = []
+        other = threading.Thread(
+            target=lambda: done.append((s.remember("s", "another fact"), s.recall("s", "deploys")))
+        )
+        other.start()
+        other.join(10)
+        assert done and not emb.release.is_set(), "the other thread waited for the embedder"
+    finally:
+        emb.release.set()
+        t.join(10)
+    s.close()
