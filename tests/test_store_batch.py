@@ -166,13 +166,13 @@ class GatedEmbedder(TableEmbedder):
 
 
 @pytest.mark.parametrize("slow", ["recall", "remember"])
-def test_embedding_never_holds_the_store_lock(slow):
+def test_embedding_never_holds_the_store_lock(make_store, slow):
     """A query (or write) still being embedded does not stop another thread's
     write and recall on the same store."""
     import threading
 
     emb = GatedEmbedder()
-    s = SQLiteStore.open(":memory:", embedder=emb, clock=Clock())
+    s = make_store(embedder=emb, clock=Clock())
     s.remember("s", "a fact about deploys")
     call = (
         (lambda: s.recall("s", "slow query"))
