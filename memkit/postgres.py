@@ -48,7 +48,7 @@ from memkit.errors import (
 )
 from memkit.gram_index import GramIndex
 from memkit.params import DAY, ConsolidationParams, FoldParams, RedactionParams
-from memkit.pg_schema import migrate
+from memkit.pg_schema import SCHEMA_VERSION, migrate
 from memkit.proposal import Proposal, validate_proposal
 from memkit.store import SQLiteStore
 from memkit.store_index import ScopeVectors
@@ -144,6 +144,7 @@ class PostgresStore:
         redaction: RedactionParams = RedactionParams(),
         ann: str | None = None,
         ef_search: int = 100,
+        read_only: bool = False,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
@@ -152,6 +153,8 @@ class PostgresStore:
         and checked as in `SQLiteStore.open`. `ann="hnsw"` builds (once) an
         HNSW index over live embeddings and serves recall from it, falling
         back to the exact answer whenever the ANN answer is short.
+        `read_only=True` opens an existing store of this schema version in
+        read-only transactions (nothing is created, migrated or recorded).
         """
         if ann not in _ANN_KINDS:
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
@@ -168,9 +171,16 @@ class PostgresStore:
         except psycopg.Error as e:
             raise ConfigError(f"cannot connect to Postgres store {_safe(dsn)!r}: {e}") from e
         try:
-            migrate(conn)
-            register_vector(conn)
-            cls._check_embedder(conn, emb, dsn)
+            if read_only:
+                _check_readable(conn, dsn)
+                conn.execute("SET default_transaction_read_only = on")
+                register_vector(conn)
+                if emb is not None:
+                    _check_recorded(conn, emb, dsn)
+            else:
+                migrate(conn)
+                register_vector(conn)
+                cls._check_embedder(conn, emb, dsn)
             store = cls(
                 conn,
                 dsn=dsn,
@@ -181,7 +191,7 @@ class PostgresStore:
                 ann=ann,
                 ef_search=ef_search,
             )
-            if ann == "hnsw":
+            if ann == "hnsw" and not read_only:
                 store._ensure_hnsw()
         except BaseException:
             conn.close()
@@ -195,18 +205,14 @@ class PostgresStore:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_EMBEDDER_LOCK,))
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            name, dim = meta.get("embedder"), meta.get("embedder_dim")
-            if name is None:
+            if meta.get("embedder") is None:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('embedder', %s), ('embedder_dim', %s) "
                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                     (emb.name, str(int(emb.dim))),
                 )
-            elif name != emb.name or (int(dim or 0) and emb.dim and int(dim) != int(emb.dim)):
-                raise EmbedderMismatch(
-                    f"store {_safe(dsn)!r} was built with embedder {name!r} (dim {dim}); "
-                    f"refusing to open it with {emb.name!r} (dim {emb.dim})"
-                )
+            else:
+                _check_recorded(conn, emb, dsn)
 
     def _embedding_dim(self) -> int:
         if self._dim is None:
@@ -717,6 +723,14 @@ class PostgresStore:
         rows = sorted(seen.values(), key=lambda r: (nan(r[8]) if r[8] is not None else -1, r[0]))
         return [Row._make(r).memory() for r in rows]
 
+    def scopes(self) -> list[str]:
+        """Every scope id with at least one row, sorted."""
+        with self._lock:
+            rows = self._conn.execute(
+                'SELECT DISTINCT scope_id COLLATE "C" FROM memories ORDER BY 1'
+            )
+            return [r[0] for r in rows]
+
     def live(self, scope_id: str, *, limit: int | None = None) -> list[Memory]:
         """Live rows of a scope, most recently confirmed first."""
         sql = (
@@ -968,6 +982,32 @@ class _Write:
     def drop(self, scope_id: str, kind: str, rowid: int) -> None:
         self.patched = True
         self.store._drop(scope_id, kind, rowid)
+
+
+def _check_recorded(conn: Any, emb: Embedder, dsn: str) -> None:
+    """EmbedderMismatch when the store recorded another embedder than `emb`."""
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    name, dim = meta.get("embedder"), meta.get("embedder_dim")
+    if name is not None and (
+        name != emb.name or (int(dim or 0) and emb.dim and int(dim) != int(emb.dim))
+    ):
+        raise EmbedderMismatch(
+            f"store {_safe(dsn)!r} was built with embedder {name!r} (dim {dim}); "
+            f"refusing to open it with {emb.name!r} (dim {emb.dim})"
+        )
+
+
+def _check_readable(conn: Any, dsn: str) -> None:
+    """ConfigError unless the database holds a memkit store of this schema version."""
+    row = conn.execute("SELECT to_regclass('schema_version'), to_regclass('memories')").fetchone()
+    if row[0] is None or row[1] is None:
+        raise ConfigError(f"{_safe(dsn)!r} holds no memkit store (no memkit tables)")
+    (version,) = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    if version != SCHEMA_VERSION:
+        raise ConfigError(
+            f"store {_safe(dsn)!r} has schema version {version}, this memkit reads "
+            f"{SCHEMA_VERSION}; open it read-write with this memkit to migrate"
+        )
 
 
 def _vec_text(v: np.ndarray) -> str:
