@@ -2,14 +2,22 @@
 
 A rollout that was part of `park_after` (3) passes whose answer was invalid
 leaves the pending queue, keeps its evidence and can be re-queued; provider
-errors and stale snapshots never count. The SIGKILL test of parking is in
-`test_consolidate_crash.py` (park mode).
+errors and stale snapshots never count. A SIGKILL while a pass parks never
+leaves a rollout both parked and pending, and never loses one.
 """
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +201,134 @@ def test_a_store_from_before_parking_migrates_with_its_queue(tmp_path):
 def test_rollout_type_defaults():
     r = Rollout(id="a" * 64, scope_id=S, messages=(), final="")
     assert r.failed_passes == 0 and r.parked_at is None
+
+
+# --- crash safety: SIGKILL while passes park ------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+KILLS = 30
+
+ZYGOTE = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from memkit import SQLiteStore
+    from memkit.consolidate import OracleConsolidator, run_pass
+
+    DB = sys.argv[1]
+
+    def gold(request):
+        # every eleventh run is poison: its batch fails until it is parked
+        if any(int(r.run_id.split("-")[1]) % 11 == 0 for r in request.rollouts):
+            return [{"ids": ["mem-invented"], "entry": None}]
+        return [{"ids": [], "entry": {"content": f"marker {r.run_id}"}} for r in request.rollouts]
+
+    async def loop():
+        store = SQLiteStore.open(DB, embedder=None)
+        model = OracleConsolidator(gold)
+        os.write(1, b"open\\n")  # the kill clock starts here, whatever the machine's load
+        while True:
+            res = await run_pass(store, "crash", model, on_error=lambda e: None)
+            if res.outcome == "error" and res.error_code != "unknown_id":
+                os.write(2, f"pass error: {res.error}\\n".encode())
+                os._exit(3)
+            if res.outcome == "nothing_pending":
+                await asyncio.sleep(0.001)
+
+    print("ready", flush=True)
+    for line in sys.stdin:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                asyncio.run(loop())
+            finally:
+                os._exit(4)
+        print(pid, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(f"reaped {status}", flush=True)
+    """
+)
+
+
+def _stage_file(db: Path, start: int, n: int) -> dict[str, str]:
+    staged = {}
+    with SQLiteStore.open(str(db), embedder=None) as store:
+        for i in range(start, start + n):
+            run_id = f"run-{i:04d}"
+            r = build_rollout(
+                "crash", [{"role": "user", "content": f"evidence {i}"}], "", run_id=run_id
+            )
+            assert store.stage_rollout(r)
+            staged[r.id] = run_id
+    return staged
+
+
+def _check(db: Path, staged: dict[str, str]) -> tuple[int, int]:
+    """Every staged rollout is in exactly one state, consistent with its counts and rows."""
+    con = sqlite3.connect(str(db))
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        con.close()
+    with SQLiteStore.open(str(db), embedder=None) as store:
+        pending = {r.id: r for r in store.pending_rollouts("crash", 10**6)}
+        parked = {r.id: r for r in store.parked_rollouts("crash")}
+        markers = {m.content for m in store.live("crash")}
+        stats = store.stats("crash")
+    consumed = {rid for rid, run in staged.items() if f"marker {run}" in markers}
+    assert not set(pending) & set(parked), "a rollout is both parked and pending"
+    assert not consumed & (set(pending) | set(parked))
+    assert set(pending) | set(parked) | consumed == set(staged), "a rollout was lost"
+    assert (stats["rollouts_pending"], stats["rollouts_parked"], stats["rollouts_consumed"]) == (
+        len(pending),
+        len(parked),
+        len(consumed),
+    )
+    assert all(r.failed_passes == 3 for r in parked.values())  # never double-counted
+    assert all(r.failed_passes < 3 for r in pending.values())
+    return len(parked), len(consumed)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_sigkill_while_parking_never_loses_or_duplicates_a_rollout(tmp_path):
+    db = tmp_path / "park.db"
+    staged = _stage_file(db, 0, 60)
+    script = tmp_path / "zygote.py"
+    script.write_text(ZYGOTE)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    z = subprocess.Popen(
+        [sys.executable, str(script), str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(REPO),
+    )
+    rng = random.Random(20261203)
+    parked = consumed = 0
+    try:
+        assert z.stdout.readline().strip() == "ready", z.stderr.read()
+        for _ in range(KILLS):
+            if len(staged) - parked - consumed < 40:
+                staged |= _stage_file(db, len(staged), 60)
+            z.stdin.write("go\n")
+            z.stdin.flush()
+            # the zygote prints the worker's pid, the worker "open" once it has the store
+            lines = [z.stdout.readline().strip(), z.stdout.readline().strip()]
+            if "open" not in lines:  # stop the zygote first: reading its stderr would block
+                z.kill()
+                raise AssertionError(f"worker did not start: {lines} {z.stderr.read()}")
+            pid = int(next(x for x in lines if x != "open"))
+            time.sleep(rng.uniform(0.005, 0.080))
+            os.kill(pid, signal.SIGKILL)
+            reaped = z.stdout.readline().strip()
+            assert reaped.startswith("reaped"), reaped
+            status = int(reaped.split()[1])
+            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, (
+                f"worker ended on its own (status {status}): {z.stderr.read()}"
+            )
+            parked, consumed = _check(db, staged)
+    finally:
+        z.stdin.close()
+        z.wait(timeout=10)
+    assert parked > 0 and consumed > 0  # the kills landed while both kinds of pass ran
