@@ -779,6 +779,7 @@ class PostgresStore:
             "by_kind": {k: by_kind.get(k, 0) for k in KINDS},
             "rollouts_pending": pending,
             "rollouts_consumed": consumed,
+            "rollouts_parked": 0,  # parking (memkit §7.8 extension) is SQLite-only so far
             "embedder": meta.get("embedder"),
             "embedder_dim": int(meta["embedder_dim"]) if "embedder_dim" in meta else None,
         }

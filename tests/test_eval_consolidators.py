@@ -163,10 +163,9 @@ def test_spend_splits_money_spent_from_replayed_answers(tmp_path):
     write_jsonl(tmp_path / "attempts.jsonl", rows)
     write_spend(tmp_path)
     got = json.loads((tmp_path / "spend.json").read_text())["systems"]
-    assert got["a"] == {
+    assert {k: got["a"][k] for k in ("attempts", "cached_attempts")} == {
         "attempts": 3,
         "cached_attempts": 1,
-        "cost_usd_spent": 0.25,
-        "cost_usd_cached": 0.5,
     }
+    assert (got["a"]["cost_usd_spent"], got["a"]["cost_usd_cached"]) == (0.25, 0.5)
     assert got["b"]["cost_usd_spent"] == 0.0 and got["b"]["cost_usd_cached"] == 0.125
