@@ -28,9 +28,14 @@ loads finished units and replays only the rest, and the consolidation
 response cache (`cache_dir`) makes any model call the killed run already paid
 for a cache hit.
 
-Concurrency: pipeline units run as asyncio tasks; every pass of one model
-holds that model's semaphore, so a provider sees at most `concurrency`
-requests at once whatever the number of scopes.
+Concurrency: pipeline units run as asyncio tasks; at most `concurrency` units
+of a model are open at once (one scope's passes in order, different scopes in
+parallel), and `memkit.llm` bounds the model's requests in flight by the same
+number, lowered on 429 and raised back after successes. Every LiteLLM model
+is preflighted before any pass; the first unfixable error (auth, permission,
+not found, bad request) stops that model. The manifest records, per model,
+the achieved concurrency and time spent waiting on limits, and per system the
+share of attempts without an answer (above `max_failure_share` the run fails).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ import pandas as pd
 from evals.aggregate import metrics_from_run, write_breakdown
 from evals.groups import write_groups
 from evals.matcher import Matcher, pair_accuracy, pair_predictions
+from evals.providers import ModelStopped, StopOnFatal, banner_lines, failure_summary
 from evals.replay import (
     CachingEmbedder,
     Variant,
@@ -106,6 +112,8 @@ class RunConfig:
     model_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per consolidator spec, options for `get_consolidator` (api_base, ...)."""
     concurrency: int = 4
+    max_failure_share: float = 0.5
+    """A system whose share of attempts without an answer exceeds this fails the run."""
     matcher_threshold: float = 0.5
     matcher_margin: float = 0.05
     limit: int | None = None
@@ -123,6 +131,10 @@ class RunConfig:
         d = dataclasses.asdict(self)
         d["consolidators"] = list(self.consolidators)
         d["scopes"] = None if self.scopes is None else list(self.scopes)
+        d["model_options"] = {  # a key given directly never reaches a run file
+            spec: {k: ("<redacted>" if k == "api_key" else v) for k, v in opts.items()}
+            for spec, opts in self.model_options.items()
+        }
         return json.loads(json.dumps(d, default=str))
 
     def params(self) -> tuple[RecallParams, AssemblyParams, FoldParams, ConsolidationParams]:
@@ -216,6 +228,8 @@ class Progress:
 class RunResult:
     out: Path
     metrics: pd.DataFrame
+    failures: list[str] = field(default_factory=list)
+    """One line per system whose provider failures fail the run (empty: none)."""
 
 
 def _unit_name(system: str, replicate: int, scope: str) -> str:
@@ -244,19 +258,31 @@ def _resume_key(config: RunConfig, ds: Any) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _model_key(spec: str) -> str:
-    return spec
+def _concurrency(spec: str, config: RunConfig) -> int:
+    from evals.providers import concurrency_of
+
+    return concurrency_of(spec, config.model_options.get(spec, {}), config.concurrency)
 
 
 def _consolidator(spec: str, config: RunConfig, dataset: Any, matcher: Matcher) -> Any:
+    from evals.providers import consolidator_kwargs
     from memkit.consolidate import get_consolidator
 
-    opts = dict(config.model_options.get(spec, {}))
+    opts = consolidator_kwargs(spec, config.model_options.get(spec, {}), _concurrency(spec, config))
     if spec == "oracle":
         opts["gold"] = oracle_gold(dataset, matcher)
     if spec.startswith("litellm:") and config.cache_dir and "cache_dir" not in opts:
         opts["cache_dir"] = config.cache_dir
     return get_consolidator(spec, **opts)
+
+
+def preflight(config: RunConfig) -> None:
+    """Check every LiteLLM model of `config` (credentials, model string, endpoint)
+    before any pass; raises ProviderError naming the model and the cause."""
+    from evals.providers import preflight as check
+
+    for spec in config.consolidators:
+        check(spec, config.model_options.get(spec, {}))
 
 
 def run_eval(
@@ -278,6 +304,7 @@ def run_eval(
 
     out = Path(out)
     started = now()
+    preflight(config)
     ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
     units_dir = out / "units" / _resume_key(config, ds)
     units_dir.mkdir(parents=True, exist_ok=True)
@@ -322,13 +349,23 @@ def run_eval(
             results[name] = got
             progress.step(f"store {s.scope_id}")
 
-    # pipeline mode: one task per (consolidator, replicate, scope)
+    # pipeline mode: one task per (consolidator, replicate, scope). A model's
+    # units hold one of `concurrency` slots while open (a scope's passes run in
+    # order, different scopes in parallel; open stores stay few whatever the
+    # number of scopes); its requests in flight are bounded by memkit.llm's
+    # one limit per model, which 429s lower.
+    stopped: dict[str, str] = {}
+    limits: dict[str, dict[str, Any]] = {}
+
     async def pipeline() -> None:
-        sems: dict[str, asyncio.Semaphore] = {}
+        from memkit import llm
+
         tasks = []
         for spec in config.consolidators:
             cons = _consolidator(spec, config, ds, matcher)
-            sem = sems.setdefault(_model_key(spec), asyncio.Semaphore(config.concurrency))
+            if spec.startswith("litellm:"):
+                cons = StopOnFatal(cons, f"pipeline:{spec}", stopped, quiet)
+            slots = asyncio.Semaphore(_concurrency(spec, config))
             for rep in range(config.replicates):
                 for s in scopes:
                     name = _unit_name(f"pipeline:{spec}", rep, s.scope_id)
@@ -337,23 +374,31 @@ def run_eval(
                         results[name] = got
                         progress.step(f"{spec} {s.scope_id} (done)")
                         continue
-                    tasks.append(unit(spec, cons, sem, rep, s, name))
+                    tasks.append(unit(spec, cons, slots, rep, s, name))
         for coro in asyncio.as_completed(tasks):
             await coro
+        limits.update(llm.limit_stats())
 
-    async def unit(spec, cons, sem, rep, s, name) -> None:
-        r = await replay_pipeline_scope(
-            s,
-            cons,
-            embedder=emb,
-            matcher=matcher,
-            params=cparams,
-            fold=fold,
-            variants=(variant,),
-            semaphore=sem,
-            on_pass=on_pass,
-            replicate=rep,
-        )
+    async def unit(spec, cons, slots, rep, s, name) -> None:
+        async with slots:
+            if f"pipeline:{spec}" in stopped:
+                progress.step(f"{spec} {s.scope_id} (stopped)")
+                return
+            try:
+                r = await replay_pipeline_scope(
+                    s,
+                    cons,
+                    embedder=emb,
+                    matcher=matcher,
+                    params=cparams,
+                    fold=fold,
+                    variants=(variant,),
+                    on_pass=on_pass,
+                    replicate=rep,
+                )
+            except ModelStopped:
+                progress.step(f"{spec} {s.scope_id} (stopped)")
+                return
         got = {
             "system": f"pipeline:{spec}",
             "replicate": rep,
@@ -383,6 +428,7 @@ def run_eval(
         write_jsonl(out / f"{k}.jsonl", rows)
     pairs = list(getattr(ds, "pairs", ()) or ())
     write_json(out / "matcher.json", matcher_accuracy(pairs, config))
+    health = failure_summary(files["attempts"], config.max_failure_share, stopped)
     write_manifest(
         out,
         name=config.name,
@@ -394,6 +440,7 @@ def run_eval(
         systems=systems,
         started_at=started,
         embedder_errors=embedder_errors(files["probes"], emb),
+        providers={"failures": health, "limits": limits},
     )
     table = metrics_from_run(out)
     write_metrics(out, table)
@@ -406,7 +453,7 @@ def run_eval(
         from evals.report import build_report
 
         build_report(out)
-    return RunResult(out, table)
+    return RunResult(out, table, banner_lines(health))
 
 
 def embedder_errors(probes: Sequence[Mapping[str, Any]], emb: Any) -> dict[str, Any]:

@@ -3,9 +3,14 @@
 One chat completion with exact attempt accounting: the OpenAI SDK's own
 retries are off (`max_retries=0`) and this module owns a single bounded retry
 loop that honours Retry-After, so "3 attempts" in a result means three HTTP
-requests. Concurrency is bounded by one asyncio semaphore per model (LiteLLM's
-router would reject instead of queueing). Tokens, cost from LiteLLM's bundled
-price map (offline) and latency are recorded per attempt.
+requests. How many requests a model has in flight is decided in one place,
+that model's `ModelLimit` (the caller's `concurrency`, lowered adaptively on
+429 and raised back after a run of successes; LiteLLM's router would reject
+instead of queueing). Authentication, permission, not-found and bad-request
+errors are never retried. Tokens, cost from LiteLLM's bundled price map
+(offline) and latency are recorded per attempt. `preflight` checks a model
+(provider resolvable, credentials present, endpoint reachable) before a run
+spends anything on it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ import asyncio
 import email.utils
 import importlib.metadata
 import os
+import statistics
 import time
+import urllib.error
+import urllib.request
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -24,11 +32,10 @@ from memkit.errors import ProviderError
 
 RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server", "timeout", "connection"})
 """Attempt outcomes our retry loop tries again; anything else fails at once."""
+FATAL: frozenset[str] = frozenset({"auth", "permission", "not_found", "bad_request"})
+"""Outcomes that no retry or later request of the same model can fix: stop that model."""
 
 _litellm_module: Any = None
-_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def litellm() -> Any:
@@ -132,13 +139,116 @@ class Completion:
         return self.attempts[-1]
 
 
-def _semaphore(model: str, limit: int) -> asyncio.Semaphore:
+class ModelLimit:
+    """The one place that decides how many requests a model has in flight.
+
+    Starts at `ceiling` (the user's concurrency). A 429 halves the limit (once
+    per window: only a request started after the last cut can cut again); a run
+    of `limit` successes in a row raises it by one, never above `ceiling`.
+    Records, for the run report, the in-flight count each request saw when it
+    started (itself included), the limit over time, the time requests spent
+    queued for a slot and the time spent waiting on Retry-After / backoff.
+    """
+
+    def __init__(self, ceiling: int, clock: Callable[[], float] = time.perf_counter):
+        if ceiling < 1:
+            raise ValueError(f"concurrency must be >= 1, got {ceiling!r}")
+        self.ceiling = self.limit = ceiling
+        self.in_flight = 0
+        self._clock = clock
+        self._cond = asyncio.Condition()
+        self._started = 0
+        self._cut_at = 0
+        self._successes = 0
+        self.in_flight_seen: list[int] = []
+        self.limits_seen: list[int] = [ceiling]
+        self.rate_limited = 0
+        self.queued_s = 0.0
+        self.retry_wait_s = 0.0
+        self.busy_s = 0.0
+        """Sum of request durations: busy_s / wall is the mean achieved concurrency."""
+        self.first_start: float | None = None
+        self.last_end: float | None = None
+
+    def set_ceiling(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        self.limit = min(self.limit, ceiling) if self.rate_limited else ceiling
+
+    async def acquire(self) -> int:
+        """Wait for a slot; returns the request's ticket (its start order)."""
+        t0 = self._clock()
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+            ticket = self._started
+            self._started += 1
+            self.in_flight_seen.append(self.in_flight)
+        now = self._clock()
+        self.queued_s += now - t0
+        if self.first_start is None:
+            self.first_start = now
+        return ticket
+
+    async def release(self, ticket: int, outcome: str, duration_s: float) -> None:
+        async with self._cond:
+            self.in_flight -= 1
+            self.busy_s += duration_s
+            self.last_end = self._clock()
+            if outcome == "rate_limit":
+                self.rate_limited += 1
+                self._successes = 0
+                if ticket >= self._cut_at and self.limit > 1:
+                    self.limit = max(1, self.limit // 2)
+                    self._cut_at = self._started
+                    self.limits_seen.append(self.limit)
+            elif outcome == "ok":
+                self._successes += 1
+                if self._successes >= self.limit and self.limit < self.ceiling:
+                    self.limit += 1
+                    self._successes = 0
+                    self.limits_seen.append(self.limit)
+            self._cond.notify_all()
+
+    def stats(self) -> dict[str, Any]:
+        """What the run report shows about this model's requests (wall clock)."""
+        seen = self.in_flight_seen
+        wall = (self.last_end or 0.0) - (self.first_start or 0.0)
+        return {
+            "requests": len(seen),
+            "concurrency_limit": self.ceiling,
+            "in_flight_min": min(seen, default=0),
+            "in_flight_median": statistics.median(seen) if seen else 0,
+            "in_flight_max": max(seen, default=0),
+            "in_flight_mean_over_time": round(self.busy_s / wall, 3) if wall > 0 else None,
+            "limit_min": min(self.limits_seen),
+            "limit_final": self.limit,
+            "rate_limited": self.rate_limited,
+            "queued_s": round(self.queued_s, 3),
+            "retry_wait_s": round(self.retry_wait_s, 3),
+        }
+
+
+_limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ModelLimit]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def model_limit(model: str, concurrency: int | None = None) -> ModelLimit:
+    """This event loop's limit for `model`; `concurrency` (when given) is its ceiling."""
     loop = asyncio.get_running_loop()
-    per_loop = _semaphores.setdefault(loop, {})
-    sem = per_loop.get(model)
-    if sem is None:
-        sem = per_loop[model] = asyncio.Semaphore(limit)
-    return sem
+    per_loop = _limits.setdefault(loop, {})
+    lim = per_loop.get(model)
+    if lim is None:
+        lim = per_loop[model] = ModelLimit(concurrency or 4)
+    elif concurrency is not None and concurrency != lim.ceiling:
+        lim.set_ceiling(concurrency)
+    return lim
+
+
+def limit_stats() -> dict[str, dict[str, Any]]:
+    """`ModelLimit.stats()` of every model used on the running event loop."""
+    loop = asyncio.get_running_loop()
+    return {m: lim.stats() for m, lim in sorted(_limits.get(loop, {}).items())}
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -167,20 +277,111 @@ def _retry_after(exc: BaseException) -> float | None:
         return max(0.0, when.timestamp() - time.time())
 
 
+_STATUS_OUTCOME = {400: "bad_request", 401: "auth", 403: "permission", 404: "not_found"}
+_STATUS_OUTCOME[422] = "bad_request"
+_CREDENTIAL_HINTS = ("missing credentials", "api_key client option", "no api key", "api key not")
+
+
 def classify(exc: BaseException) -> tuple[str, int | None]:
-    """Map a provider exception to an attempt outcome and HTTP status."""
+    """Map a provider exception to an attempt outcome and HTTP status.
+
+    LiteLLM wraps some failures in a 500 whose message is the real cause
+    (a missing key, a refused connection); those are classified by cause.
+    """
     lm = litellm()
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
+    text = str(exc).lower()
     if isinstance(exc, asyncio.TimeoutError | lm.Timeout):
         return "timeout", status
     if isinstance(exc, lm.RateLimitError) or status == 429:
         return "rate_limit", status
-    if isinstance(exc, lm.APIConnectionError):
+    if isinstance(exc, lm.AuthenticationError) or any(h in text for h in _CREDENTIAL_HINTS):
+        return "auth", status
+    if isinstance(exc, lm.PermissionDeniedError):
+        return "permission", status
+    if isinstance(exc, lm.NotFoundError):
+        return "not_found", status
+    if isinstance(exc, lm.BadRequestError | lm.UnprocessableEntityError):
+        return "bad_request", status
+    if isinstance(exc, lm.APIConnectionError) or "connection error" in text:
         return "connection", status
+    if status in _STATUS_OUTCOME:
+        return _STATUS_OUTCOME[status], status
     if status is not None and status >= 500:
         return "server", status
     return "error", status
+
+
+def env_keys(model: str, api_base: str | None = None) -> list[str]:
+    """Environment variables LiteLLM needs for `model` that are not set (keys, bases)."""
+    try:
+        got = litellm().validate_environment(model=model, api_base=api_base)
+    except Exception:
+        return []
+    return [k for k in got.get("missing_keys") or () if not (api_base and k.endswith("_BASE"))]
+
+
+OLLAMA_BASE = "http://localhost:11434"
+
+
+def _reachable(model: str, base: str, api_key: str | None, timeout: float) -> None:
+    """One GET of `<base>/models`: any HTTP answer means reachable; 401/403 mean the key is bad."""
+    req = urllib.request.Request(base.rstrip("/") + "/models", method="GET")
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout):
+            return
+    except urllib.error.HTTPError as e:
+        if e.code in (401, 403):
+            raise _fail(model, "auth", f"{base} refused the key (HTTP {e.code})", e.code) from None
+        return
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise _fail(model, "connection", f"{base} is unreachable ({reason})") from None
+
+
+def _fail(model: str, kind: str, cause: str, status: int | None = None) -> ProviderError:
+    err = ProviderError(f"{model}: {cause}", kind=kind, status=status)
+    err.attempts = ()  # type: ignore[attr-defined]
+    return err
+
+
+def preflight(
+    model: str,
+    *,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    key_name: str | None = None,
+    timeout: float = 3.0,
+) -> None:
+    """Check `model` before any pass: provider resolvable, credentials present and,
+    with `api_base` (or a local Ollama), the endpoint answering one cheap GET.
+
+    Raises ProviderError with one line naming the model and the cause. It
+    cannot know whether the provider serves that model name: a wrong name
+    under a known provider fails on the first request, as `not_found`, and is
+    never retried. `key_name` names where `api_key` came from, for messages.
+    """
+    lm = litellm()
+    try:
+        provider = lm.get_llm_provider(model, api_base=api_base)[1]
+    except Exception as e:
+        first = str(e).split("\n", 1)[0].removeprefix("litellm.BadRequestError: ")
+        raise _fail(model, "not_found", f"unknown model string ({first[:160]})") from None
+    if not api_key:
+        missing = env_keys(model, api_base)
+        if provider in ("ollama", "ollama_chat") and missing == ["OLLAMA_API_BASE"]:
+            api_base, missing = OLLAMA_BASE, []
+        if missing:
+            raise _fail(
+                model, "auth", f"no credentials: environment variable {' / '.join(missing)} not set"
+            )
+    elif key_name and not api_key.strip():
+        raise _fail(model, "auth", f"no credentials: {key_name} is empty")
+    if api_base:
+        _reachable(model, api_base, api_key, timeout)
 
 
 def _cost(lm: Any, resp: Any, model: str) -> tuple[float, str | None]:
@@ -209,7 +410,7 @@ async def acomplete(
     timeout: float = 60.0,
     json_mode: bool | None = None,
     retry: RetryPolicy = RetryPolicy(),
-    concurrency: int = 4,
+    concurrency: int | None = None,
     extra: Mapping[str, Any] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.perf_counter,
@@ -218,6 +419,8 @@ async def acomplete(
 
     `json_mode=None` asks LiteLLM whether the model supports JSON mode.
     `extra` is passed through (e.g. `mock_response`, `temperature`).
+    `concurrency` sets the model's ceiling (`model_limit`; None keeps the
+    current one, 4 for a model not seen yet on this event loop).
     Raises ProviderError (with `.attempts`) when every attempt failed or the
     failure is not retryable.
     """
@@ -239,54 +442,60 @@ async def acomplete(
     if api_key:
         kwargs["api_key"] = api_key
     attempts: list[CallAttempt] = []
-    sem = _semaphore(model, concurrency)
+    limit = model_limit(model, concurrency)
     for n in range(1, max(1, retry.max_attempts) + 1):
-        async with sem:
-            t0 = clock()
+        ticket = await limit.acquire()
+        t0 = clock()
+        try:
+            # The SDK timeout bounds the HTTP call; wait_for is a backstop for
+            # providers or mocks that ignore it.
+            resp = await asyncio.wait_for(lm.acompletion(**kwargs), timeout + 5.0)
+        except asyncio.CancelledError:
+            await limit.release(ticket, "cancelled", clock() - t0)
+            raise
+        except Exception as exc:
+            outcome, status = classify(exc)
+            after = _retry_after(exc) if outcome == "rate_limit" else None
+            latency = clock() - t0
+            await limit.release(ticket, outcome, latency)
+            attempts.append(
+                CallAttempt(
+                    model=model,
+                    outcome=outcome,
+                    status=status,
+                    latency_s=latency,
+                    retry_after_s=after,
+                    error=f"{type(exc).__name__}: {str(exc)[:300]}",
+                )
+            )
+        else:
+            latency = clock() - t0
+            await limit.release(ticket, "ok", latency)
+            tin, tout = _usage(resp)
+            cost, note = _cost(lm, resp, model)
             try:
-                # The SDK timeout bounds the HTTP call; wait_for is a backstop for
-                # providers or mocks that ignore it.
-                resp = await asyncio.wait_for(lm.acompletion(**kwargs), timeout + 5.0)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                outcome, status = classify(exc)
-                after = _retry_after(exc) if outcome == "rate_limit" else None
-                attempts.append(
-                    CallAttempt(
-                        model=model,
-                        outcome=outcome,
-                        status=status,
-                        latency_s=clock() - t0,
-                        retry_after_s=after,
-                        error=f"{type(exc).__name__}: {str(exc)[:300]}",
-                    )
+                text = resp.choices[0].message.content
+            except (AttributeError, IndexError):
+                text = None
+            attempts.append(
+                CallAttempt(
+                    model=model,
+                    outcome="ok",
+                    status=200,
+                    input_tokens=tin,
+                    output_tokens=tout,
+                    cost_usd=cost,
+                    cost_note=note,
+                    latency_s=latency,
                 )
-            else:
-                latency = clock() - t0
-                tin, tout = _usage(resp)
-                cost, note = _cost(lm, resp, model)
-                try:
-                    text = resp.choices[0].message.content
-                except (AttributeError, IndexError):
-                    text = None
-                attempts.append(
-                    CallAttempt(
-                        model=model,
-                        outcome="ok",
-                        status=200,
-                        input_tokens=tin,
-                        output_tokens=tout,
-                        cost_usd=cost,
-                        cost_note=note,
-                        latency_s=latency,
-                    )
-                )
-                return Completion(text=text or "", model=model, attempts=tuple(attempts))
+            )
+            return Completion(text=text or "", model=model, attempts=tuple(attempts))
         last = attempts[-1]
         if last.outcome not in RETRYABLE or n >= retry.max_attempts:
             break
-        await sleep(retry.delay(n, last.retry_after_s))
+        wait = retry.delay(n, last.retry_after_s)
+        limit.retry_wait_s += wait
+        await sleep(wait)
     last = attempts[-1]
     err = ProviderError(
         f"{model}: {last.outcome} after {len(attempts)} attempt(s): {last.error}",

@@ -152,10 +152,11 @@ def test_killed_run_resumes_without_repeating_attempts(tiny, emb, server, tmp_pa
 
     units = tmp_path / "run" / "units"
 
-    def kill_mid_alpha(row):
-        # die in the middle of scope alpha, once scope beta has finished
+    def kill_mid_second(row):
+        # die in the middle of the second scope, once the first has finished
         seen.append(row)
-        if row["scope_id"] == "alpha" and list(units.glob("*/*beta*.json")):
+        done = list(units.glob("*/*.json"))
+        if done and not any(row["scope_id"] in p.name for p in done):
             raise Killed
 
     with pytest.raises(Killed):
@@ -165,7 +166,7 @@ def test_killed_run_resumes_without_repeating_attempts(tiny, emb, server, tmp_pa
             quiet=True,
             dataset=ds,
             embedder=emb,
-            on_pass=kill_mid_alpha,
+            on_pass=kill_mid_second,
             report=False,
         )
     before = len(server.calls)

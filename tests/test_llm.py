@@ -40,6 +40,7 @@ from memkit.consolidate import (
     run_pass,
     run_pass_sync,
 )
+from memkit.errors import ProviderError
 from memkit.params import ConsolidationParams
 
 GOOD = json.dumps(
@@ -85,6 +86,9 @@ def srv():
         "e500": server_error(500),
         "e500_then_ok": [server_error(503), reply(GOOD)],
         "bad_request": status(400),
+        "unauthorized": status(401),
+        "forbidden": status(403),
+        "missing_model": status(404),
         "slow": slow(3.0, GOOD),
         "trunc": truncated(GOOD),
         "fencer": fenced(GOOD),
@@ -156,7 +160,11 @@ def test_retry_after_is_capped(srv):
     [
         ("always_429", "rate_limit", 3),
         ("e500", "server", 3),
-        ("bad_request", "error", 1),  # not retryable: fails at once
+        # never retried: no later attempt can fix them
+        ("bad_request", "bad_request", 1),
+        ("unauthorized", "auth", 1),
+        ("forbidden", "permission", 1),
+        ("missing_model", "not_found", 1),
     ],
 )
 def test_provider_failures_keep_evidence_pending(srv, model, outcome, attempts):
@@ -421,3 +429,87 @@ def test_consolidation_reaches_litellm_only_through_llm_module():
         if pattern.search(p.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+def test_model_limit_halves_on_429_and_climbs_back_by_one():
+    from memkit.llm import ModelLimit
+
+    async def main():
+        lim = ModelLimit(8)
+        tickets = [await lim.acquire() for _ in range(8)]
+        assert lim.in_flight == 8 and lim.stats()["in_flight_max"] == 8
+        # a burst of 429s from requests started before the first cut halves once
+        await lim.release(tickets[0], "rate_limit", 0.1)
+        await lim.release(tickets[1], "rate_limit", 0.1)
+        assert lim.limit == 4
+        for k in tickets[2:]:
+            await lim.release(k, "ok", 0.1)
+        t = await lim.acquire()  # started after the cut: may cut again
+        await lim.release(t, "rate_limit", 0.1)
+        assert lim.limit == 2
+        for _ in range(2):  # a run of `limit` successes raises it by one
+            await lim.release(await lim.acquire(), "ok", 0.1)
+        assert lim.limit == 3
+        for _ in range(100):
+            await lim.release(await lim.acquire(), "ok", 0.1)
+        assert lim.limit == 8  # never above the user's ceiling
+        s = lim.stats()
+        assert (s["rate_limited"], s["limit_min"], s["concurrency_limit"]) == (3, 2, 8)
+
+    asyncio.run(main())
+
+
+def test_one_limit_per_model_is_the_callers(srv):
+    """No hidden second cap: 6 concurrent calls at concurrency 6 are all in flight."""
+    from memkit import llm
+
+    async def main():
+        msgs = [{"role": "user", "content": "x"}]
+        calls = [
+            llm.acomplete(
+                "openai/paced", msgs, api_base=srv.url, api_key="k", json_mode=False, concurrency=6
+            )
+            for _ in range(6)
+        ]
+        await asyncio.gather(*calls)
+        return llm.limit_stats()["openai/paced"]
+
+    srv.max_in_flight.pop("paced", None)
+    stats = asyncio.run(main())
+    assert srv.max_in_flight["paced"] == 6 and stats["in_flight_max"] == 6
+
+
+def test_missing_credentials_are_auth_and_never_retried(monkeypatch):
+    from memkit import llm
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    msgs = [{"role": "user", "content": "x"}]
+    with pytest.raises(ProviderError) as e:
+        asyncio.run(llm.acomplete("openai/gpt-4o-mini", msgs, json_mode=False))
+    assert e.value.kind == "auth" and len(e.value.attempts) == 1
+
+
+@pytest.mark.parametrize(
+    "model,opts,kind,cause",
+    [
+        ("openai/gpt-4o-mini", {}, "auth", "OPENAI_API_KEY"),
+        ("anthropic/claude-3-haiku-20240307", {}, "auth", "ANTHROPIC_API_KEY"),
+        ("notaprovider/foo", {}, "not_found", "unknown model string"),
+        ("openai/x", {"api_base": "http://127.0.0.1:9/v1", "api_key": "k"}, "connection", ":9"),
+    ],
+)
+def test_preflight_names_model_and_cause(monkeypatch, model, opts, kind, cause):
+    from memkit import llm
+
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ProviderError) as e:
+        llm.preflight(model, **opts)
+    msg = str(e.value)
+    assert e.value.kind == kind and msg.startswith(model) and cause in msg and "\n" not in msg
+
+
+def test_preflight_passes_a_reachable_base_with_a_key(srv):
+    from memkit import llm
+
+    llm.preflight("openai/good", api_base=srv.url, api_key="k")  # no raise

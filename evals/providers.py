@@ -1,0 +1,229 @@
+"""LLM providers as a run sees them: per-model options, the preflight, failure shares.
+
+A researcher configures a model the way LiteLLM users do: the key from the
+provider's usual environment variable (or `api_key_env`, the name of another
+one; a key itself is never written into a run folder), an `api_base` for a
+local server or gateway, and per-model request options. This module turns
+those options into `get_consolidator` keyword arguments, runs
+`memkit.llm.preflight` for each LiteLLM model before any pass, and judges a
+finished run: the share of each system's attempts that got no answer (a run
+above the threshold must not look like a result) and `--fail-under` floors.
+What a model answers is scored elsewhere (`evals.scorers`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from memkit.errors import ConfigError
+
+DEFAULT_MAX_FAILURE_SHARE = 0.5
+"""A system whose share of attempts without an answer exceeds this fails the run."""
+
+REQUEST_OPTIONS = ("temperature", "max_tokens", "seed", "timeout", "response_format")
+"""Per-model options sent with every request (LiteLLM kwargs)."""
+MODEL_OPTIONS = ("api_base", "api_key_env", "json_mode", "concurrency", *REQUEST_OPTIONS)
+"""Every per-model option a user may set (CLI flags and the experiment file)."""
+MOCK_KEYS = ("mock_response", "mock_timeout")
+
+
+def is_llm(spec: str) -> bool:
+    return spec.startswith("litellm:")
+
+
+def validate_options(spec: str, opts: Mapping[str, Any]) -> None:
+    """Refuse unknown per-model options and a literal key (it would be recorded)."""
+    if "api_key" in opts and "api_key_env" not in opts:
+        raise ConfigError(
+            f"{spec}: give the key's environment variable (api_key_env), not the key itself"
+        )
+    unknown = sorted(set(opts) - set(MODEL_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"{spec}: unknown model option(s) {', '.join(unknown)} "
+            f"(known: {', '.join(MODEL_OPTIONS)})"
+        )
+
+
+def consolidator_kwargs(spec: str, opts: Mapping[str, Any], concurrency: int) -> dict[str, Any]:
+    """`get_consolidator` keyword arguments from a model's options.
+
+    User-level options (MODEL_OPTIONS) are translated; anything else (library
+    callers' `api_key`, `extra`, `max_attempts`, ...) passes through.
+    """
+    kw = {k: v for k, v in opts.items() if k not in MODEL_OPTIONS}
+    if not is_llm(spec):
+        return kw
+    extra = dict(kw.pop("extra", None) or {})
+    for k in REQUEST_OPTIONS:
+        if opts.get(k) is not None:
+            extra[k] = opts[k]
+    if "response_format" in extra:
+        kw["json_mode"] = False  # the user's response_format wins over JSON mode
+    elif opts.get("json_mode") is not None:
+        kw["json_mode"] = bool(opts["json_mode"])
+    if extra:
+        kw["extra"] = extra
+    if opts.get("api_base"):
+        kw["api_base"] = opts["api_base"]
+    var = opts.get("api_key_env")
+    if var:
+        if not os.environ.get(var):
+            raise ConfigError(f"{spec}: environment variable {var} (api_key_env) is not set")
+        kw["api_key"] = os.environ[var]
+    kw["concurrency"] = int(opts.get("concurrency") or concurrency)
+    return kw
+
+
+def concurrency_of(spec: str, opts: Mapping[str, Any], default: int) -> int:
+    n = opts.get("concurrency") or default
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ConfigError(f"{spec}: concurrency must be an integer >= 1, got {n!r}")
+    return n
+
+
+def preflight(spec: str, opts: Mapping[str, Any]) -> None:
+    """`memkit.llm.preflight` for a LiteLLM consolidator (mocked models need nothing)."""
+    if not is_llm(spec):
+        return
+    extra = opts.get("extra") or {}
+    if any(k in extra for k in MOCK_KEYS):
+        return
+    from memkit import llm
+
+    kw = consolidator_kwargs(spec, opts, 1)
+    llm.preflight(
+        spec.split(":", 1)[1],
+        api_base=kw.get("api_base"),
+        api_key=kw.get("api_key"),
+        key_name=opts.get("api_key_env"),
+    )
+
+
+# --- judging a finished run ------------------------------------------------------------
+
+
+def failure_summary(
+    attempts: Iterable[Mapping[str, Any]],
+    threshold: float = DEFAULT_MAX_FAILURE_SHARE,
+    stopped: Mapping[str, str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per system: attempts, failed (no answer), failures by outcome, share, and whether
+    it fails the run (share above `threshold`, or the model was stopped)."""
+    out: dict[str, dict[str, Any]] = {}
+    for a in attempts:
+        s = out.setdefault(a["system"], {"attempts": 0, "failed": 0, "by_outcome": {}})
+        s["attempts"] += 1
+        if a.get("raw_response") is None and a.get("outcome") != "ok":
+            s["failed"] += 1
+            k = str(a.get("outcome"))
+            s["by_outcome"][k] = s["by_outcome"].get(k, 0) + 1
+    for sys_, reason in (stopped or {}).items():
+        out.setdefault(sys_, {"attempts": 0, "failed": 0, "by_outcome": {}})["stopped"] = reason
+    for s in out.values():
+        s["share"] = round(s["failed"] / s["attempts"], 6) if s["attempts"] else None
+        s["threshold"] = threshold
+        s["fails_run"] = bool(s.get("stopped")) or (
+            s["share"] is not None and s["share"] > threshold
+        )
+    return out
+
+
+def banner_lines(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per system that fails the run, naming it and its failure counts."""
+    lines = []
+    for sys_, s in sorted(summary.items()):
+        if not s.get("fails_run"):
+            continue
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(s["by_outcome"].items())) or "none"
+        line = (
+            f"PROVIDER FAILURE: {sys_}: {s['failed']} of {s['attempts']} attempts got no answer "
+            f"({outcomes}); threshold {s['threshold']:g}"
+        )
+        if s.get("stopped"):
+            line += f"; stopped: {s['stopped']}"
+        lines.append(line + ". Its numbers measure the failures, not the model.")
+    return lines
+
+
+def parse_floors(items: Sequence[str]) -> dict[str, float]:
+    """`--fail-under METRIC=VALUE` items as {metric: floor}."""
+    out: dict[str, float] = {}
+    for item in items or ():
+        name, sep, val = item.partition("=")
+        try:
+            out[name.strip()] = float(val)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ConfigError(f"--fail-under wants METRIC=VALUE, got {item!r}")
+    return out
+
+
+def below_floors(records: Iterable[Mapping[str, Any]], floors: Mapping[str, float]) -> list[str]:
+    """One line per (system, metric) below its floor; an undefined value is below.
+
+    A floor naming a metric no system reports is an error, not a pass.
+    """
+    lines = []
+    seen: set[str] = set()
+    for r in records:
+        m = r.get("metric")
+        if m not in floors or r.get("system") == "matcher":
+            continue
+        seen.add(m)
+        v = r.get("value")
+        if v is None or v != v or float(v) < floors[m]:
+            shown = "undefined" if v is None or v != v else f"{float(v):.6g}"
+            lines.append(f"FAIL-UNDER: {r['system']}: {m} = {shown} < {floors[m]:g}")
+    missing = sorted(set(floors) - seen)
+    if missing:
+        raise ConfigError(f"--fail-under: no system reports {', '.join(missing)}")
+    return lines
+
+
+# --- stopping a model at its first unfixable error ---------------------------------------
+
+
+class ModelStopped(Exception):
+    """Raised out of a unit whose model was stopped; the unit is abandoned, not recorded."""
+
+
+class StopOnFatal:
+    """Wraps a LiteLLM consolidator: the first authentication, permission, not-found or
+    bad-request error stops that model's run at once (`memkit.llm.FATAL`).
+
+    The error is printed as one line naming the model and the cause (also when
+    quiet: it is an error), recorded in `stopped[system]`, and every later
+    pass of the model raises ModelStopped before sending anything.
+    """
+
+    def __init__(self, inner: Any, system: str, stopped: dict[str, str], quiet: bool = False):
+        self.inner, self.system, self.stopped = inner, system, stopped
+        self.name = inner.name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def propose(self, request: Any) -> Any:
+        from memkit import llm
+        from memkit.errors import ProviderError
+
+        if self.system in self.stopped:
+            raise ModelStopped(self.stopped[self.system])
+        try:
+            return await self.inner.propose(request)
+        except ProviderError as e:
+            if getattr(e, "kind", None) not in llm.FATAL or self.system in self.stopped:
+                raise
+            reason = (
+                f"{getattr(e, 'kind', 'error')} (HTTP {getattr(e, 'status', None)}): "
+                + (str(e).split("\n", 1)[0][:240])
+            )
+            self.stopped[self.system] = reason
+            import sys
+
+            print(f"{self.system}: stopped: {reason}", file=sys.stderr, flush=True)
+            raise ModelStopped(reason) from e
