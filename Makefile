@@ -39,7 +39,8 @@ lint: $(STAMP)
 notebooks: $(STAMP)
 	cd notebooks && for nb in *.ipynb; do \
 		../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-			--ExecutePreprocessor.timeout=600 "$$nb" || exit 1; \
+			--ExecutePreprocessor.timeout=600 \
+			--ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
 	done
 
 bench: $(BENCH_STAMP)

@@ -113,7 +113,8 @@ def row_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
     out: list[Unit] = []
     for e in rows:
         live, old = frozenset(e["live_gold"]), frozenset(e["stale_gold"])
-        out += [(e.get("scope_id"), RowUnit(r["fact"], live, old)) for r in e["rows"]]
+        gold = e.get("gold", True)
+        out += [(e.get("scope_id"), RowUnit(r["fact"], live, old, gold)) for r in e["rows"]]
     return out
 
 

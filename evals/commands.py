@@ -82,7 +82,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--dataset",
         metavar="SPEC",
         help="dataset folder in memkit's format, or <adapter>:<datasets dir> with adapter "
-        "locomo, longmemeval, longmemeval_s or msc (docs/datasets.md)",
+        "locomo, longmemeval, longmemeval_s, msc, tau_bench or swe_agent (docs/datasets.md)",
     )
     p.add_argument("--preset", help="a named configuration: bundled (datasets/bundled)")
     p.add_argument(

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from memkit.errors import DatasetError
+from memkit.errors import ConfigError, DatasetError
 from memkit.types import KINDS
 
 STATUSES: tuple[str, ...] = ("succeeded", "failed", "aborted", "parked")
@@ -367,6 +369,13 @@ def compute_counts(ds: Dataset, sizes: Mapping[str, int] | None = None) -> dict[
     return counts
 
 
+def dataset_path(path: Any) -> Path:
+    """A str or os.PathLike as a Path; anything else (None, 5, bytes) is a ConfigError."""
+    if not isinstance(path, str | os.PathLike) or not str(path).strip():
+        raise ConfigError(f"dataset path must be a non-blank str or path, got {path!r:.80}")
+    return Path(path)
+
+
 # --- JSON with no surprises --------------------------------------------------------
 
 MAX_DEPTH = 64
@@ -381,9 +390,25 @@ class _NonFinite:
         self.name = name
 
 
-def _problem(obj: Any) -> tuple[str | None, str] | None:
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _problem(obj: Any, text: str) -> tuple[str | None, str] | None:
     """(field path, message) of the first value a dataset must not hold, or None:
-    NaN/Infinity, a lone surrogate, nesting deeper than MAX_DEPTH. Iterative."""
+    NaN/Infinity, a lone surrogate, nesting deeper than MAX_DEPTH. Iterative.
+
+    The walk is skipped when the text cannot hold any of them (no NaN/Infinity
+    token, no surrogate escape, fewer brackets than MAX_DEPTH), and strings are
+    only encoded when the text has a surrogate escape (raw UTF-8 cannot carry
+    one): most lines cost a few substring scans."""
+    strings = _SURROGATE_ESCAPE.search(text) is not None
+    if (
+        not strings
+        and "NaN" not in text
+        and "Infinity" not in text
+        and text.count("[") + text.count("{") <= MAX_DEPTH
+    ):
+        return None
     stack: list[tuple[Any, str, int]] = [(obj, "", 0)]
     while stack:
         value, where, depth = stack.pop()
@@ -392,13 +417,15 @@ def _problem(obj: Any) -> tuple[str | None, str] | None:
         if isinstance(value, _NonFinite):
             return where or None, f"{value.name} is not a number JSON allows"
         if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as e:
-                return where or None, f"not UTF-8: lone surrogate at index {e.start}"
+            if strings:
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    return where or None, f"not UTF-8: lone surrogate at index {e.start}"
         elif isinstance(value, dict):
             items = [(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()]
-            items += [(k, where, depth + 1) for k in value]  # keys must be UTF-8 too
+            if strings:
+                items += [(k, where, depth + 1) for k in value]  # keys must be UTF-8 too
             stack.extend(reversed(items))
         elif isinstance(value, list):
             stack.extend(
@@ -432,7 +459,7 @@ def parse_json_line(raw: bytes | str, file: str, line: int) -> Any:
         raise DatasetError(file, line, None, f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:  # e.g. an integer beyond Python's digit limit
         raise DatasetError(file, line, None, f"invalid JSON: {e}") from None
-    bad = _problem(obj)
+    bad = _problem(obj, text)
     if bad is not None:
         raise DatasetError(file, line, bad[0], bad[1])
     return obj
@@ -457,7 +484,7 @@ def parse_json_document(data: bytes, file: str) -> Any:
         raise DatasetError(file, None, None, f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
         raise DatasetError(file, None, None, f"invalid JSON: {e}") from None
-    bad = _problem(obj)
+    bad = _problem(obj, text)
     if bad is not None:
         raise DatasetError(file, None, bad[0], bad[1])
     return obj
@@ -1046,7 +1073,7 @@ def _check_counts(
 
 
 def _read_all(path: str | Path) -> tuple[Dataset | None, list[DatasetError]]:
-    root = Path(path)
+    root = dataset_path(path)
     errors: list[DatasetError] = []
     if not root.is_dir():
         return None, [DatasetError(str(root), None, None, "dataset folder does not exist")]
@@ -1136,7 +1163,7 @@ def load_dataset(path: str | Path) -> Dataset:
 def load_pairs(path: str | Path) -> list[Pair]:
     """Load and validate a `pairs.jsonl` file (a, b, label, source, optional score)."""
     errors: list[DatasetError] = []
-    p = Path(path)
+    p = dataset_path(path)
     if not p.is_file():
         raise DatasetError(str(p), None, None, "file is missing")
     pairs, _, _, _ = _read_jsonl(p, _parse_pair, errors, None)

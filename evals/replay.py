@@ -40,7 +40,13 @@ import numpy as np
 
 from evals.matcher import Matcher
 from memkit.errors import ConfigError, MemkitError, NotFound
-from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
+from memkit.params import (
+    AssemblyParams,
+    ConsolidationParams,
+    FoldParams,
+    RecallParams,
+    RedactionParams,
+)
 from memkit.text import truncate_bytes
 
 MAX_DRAIN_PASSES = 64
@@ -367,6 +373,9 @@ def ingest(store: Any, scope_id: str, items: Sequence[Mapping[str, Any]]) -> lis
 class StoreModeResult:
     probes: list[dict[str, Any]]
     writes: list[dict[str, Any]]
+    timing: dict[str, float] = field(default_factory=dict)
+    """Wall-clock seconds spent writing (`ingest_s`, for `writes` writes) and
+    probing (`probe_s`); kept out of every deterministic file."""
 
 
 def _open_store(embedder: Any, clock: SimClock, fold: FoldParams, scope_id: str) -> Any:
@@ -467,8 +476,12 @@ def replay_store_scope(
 
     batch: list[tuple[str, int, str, dict[str, Any]]] = []  # plain writes, in order
 
+    timing = {"ingest_s": 0.0, "probe_s": 0.0}
+
     def flush() -> None:
+        t0 = time.perf_counter()
         results = ingest(store, sid, [item for *_, item in batch])
+        timing["ingest_s"] += time.perf_counter() - t0
         for (fid, n, rid, _), res in zip(batch, results, strict=True):
             record(fid, n, rid, res.id, res.folded, False)
         batch.clear()
@@ -492,7 +505,9 @@ def replay_store_scope(
                         # every other predecessor row is retired
                         last = max(olds, key=lambda ro: write_seq.get(ro[0], -1))
                         try:
+                            t0 = time.perf_counter()
                             row = store.update(sid, last[0], text)
+                            timing["ingest_s"] += time.perf_counter() - t0
                         except NotFound:  # the old row is gone: write the new fact plainly
                             pass
                         else:
@@ -510,6 +525,7 @@ def replay_store_scope(
                 if field_of(f, "retracted_in") == rid:
                     retire(fid, targets(fid))
             done.add(rid)
+            t0 = time.perf_counter()
             while pending and field_of(pending[0], "after_run") == rid:
                 p = pending.pop(0)
                 stale = stale_facts(scope, done, set(times_written))
@@ -517,9 +533,10 @@ def replay_store_scope(
                     probes.append(
                         probe_row(store, p, v, lambda m: row_fact.get(m.id), stale, session_of)
                     )
+            timing["probe_s"] += time.perf_counter() - t0
     finally:
         store.close()
-    return StoreModeResult(probes, writes)
+    return StoreModeResult(probes, writes, {**timing, "writes": float(len(writes))})
 
 
 def replay_store(
@@ -556,6 +573,41 @@ class PipelineResult:
     attempts: list[dict[str, Any]]
     passes: list[dict[str, Any]]
     extraction: list[dict[str, Any]]
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    """Per staged run: the evidence bytes and messages the SPEC §7 bounds kept
+    and what the unbounded evidence would have held (`evidence_account`)."""
+
+
+def evidence_account(
+    run: Mapping[str, Any], rollout: Any, params: ConsolidationParams, redaction: Any
+) -> dict[str, Any]:
+    """How much of a run the staged evidence keeps: the same staging code with every
+    bound lifted gives what was offered (non-system messages, each with all its
+    tool calls and full arguments), the rollout what the bounds kept."""
+    from memkit.consolidate.stage import evidence_messages
+
+    unbounded = dataclasses.replace(
+        params,
+        evidence_messages=10**9,
+        evidence_bytes=10**15,
+        message_bytes=0,
+        tool_calls_annotated=10**9,
+        tool_name_bytes=0,
+        tool_args_bytes=0,
+    )
+    offered = evidence_messages(run["messages"], unbounded, redaction)
+    kept = list(rollout.messages)
+
+    def size(ms: Sequence[Mapping[str, Any]]) -> int:
+        return sum(len(str(m.get("content", "")).encode("utf-8")) for m in ms)
+
+    return {
+        "run_id": run["run_id"],
+        "messages_offered": len(offered),
+        "messages_kept": len(kept),
+        "bytes_offered": size(offered),
+        "bytes_kept": size(kept),
+    }
 
 
 def _jsonable(v: Any) -> Any:
@@ -677,8 +729,13 @@ async def replay_pipeline_scope(
             rid = field_of(run, "run_id")
             clock.now = scope.time[rid]
             try:
-                if stage_run(store, as_mapping(run), params) is not None:
+                record = as_mapping(run)
+                rollout = stage_run(store, record, params)
+                if rollout is not None:
                     staged.add(rid)
+                    redaction = getattr(store, "redaction", None) or RedactionParams()
+                    row = evidence_account(record, rollout, params, redaction)
+                    out.evidence.append({"scope_id": scope.scope_id, **row})
             except MemkitError as exc:  # SPEC §7: a staging error never fails the run
                 stage_errors.append({"run_id": rid, "error": f"{type(exc).__name__}: {exc}"})
             await drain()
@@ -699,6 +756,7 @@ async def replay_pipeline_scope(
                 "stale_gold": sorted(stale),
                 "staged_runs": sorted(staged),
                 "stage_errors": stage_errors,
+                "gold": bool(scope.facts),
             }
         )
     finally:

@@ -472,7 +472,26 @@ def _source_sections(d: Path, manifest: dict[str, Any]) -> list[tuple[str, list[
     could not resolve (`manifest.dataset.info`)."""
     from evals.groups import table_rows
 
-    out = table_rows((_load(d, "groups.json") or {}).get("rows", []))
+    out = _retrieval_tables(d) + table_rows((_load(d, "groups.json") or {}).get("rows", []))
+    ingest = (_load(d, "ingest.json") or {}).get("store")
+    if ingest:
+        head = ["scopes", "writes", "seconds writing", "writes per second", "seconds probing"]
+        cells = [ingest.get(k) for k in ("scopes", "writes", "ingest_s", "writes_per_s", "probe_s")]
+        out.append(
+            (
+                "Store-mode ingestion (wall clock; not in metrics.json)",
+                head,
+                [[str(c) for c in cells]],
+            )
+        )
+    evidence = (_load(d, "evidence.json") or {}).get("systems", {})
+    if evidence:
+        head = ["system", "runs", "runs cut", "bytes offered", "bytes kept", "bytes dropped"]
+        head += ["kept share", "messages offered", "messages kept"]
+        keys = ("runs", "runs_cut", "bytes_offered", "bytes_kept", "bytes_dropped", "kept_share")
+        keys += ("messages_offered", "messages_kept")
+        rows = [[s, *(str(v.get(k)) for k in keys)] for s, v in sorted(evidence.items())]
+        out.append(("Evidence kept by the SPEC §7 staging bounds (per staged run)", head, rows))
     info = (manifest.get("dataset") or {}).get("info") or {}
     notes = [[k, str(v)] for k, v in sorted(info.items()) if isinstance(v, str | int | float)]
     amb = info.get("ambiguous_text") or []
@@ -488,6 +507,37 @@ def _source_sections(d: Path, manifest: dict[str, Any]) -> list[tuple[str, list[
                 "they cap every extraction score below 1.0)",
                 ["scope", "text", "facts"],
                 rows,
+            )
+        )
+    return out
+
+
+def _retrieval_tables(d: Path) -> list[tuple[str, list[str], list]]:
+    """LongMemEval's session- and turn-level table per system, as the authors lay it out."""
+    from evals.retrieval import K_VALUES, LEVELS, STATS
+
+    rows = (_load(d, "metrics.json") or {}).get("metrics", [])
+    at = {(r["system"], r["metric"]): r for r in rows}
+    out = []
+    for system in sorted({r["system"] for r in rows}):
+        if (system, f"turn_recall_any_at_{K_VALUES[0]}") not in at:
+            continue
+        cols = [(lv, k) for lv in LEVELS for k in K_VALUES]
+        body = []
+        for stat in STATS:
+            cells = []
+            for lv, k in cols:
+                r = at.get((system, f"{lv}_{stat}_at_{k}"))
+                cells.append(
+                    "—" if r is None else f"{_fmt(r['value'], r['lo'], r['hi'])} (n={r['n']})"
+                )
+            body.append([stat, *cells])
+        out.append(
+            (
+                f"LongMemEval retrieval, `{system}` (non-abstention questions; definitions: the "
+                "authors' src/retrieval/eval_utils.py, restated in evals/retrieval.py)",
+                ["statistic", *(f"{lv} @{k}" for lv, k in cols)],
+                body,
             )
         )
     return out

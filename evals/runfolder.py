@@ -179,6 +179,61 @@ def write_latency(run_dir: Path) -> None:
     write_json(run_dir / "latency.json", {"version": RUN_VERSION, "systems": out})
 
 
+def write_ingest(run_dir: Path, timings: Sequence[Mapping[str, float]]) -> None:
+    """`ingest.json`: store mode's writes, the wall-clock seconds spent writing them
+    (batched per run through `remember_many`) and the rate, plus probing time
+    (wall clock, so deliberately not in metrics.json). Nothing when nothing was timed."""
+    if not timings:
+        return
+    writes = sum(t.get("writes", 0.0) for t in timings)
+    secs = sum(t.get("ingest_s", 0.0) for t in timings)
+    write_json(
+        run_dir / "ingest.json",
+        {
+            "version": RUN_VERSION,
+            "store": {
+                "scopes": len(timings),
+                "writes": int(writes),
+                "ingest_s": round(secs, 3),
+                "writes_per_s": round(writes / secs, 1) if secs > 0 else None,
+                "probe_s": round(sum(t.get("probe_s", 0.0) for t in timings), 3),
+            },
+        },
+    )
+
+
+def write_evidence(run_dir: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """`evidence.json`: per pipeline system, the evidence bytes and messages the
+    SPEC §7 bounds kept vs what the staged runs offered (replicates share the
+    transcripts, so replicate 0's staging is counted once per run)."""
+    out: dict[str, dict[str, Any]] = {}
+    seen: set[tuple[str, str]] = set()
+    for r in rows:
+        key = (r["system"], r["run_id"])
+        if key in seen:
+            continue
+        seen.add(key)
+        s = out.setdefault(
+            r["system"],
+            {"runs": 0, "runs_cut": 0, **dict.fromkeys(_EVIDENCE_FIELDS, 0)},
+        )
+        s["runs"] += 1
+        s["runs_cut"] += r["bytes_kept"] < r["bytes_offered"]
+        for k in _EVIDENCE_FIELDS:
+            s[k] += r[k]
+    if not out:
+        return
+    for s in out.values():
+        s["bytes_dropped"] = s["bytes_offered"] - s["bytes_kept"]
+        s["kept_share"] = (
+            round(s["bytes_kept"] / s["bytes_offered"], 6) if s["bytes_offered"] else None
+        )
+    write_json(run_dir / "evidence.json", {"version": RUN_VERSION, "systems": out})
+
+
+_EVIDENCE_FIELDS = ("messages_offered", "messages_kept", "bytes_offered", "bytes_kept")
+
+
 def write_spend(run_dir: Path) -> None:
     """Money spent on provider calls vs answers replayed from the cache, per system.
 

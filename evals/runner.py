@@ -71,6 +71,8 @@ from evals.runfolder import (
     RUN_VERSION,
     dumps,
     now,
+    write_evidence,
+    write_ingest,
     write_json,
     write_jsonl,
     write_latency,
@@ -156,7 +158,7 @@ def preset(preset_name: str, /, **overrides: Any) -> RunConfig:
     return RunConfig(**{"name": preset_name, **PRESETS[preset_name], **overrides})
 
 
-ADAPTERS = ("locomo", "longmemeval", "longmemeval_s", "msc")
+ADAPTERS = ("locomo", "longmemeval", "longmemeval_s", "msc", "tau_bench", "swe_agent")
 
 
 def load_any(spec: str, *, limit: int | None = None) -> Any:
@@ -166,7 +168,8 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
     repository root (so `--preset bundled` works from anywhere).
 
     Adapters (`evals.adapters`): locomo, longmemeval (oracle split),
-    longmemeval_s, msc; `limit` keeps the first conversations/questions.
+    longmemeval_s, msc, tau_bench, swe_agent; `limit` keeps the first
+    conversations/questions/trajectories.
     """
     kind, sep, path = spec.partition(":")
     if sep and kind in ADAPTERS:
@@ -176,6 +179,10 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
             return adapters.load_locomo(path, limit=limit)
         if kind == "msc":
             return adapters.load_msc(path, limit=limit)
+        if kind == "tau_bench":
+            return adapters.load_tau_bench(path, limit=limit)
+        if kind == "swe_agent":
+            return adapters.load_swe_agent(path, limit=limit)
         variant = "s" if kind == "longmemeval_s" else "oracle"
         return adapters.load_longmemeval(path, variant, limit=limit)
     if sep and kind.isidentifier() and not Path(spec).exists():
@@ -344,6 +351,7 @@ def run_eval(
                     "scope_id": s.scope_id,
                     "probes": r.probes,
                     "writes": r.writes,
+                    "timing": r.timing,
                 }
                 write_json(units_dir / name, got)
             results[name] = got
@@ -407,6 +415,7 @@ def run_eval(
             "attempts": r.attempts,
             "passes": r.passes,
             "extraction": r.extraction,
+            "evidence": r.evidence,
         }
         write_json(units_dir / name, got)
         results[name] = got
@@ -445,6 +454,10 @@ def run_eval(
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
+    write_ingest(out, [u["timing"] for u in order if u.get("timing")])
+    write_evidence(
+        out, [{**e, "system": u["system"]} for u in order for e in u.get("evidence", ())]
+    )
     write_spend(out)
     write_breakdown(out)
     write_groups(out)

@@ -500,6 +500,9 @@ class RowUnit:
     fact: Label
     live_gold: frozenset[str]
     stale_gold: frozenset[str]
+    gold: bool = True
+    """False when the source has no gold memory for the scope (tau-bench, SWE-agent):
+    every row metric is then undefined (NaN), never 0."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -846,14 +849,14 @@ register(
     direction="higher",
     family="extraction",
     lists=("headline", "breakdown", "compare"),
-)(lambda r: float(r.fact is not None and r.fact in r.live_gold))
+)(lambda r: float(r.fact is not None and r.fact in r.live_gold) if r.gold else NAN)
 register(
     "stale_rows",
     unit="row",
     definition="share of live rows holding a retracted or superseded gold fact",
     direction="lower",
     family="extraction",
-)(lambda r: float(r.fact is not None and r.fact in r.stale_gold))
+)(lambda r: float(r.fact is not None and r.fact in r.stale_gold) if r.gold else NAN)
 
 _attempt(
     "cost_usd",

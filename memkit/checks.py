@@ -38,7 +38,7 @@ def _show(value: Any, n: int = 80) -> str:
 
 
 def _refuse(name: str, value: Any, why: str) -> ConfigError:
-    return ConfigError(f"{name}={_show(value)}: {why}")
+    return ConfigError(f"{name} {why}, got {_show(value)}")
 
 
 def utf8_problem(text: str) -> str | None:
@@ -53,12 +53,12 @@ def utf8_problem(text: str) -> str | None:
 def check_text(value: Any, name: str, *, blank: bool = False, max_bytes: int | None = None) -> str:
     """A string, UTF-8 encodable, non-blank unless `blank`, at most `max_bytes`."""
     if not isinstance(value, str):
-        raise _refuse(name, value, f"must be a string, got {type(value).__name__}")
+        raise _refuse(name, value, f"must be a string, not {type(value).__name__}")
     problem = utf8_problem(value)
     if problem:
-        raise _refuse(name, value, problem)
+        raise _refuse(name, value, f"is {problem}")
     if not blank and not value.strip():
-        raise _refuse(name, value, "must not be blank")
+        raise _refuse(name, value, "must be a non-blank string")
     if max_bytes is not None and len(value) * 4 > max_bytes:  # else it cannot be over
         size = len(value.encode("utf-8"))
         if size > max_bytes:
@@ -94,7 +94,7 @@ def check_query(value: Any, name: str = "query") -> str:
 def check_tags(value: Any, name: str = "tags") -> tuple[str, ...]:
     """A list or tuple of strings; a string is not a tag list."""
     if not isinstance(value, list | tuple):
-        raise _refuse(name, value, f"must be a list of strings, got {type(value).__name__}")
+        raise _refuse(name, value, f"must be a list of strings, not {type(value).__name__}")
     for i, tag in enumerate(value):
         check_text(tag, f"{name}[{i}]", blank=True)
     return tuple(value)
@@ -107,9 +107,9 @@ def check_optional_tags(value: Any, name: str = "tags") -> tuple[str, ...] | Non
 def check_int(value: Any, name: str, *, lo: int = LIMIT_MIN, hi: int = LIMIT_MAX) -> int:
     """An int (not a bool, a float or a numeric string) within [lo, hi]."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _refuse(name, value, f"must be an integer, got {type(value).__name__}")
+        raise _refuse(name, value, f"must be an integer, not {type(value).__name__}")
     if not lo <= value <= hi:
-        raise _refuse(name, value, f"outside {lo}..{hi}")
+        raise _refuse(name, value, f"must be within {lo}..{hi}")
     return value
 
 
@@ -120,21 +120,21 @@ def check_optional_int(value: Any, name: str, *, lo: int = LIMIT_MIN, hi: int = 
 def check_confidence(value: Any, name: str = "confidence") -> float:
     """A real number in [0, 1] (not a bool, not NaN)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _refuse(name, value, f"must be a number, got {type(value).__name__}")
+        raise _refuse(name, value, f"must be a number, not {type(value).__name__}")
     if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise _refuse(name, value, "outside [0, 1]")
+        raise ConfigError(f"{name} {value!r} outside [0, 1]")
     return value
 
 
 def check_kind(value: Any, name: str = "kind") -> str:
     if not isinstance(value, str) or value not in KINDS:
-        raise _refuse(name, value, f"unknown kind (want one of {', '.join(KINDS)})")
+        raise ConfigError(f"unknown {name} {_show(value)} (want one of {', '.join(KINDS)})")
     return value
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
-        raise _refuse(name, value, f"want one of {', '.join(map(repr, choices))}")
+        raise _refuse(name, value, f"must be one of {', '.join(map(repr, choices))}")
     return value
 
 
@@ -142,5 +142,5 @@ def check_type(value: Any, name: str, types: type | tuple[type, ...]) -> Any:
     """`value` is an instance of `types` (e.g. a params dataclass)."""
     if not isinstance(value, types):
         want = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
-        raise _refuse(name, value, f"must be {want}, got {type(value).__name__}")
+        raise _refuse(name, value, f"must be {want}, not {type(value).__name__}")
     return value

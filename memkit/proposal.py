@@ -8,7 +8,7 @@ pure rules here. Evaluations score raw answers with the same helpers
 (`unknown_ids`, `widening_entries`, `raw_op`), so no rule is derived twice.
 
 Everything here is pure: no store, no model, no I/O. Below both the store
-and `memkit.consolidate` (it imports only errors, params and types), so the
+and `memkit.consolidate` (it imports only checks, errors, params and types), so the
 store can commit a proposal without loading consolidation or LiteLLM.
 
 Seams for extension: parse outcomes are decided in `parse_response` (one
@@ -26,6 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from memkit.checks import utf8_problem
 from memkit.errors import PROPOSAL_CODES, ProposalError
 from memkit.params import ConsolidationParams
 from memkit.types import CONFIDENCE_INFERRED, KINDS, Change, Entry, Memory, op_of
@@ -83,6 +84,8 @@ def _strict(text: str) -> list[Any]:
         obj = json.loads(text)
     except (ValueError, TypeError) as e:
         raise ProposalError("parse", f"response is not JSON ({e}): {text!r:.120}") from None
+    except RecursionError:
+        raise ProposalError("parse", f"response is nested too deeply: {text[:60]!r}") from None
     if not isinstance(obj, dict):
         raise ProposalError("parse", f"response is a JSON {type(obj).__name__}, not an object")
     changes = obj.get("changes")
@@ -123,17 +126,33 @@ def parse_response(text: str | None, lenient: bool = False) -> Parsed:
 # --- helpers shared with evaluations ---------------------------------------------
 
 
+_SCOPE_KEYS: tuple[str, ...] = ("scope_id", "scope")
+
+
 def entry_scope(raw_entry: Mapping[str, Any]) -> Any:
-    """The scope a raw entry names (`scope_id`, else `scope`), or None/"" for none."""
-    return raw_entry.get("scope_id", raw_entry.get("scope", ""))
+    """The scope a raw entry names: the first non-empty of `scope_id`, `scope`
+    (None when neither names one; null and "" name none)."""
+    for key in _SCOPE_KEYS:
+        value = raw_entry.get(key)
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def _foreign_scope(raw_entry: Mapping[str, Any], scope_id: str) -> Any:
+    """The first value under `scope_id`/`scope` that is set and is not the pass's."""
+    for key in _SCOPE_KEYS:
+        value = raw_entry.get(key)
+        if value not in (None, "", scope_id):
+            return value
+    return None
 
 
 def widens_scope(raw_entry: Any, scope_id: str) -> bool:
-    """True when a raw entry names a scope other than the pass's (`scope_widening`)."""
-    if not isinstance(raw_entry, Mapping):
-        return False
-    scope = entry_scope(raw_entry)
-    return scope not in (None, "") and scope != scope_id
+    """True when a raw entry names a scope other than the pass's (`scope_widening`),
+    under either key: `{"scope_id": "", "scope": "other"}` widens as much as
+    `{"scope": "other"}` does, and so does a scope that is not a string."""
+    return isinstance(raw_entry, Mapping) and _foreign_scope(raw_entry, scope_id) is not None
 
 
 def raw_op(raw_change: Any) -> Literal["add", "merge", "retract", "invalid"]:
@@ -207,19 +226,31 @@ def _entry(raw: Any, i: int, scope_id: str, params: ConsolidationParams) -> Entr
     if widens_scope(raw, scope_id):
         raise ProposalError(
             "scope_widening",
-            f"{where}: entry names scope {entry_scope(raw)!r}, pass scope is {scope_id!r}",
+            f"{where}: entry names scope {_foreign_scope(raw, scope_id)!r:.80}, "
+            f"pass scope is {scope_id!r}",
         )
     content = raw.get("content")
     if not isinstance(content, str) or not content.strip():
         raise ProposalError("invalid_lesson", f"{where}: content is blank or not a string")
+    problem = utf8_problem(content)
+    if problem:
+        raise ProposalError("invalid_lesson", f"{where}: content is {problem}")
     if _blen(content) > params.content_bytes:
         raise ProposalError(
             "invalid_lesson",
             f"{where}: content is {_blen(content)} bytes (max {params.content_bytes})",
         )
-    tags = raw.get("tags") or []
+    tags = raw.get("tags")
+    if tags is None:
+        tags = []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise ProposalError("invalid_lesson", f"{where}: tags must be a list of strings")
+        raise ProposalError(
+            "invalid_lesson", f"{where}: tags must be a list of strings, got {tags!r:.80}"
+        )
+    for t in tags:
+        problem = utf8_problem(t)
+        if problem:
+            raise ProposalError("invalid_lesson", f"{where}: a tag is {problem}")
     if len(tags) > params.max_tags:
         raise ProposalError("invalid_lesson", f"{where}: {len(tags)} tags (max {params.max_tags})")
     joined = _blen(" ".join(tags))
@@ -238,9 +269,11 @@ def _entry(raw: Any, i: int, scope_id: str, params: ConsolidationParams) -> Entr
         or not 0.0 <= conf <= 1.0
     ):
         raise ProposalError("invalid_lesson", f"{where}: confidence {conf!r} outside [0,1]")
-    kind = raw.get("kind") or "fact"
-    if kind not in KINDS:
-        raise ProposalError("invalid_lesson", f"{where}: unknown kind {kind!r}")
+    kind = raw.get("kind")
+    if kind is None:  # missing or null: a fact; 0, false or "" are not kinds
+        kind = "fact"
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ProposalError("invalid_lesson", f"{where}: unknown kind {kind!r:.80}")
     return Entry(
         content=content,
         kind=kind,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -35,6 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from memkit import checks as ck
 from memkit import rank
 from memkit import store_rows as sql
 from memkit.embed import Embedder, get_embedder, normalize_rows
@@ -71,6 +73,17 @@ ITEM_FIELDS: tuple[str, ...] = ("content", "kind", "confidence", "tags", "source
 
 def _new_id() -> str:
     return uuid.uuid4().hex[:16]
+
+
+def _query_vector(value: Any) -> np.ndarray:
+    """A caller's query embedding as one finite float32 row, or ConfigError."""
+    try:
+        q = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError):
+        q = None
+    if q is None or q.ndim != 1 or q.size == 0 or not np.isfinite(q).all():
+        raise ConfigError(f"query_embedding={value!r:.80}: must be a non-empty finite vector")
+    return q.copy()
 
 
 class _Item(NamedTuple):
@@ -136,6 +149,13 @@ class SQLiteStore:
         never writes to the file; anything else (missing, empty, foreign,
         corrupt, older or newer schema) is a ConfigError and the file is untouched.
         """
+        if not isinstance(path, str | os.PathLike) or not str(path).strip():
+            raise ConfigError(f"path={path!r:.80}: must be a non-blank str or path")
+        ck.check_text(str(path), "path")
+        if not callable(clock):
+            raise ConfigError(f"clock={clock!r:.80}: must be callable")
+        ck.check_type(fold, "fold", FoldParams)
+        ck.check_type(redaction, "redaction", RedactionParams)
         emb = get_embedder(embedder)
         if read_only:
             conn = _connect_read_only(str(path), emb)
@@ -218,16 +238,9 @@ class SQLiteStore:
 
     @staticmethod
     def _check_write(kind: str, content: str, confidence: float) -> None:
-        if kind not in KINDS:
-            raise ConfigError(f"unknown kind {kind!r} (want one of {', '.join(KINDS)})")
-        if not isinstance(content, str) or not content.strip():
-            raise ConfigError(f"content must be a non-blank string, got {content!r:.80}")
-        if (
-            isinstance(confidence, bool)
-            or not isinstance(confidence, int | float)
-            or not 0.0 <= confidence <= 1.0
-        ):
-            raise ConfigError(f"confidence {confidence!r} outside [0, 1]")
+        ck.check_kind(kind)
+        ck.check_content(content)
+        ck.check_confidence(confidence)
 
     def _item(
         self,
@@ -238,6 +251,8 @@ class SQLiteStore:
         source_run_id: str | None = None,
     ) -> _Item:
         self._check_write(kind, content, confidence)
+        ck.check_tags(tags)
+        ck.check_optional_id(source_run_id, "source_run_id")
         content, tag_list = self._redact(content, tags)
         return _Item(content, kind, float(confidence), tag_list, source_run_id, trigrams(content))
 
@@ -288,6 +303,7 @@ class SQLiteStore:
         source_run_id: str | None = None,
     ) -> RememberResult:
         """Write a memory, folding it into a near-identical live row (SPEC §3)."""
+        ck.check_scope(scope_id)
         item = self._item(content, kind, confidence, tags, source_run_id)
         return self._remember(scope_id, [item])[0]
 
@@ -302,6 +318,9 @@ class SQLiteStore:
         (an item may fold into a row an earlier item wrote). A bad item raises
         ConfigError naming its position, and nothing is written.
         """
+        ck.check_scope(scope_id)
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise ConfigError(f"items={items!r:.80}: must be an iterable of items")
         prepared: list[_Item] = []
         for i, it in enumerate(items):
             fields = {"content": it} if isinstance(it, str) else it
@@ -377,9 +396,10 @@ class SQLiteStore:
         """Insert a successor (same scope and kind, seen_count 1) and retire the old
         row to it, in one transaction. `tags=None` keeps the old tags. Returns the
         successor id; NotFound unless the id is live in this scope."""
-        if not isinstance(content, str) or not content.strip():
-            raise ConfigError(f"update content must be a non-blank string, got {content!r:.80}")
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
         self._check_write("fact", content, confidence)
+        ck.check_optional_tags(tags)
         content, tag_list = self._redact(content, tags or ())
         grams = trigrams(content)
         (vec,) = self._embed([content])
@@ -415,6 +435,8 @@ class SQLiteStore:
 
     def retract(self, scope_id: str, memory_id: str) -> None:
         """Soft-delete: superseded_by = own id. NotFound unless live in this scope."""
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
         with self._write() as w:
             old = sql.live_row(w.conn, scope_id, memory_id)
             if old is None:
@@ -440,11 +462,16 @@ class SQLiteStore:
         clears the floor, the keyword path answers. The query is embedded
         before the store lock is taken.
         """
+        ck.check_scope(scope_id)
+        ck.check_query(query)
+        ck.check_int(limit, "limit")
+        ck.check_type(params, "params", RecallParams)
+        given = None if query_embedding is None else _query_vector(query_embedding)
         q, why = None, None
-        if not (query and query.strip()):
+        if not query.strip():
             why = "empty_query"
-        elif query_embedding is not None:
-            q = normalize_rows(np.array(query_embedding, dtype=np.float32))[0]
+        elif given is not None:
+            q = normalize_rows(given)[0]
         elif self.embedder is None:
             why = "no_embedder"
         else:
@@ -526,6 +553,8 @@ class SQLiteStore:
 
     def get(self, scope_id: str, memory_id: str) -> Memory:
         """Any row of this scope, live or not (with its embedding); NotFound otherwise."""
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
         with self._lock:
             r = self._conn.execute(
                 f"SELECT {COLS}, embedding FROM memories WHERE id = ? AND scope_id = ?",
@@ -539,6 +568,8 @@ class SQLiteStore:
     def history(self, scope_id: str, memory_id: str) -> list[Memory]:
         """Every row linked to this one by update/merge (predecessors and successors,
         transitively), oldest first. NotFound if the id is missing or foreign."""
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
         with self._lock:
             c = self._conn
             found = sql.rows(c, "WHERE id = ? AND scope_id = ?", (memory_id, scope_id))
@@ -570,13 +601,15 @@ class SQLiteStore:
 
     def live(self, scope_id: str, *, limit: int | None = None) -> list[Memory]:
         """Live rows of a scope, most recently confirmed first."""
+        ck.check_scope(scope_id)
+        ck.check_optional_int(limit, "limit")
         where = (
             "WHERE scope_id = ? AND superseded_by IS NULL ORDER BY last_seen_at DESC, rowid DESC"
         )
         args: tuple = (scope_id,)
         if limit is not None:
             where += " LIMIT ?"
-            args += (max(int(limit), 0),)
+            args += (max(limit, 0),)
         with self._lock:
             return [r.memory() for r in sql.rows(self._conn, where, args)]
 
@@ -588,6 +621,8 @@ class SQLiteStore:
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
         """Row counts (live, retired, retracted, embedded, per kind) and rollout counts."""
+        if scope_id is not None:
+            ck.check_scope(scope_id)
         where, args = ("WHERE scope_id = ?", (scope_id,)) if scope_id is not None else ("", ())
         with self._lock:
             c = self._conn
@@ -630,7 +665,12 @@ class SQLiteStore:
     # -- consolidation, store side (SPEC §7) --------------------------------------------
 
     def stage_rollout(self, rollout: Rollout) -> bool:
-        """Persist a rollout; False (no change) when that id is already staged."""
+        """Persist a rollout; False (no change) when that id is already staged.
+
+        Message contents and the final answer are redacted with the store's
+        settings here too (idempotent after `stage_run`), so a rollout a host
+        builds itself cannot bring a secret into the file."""
+        messages_json, final = self._check_rollout(rollout)
         with self._lock:
             staged_at = rollout.staged_at if rollout.staged_at is not None else float(self.clock())
             cur = self._conn.execute(
@@ -640,21 +680,50 @@ class SQLiteStore:
                     rollout.id,
                     rollout.scope_id,
                     rollout.run_id,
-                    json.dumps(list(rollout.messages), ensure_ascii=False),
-                    rollout.final,
+                    messages_json,
+                    final,
                     staged_at,
                 ),
             )
             return cur.rowcount == 1
 
+    def _check_rollout(self, rollout: Rollout) -> tuple[str, str]:
+        """The rollout's checked, redacted messages (as JSON) and final answer."""
+        ck.check_type(rollout, "rollout", Rollout)
+        ck.check_id(rollout.id, "rollout.id")
+        ck.check_scope(rollout.scope_id, "rollout.scope_id")
+        ck.check_optional_id(rollout.run_id, "rollout.run_id")
+        final = ck.check_text(rollout.final, "rollout.final", blank=True)
+        st = rollout.staged_at
+        if st is not None and (isinstance(st, bool) or not isinstance(st, int | float)):
+            raise ConfigError(f"rollout.staged_at={st!r:.80}: must be a number or None")
+        if not isinstance(rollout.messages, list | tuple):
+            raise ConfigError(f"rollout.messages={rollout.messages!r:.80}: must be a list")
+        messages = []
+        for i, m in enumerate(rollout.messages):
+            if not isinstance(m, Mapping):
+                raise ConfigError(f"rollout.messages[{i}]={m!r:.80}: must be a mapping")
+            m = dict(m)
+            if isinstance(m.get("content"), str):
+                m["content"] = redact(m["content"], self.redaction)
+            messages.append(m)
+        try:
+            text = json.dumps(messages, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise ConfigError(f"rollout.messages: not JSON-serialisable ({e})") from None
+        ck.check_text(text, "rollout.messages", blank=True)
+        return text, redact(final, self.redaction)
+
     def pending_rollouts(self, scope_id: str, limit: int = 4) -> list[Rollout]:
         """Unconsumed rollouts of a scope, oldest first."""
+        ck.check_scope(scope_id)
+        ck.check_int(limit, "limit")
         with self._lock:
             rows = self._conn.execute(
                 "SELECT id, scope_id, messages, final, staged_at, consumed_at, run_id "
                 "FROM rollouts WHERE scope_id = ? AND consumed_at IS NULL "
                 "ORDER BY staged_at, seq LIMIT ?",
-                (scope_id, max(int(limit), 0)),
+                (scope_id, max(limit, 0)),
             ).fetchall()
         return [
             Rollout(
@@ -675,8 +744,10 @@ class SQLiteStore:
         """Live memories shown to a consolidator. "recent" (reference): the `limit`
         most recently confirmed. "relevant": recalled against `query`, padded with
         recent rows up to `limit`."""
-        if policy not in ("recent", "relevant"):
-            raise ConfigError(f"unknown snapshot policy {policy!r} (want 'recent' or 'relevant')")
+        ck.check_scope(scope_id)
+        ck.check_int(limit, "limit")
+        ck.check_choice(policy, "policy", ("recent", "relevant"))
+        ck.check_query(query)
         if policy == "recent" or not query.strip() or limit <= 0:
             return self.live(scope_id, limit=max(limit, 0))
         picked: dict[str, Memory] = {}
@@ -710,6 +781,18 @@ class SQLiteStore:
         exactly these rollouts are marked consumed. Any failure mutates
         nothing. Returns what was applied, typed changes included.
         """
+        ck.check_scope(scope_id)
+        if not isinstance(rollout_ids, list | tuple):
+            raise ConfigError(f"rollout_ids={rollout_ids!r:.80}: must be a list of ids")
+        for rid in rollout_ids:
+            if not isinstance(rid, str):
+                raise ProposalError("rollout_ids", f"rollout id {rid!r:.80} is not a string")
+        if not isinstance(snapshot, list | tuple) or not all(
+            isinstance(m, Memory) and isinstance(m.id, str) and isinstance(m.scope_id, str)
+            for m in snapshot
+        ):
+            raise ConfigError(f"snapshot={snapshot!r:.80}: must be a list of Memory rows")
+        ck.check_type(params, "params", ConsolidationParams)
         rollout_ids = list(rollout_ids)
         snapshot = list(snapshot)
         invalid: ProposalError | None = None

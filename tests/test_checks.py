@@ -56,7 +56,7 @@ def test_bad_values_are_refused_naming_the_argument(fn, value):
     with pytest.raises(ConfigError) as e:
         fn(value, "the_arg")
     assert isinstance(e.value, MemkitError) and isinstance(e.value, ValueError)
-    assert str(e.value).startswith("the_arg")
+    assert "the_arg" in str(e.value)
 
 
 @pytest.mark.parametrize("value", [None, "5", 5.0, True, 10**30, -(10**30), 2**31, -(2**31) - 1])
@@ -94,7 +94,7 @@ def test_good_values_come_back_unchanged():
 def test_messages_name_argument_and_value():
     with pytest.raises(ConfigError) as e:
         checks.check_scope(5)
-    assert str(e.value) == "scope_id=5: must be a string, got int"
+    assert str(e.value) == "scope_id must be a string, not int, got 5"
     with pytest.raises(ConfigError) as e:
         checks.check_tags(["a", SURROGATE], "tags")
     assert "tags[1]" in str(e.value) and "lone surrogate" in str(e.value)

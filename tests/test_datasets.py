@@ -836,3 +836,12 @@ def test_nesting_bound_at_and_past():
     past = b'{"x": ' + b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1) + b"}"
     with pytest.raises(DatasetError, match=r"f\.jsonl:3:x"):
         parse_json_line(past, "f.jsonl", 3)
+
+
+@pytest.mark.parametrize("path", [None, 5, b"datasets", ""])
+def test_a_path_that_is_not_a_path_is_refused(path):
+    from memkit.errors import ConfigError
+
+    for load in (load_dataset, validate_dataset, load_pairs):
+        with pytest.raises(ConfigError, match="dataset path"):
+            load(path)

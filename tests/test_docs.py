@@ -93,3 +93,4 @@ def test_notebooks_can_be_reexecuted_by_hand():
     make = (REPO / "Makefile").read_text()
     assert re.search(r"^notebooks: ", make, re.M)
     assert "jupyter nbconvert --to notebook --execute --inplace" in make
+    assert "record_timing=False" in make  # no volatile timestamps in committed notebooks

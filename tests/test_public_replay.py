@@ -5,6 +5,9 @@ Read in place from ../shared/datasets (skipped when absent); small slices keep i
 from __future__ import annotations
 
 import json
+import math
+
+import pytest
 
 from evals.adapters import load_msc
 from evals.runfolder import read_jsonl
@@ -78,3 +81,142 @@ def test_locomo_unmapped_probes_are_undefined_never_off_topic(shared_datasets, t
         p1 = next(r for r in groups if r["group"] == g and r["metric"] == "p_at_1")
         assert p1["n"] == probes[g] - n  # n beside each value: the defined probes
     assert all(r["apart"] == (r["group"] == "5 adversarial") for r in groups)
+
+
+def test_retrieval_metrics_match_a_hand_computation():
+    from evals.retrieval import probe_retrieval, session_k
+
+    ranking = [["a1", "A"], ["b1", "B"], ["a2", "A"], ["c1", "C"], ["d1", "D"], ["e1", "E"]]
+    ranking.append(["b2", "B"])
+    v = probe_retrieval(ranking, {"b2", "e1"}, {"B", "E"})
+    # turn level, k = 5: a1 b1 a2 c1 d1 hold no relevant turn
+    assert (v["turn_recall_any_at_5"], v["turn_recall_all_at_5"]) == (0.0, 0.0)
+    assert v["turn_ndcg_any_at_5"] == 0.0
+    # session level, k = 5: k grows to 6 (a1..e1 span A B C D E); e1 is in, b2 is not
+    assert session_k([s for _, s in ranking], 5) == 6
+    assert (v["session_recall_any_at_5"], v["session_recall_all_at_5"]) == (1.0, 0.0)
+    # the authors' DCG: ranks 1-2 weigh 1, rank r >= 2 weighs 1/log2(r); ideal 1 + 1 = 2
+    assert v["session_ndcg_any_at_5"] == pytest.approx((1 / math.log2(6)) / 2)
+    # turn level, k = 10: both relevant turns (ranks 6 and 7)
+    assert (v["turn_recall_any_at_10"], v["turn_recall_all_at_10"]) == (1.0, 1.0)
+    assert v["turn_ndcg_any_at_10"] == pytest.approx((1 / math.log2(6) + 1 / math.log2(7)) / 2)
+    # no relevant turn: undefined, never 0 (the authors score any=0, all=1)
+    assert all(math.isnan(x) for x in probe_retrieval(ranking, set(), set()).values())
+
+
+def _authors_session_recall_any(ranked_turns, sessions, relevant, k):
+    """LongMemEval's evaluate_retrieval_turn2session recall_any, written out on ids as
+    the authors do: a turn id is '<session>_<turn>', a non-answer turn's is marked
+    'noans'; k grows until the top turns span k distinct (real) sessions."""
+    ids = [
+        f"{s}_{i}" if t in relevant else f"noans{s}_{i}"
+        for i, (t, s) in enumerate(zip(ranked_turns, sessions, strict=True))
+    ]
+    strip = ["_".join(x.split("_")[:-1]).removeprefix("noans") for x in ids]
+    correct = {"_".join(x.split("_")[:-1]) for x in ids if not x.startswith("noans")}
+    eff = k
+    while eff <= len(strip) and len(set(strip[:eff])) < k:
+        eff += 1
+    top = {"_".join(x.split("_")[:-1]) for x in ids[:eff] if not x.startswith("noans")}
+    return float(bool(correct and top & correct)) if relevant else math.nan
+
+
+def test_longmemeval_haystack_written_whole_and_scored_as_the_authors(shared_datasets, tmp_path):
+    from evals.adapters import load_longmemeval
+
+    ds = load_longmemeval(shared_datasets, limit=10)
+    res = _run(f"longmemeval:{shared_datasets}", tmp_path, limit=10)
+    writes = read_jsonl(tmp_path / "writes.jsonl")
+    turns = {s: 0 for s in ds.scopes}
+    for t in ds.transcripts:
+        turns[t.scope_id] += len(t.messages)
+    written = {s: 0 for s in ds.scopes}
+    for w in writes:
+        written[w["scope_id"]] += 1
+    assert written == turns  # every haystack turn of every question, once
+    by_time = {}
+    for w in writes:
+        assert w["time"] >= by_time.get(w["scope_id"], w["time"])  # in time order
+        by_time[w["scope_id"]] = w["time"]
+    rows = read_jsonl(tmp_path / "probes.jsonl")
+    hand = []
+    for r in rows:
+        if r.get("undefined") or not r["relevant"]:
+            continue
+        ranked, sessions = [t for t, _ in r["ranking"]], [s for _, s in r["ranking"]]
+        hand.append(_authors_session_recall_any(ranked, sessions, set(r["relevant"]), 5))
+    t = res.metrics.set_index("metric")
+    abstaining = sum(bool(p.meta.get("undefined")) for p in ds.probes)
+    assert t.loc["session_recall_any_at_5", "n"] == len(hand) == 10 - abstaining >= 5
+    assert t.loc["session_recall_any_at_5", "value"] == pytest.approx(sum(hand) / len(hand))
+    groups = json.loads((tmp_path / "groups.json").read_text())["rows"]
+    assert {g["group"] for g in groups} == {p.meta["question_type"] for p in ds.probes}
+
+
+def test_tau_bench_pipeline_over_all_200_trajectories(shared_datasets, tmp_path):
+    from evals.adapters import load_tau_bench
+
+    ds = load_tau_bench(shared_datasets)
+    assert len(ds.transcripts) == 200 and ds.counts["tool_calls"] == 1164
+    assert ds.facts == () and ds.probes == ()
+    res = _run(
+        f"tau_bench:{shared_datasets}", tmp_path, consolidators=("heuristic",), store_mode=False
+    )
+    passes = read_jsonl(tmp_path / "passes.jsonl")
+    attempts = read_jsonl(tmp_path / "attempts.jsonl")
+    # every run staged, every pass accounted: one committed pass per rollout, one attempt each
+    extraction = read_jsonl(tmp_path / "extraction.jsonl")
+    assert sum(len(e["staged_runs"]) for e in extraction) == 200
+    assert len(passes) == 200 and {p["outcome"] for p in passes} == {"committed"}
+    assert len(attempts) == 200
+    assert sum(len(p["rollout_ids"]) for p in passes) == 200
+    t = res.metrics[res.metrics.system == "pipeline:heuristic"].set_index("metric")
+    # no gold: extraction metrics are undefined, not 0
+    for m in ("extraction_precision", "extraction_recall", "stale_rows"):
+        assert math.isnan(t.loc[m, "value"]) and t.loc[m, "n"] == 0
+    assert t.loc["strict_validity", "n"] == 200
+    ev = json.loads((tmp_path / "evidence.json").read_text())["systems"]["pipeline:heuristic"]
+    assert ev["runs"] == 200 and ev["bytes_kept"] + ev["bytes_dropped"] == ev["bytes_offered"]
+    assert 0 < ev["bytes_kept"] < ev["bytes_offered"] and ev["runs_cut"] > 0
+    assert ev["messages_kept"] <= ev["messages_offered"]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["dataset"]["info"]["gold"].startswith("none")
+
+
+def test_agent_transcripts_map_tool_calls(tmp_path):
+    from evals.adapters import load_swe_agent, load_tau_bench
+    from evals.datasets import check_dataset
+
+    call = {"id": "c1", "type": "function", "function": {"name": "get_user", "arguments": "{}"}}
+    traj = [
+        {"role": "system", "content": "policy"},
+        {"role": "user", "content": "Hi, I am mia_li."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_user", "content": '{"name": "Mia"}'},
+        {"role": "assistant", "content": "Hello Mia."},
+    ]
+    recs = [
+        {
+            "task_id": 1,
+            "trial": t,
+            "reward": 1.0,
+            "info": {"task": {"user_id": "mia"}},
+            "traj": traj,
+        }
+        for t in (1, 0)
+    ]
+    (tmp_path / "tau.json").write_text(json.dumps(recs), "utf-8")
+    ds = load_tau_bench(tmp_path / "tau.json")
+    assert [r.run_id for r in ds.transcripts] == ["tau:mia:task1:trial0", "tau:mia:task1:trial1"]
+    run = ds.transcripts[0]
+    assert run.scope_id == "tau:mia" and run.final_answer == "Hello Mia." and run.turns == 2
+    assert run.messages[2] == {"role": "assistant", "content": None, "tool_calls": [call]}
+    assert run.messages[3]["tool_call_id"] == "c1" and run.meta["reward"] == 1.0
+    assert ds.transcripts[1].started_ts - run.started_ts == 3600
+    assert check_dataset(ds) == []
+    swe = [dict(m) for m in traj]
+    swe[3] = {"role": "tool", "tool_call_ids": ["c1"], "content": "ok", "agent": "main"}
+    (tmp_path / "a.traj").write_text(json.dumps({"history": swe}), "utf-8")
+    ds = load_swe_agent(tmp_path)
+    assert ds.transcripts[0].messages[3] == {"role": "tool", "content": "ok", "tool_call_id": "c1"}
+    assert check_dataset(ds) == []

@@ -135,3 +135,85 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     assert got["rows"] >= 5
     assert got["h2"][0].startswith("Headline")
     assert got["images"] >= 3 and got["loaded"] == got["images"]
+
+
+def test_plot_tick_labels_never_overlap(run, monkeypatch):
+    """Every bar plot of the report, drawn: no two x tick labels intersect."""
+    import itertools
+
+    import pandas as pd
+
+    from evals import report
+
+    figs = []
+
+    def keep(fig):
+        figs.append(fig)
+        return b"png"
+
+    monkeypatch.setattr(report, "_figure_png", keep)
+    table = pd.DataFrame.from_records(json.loads((run / "metrics.json").read_text())["metrics"])
+    for metrics in (
+        report.RECALL_PLOT,
+        ("budget_waste", *report.WASTE_PARTS),
+        report.VALIDITY_PLOT,
+    ):
+        report._bars(table, metrics, "t", "y")
+    assert len(figs) == 3
+    for fig in figs:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        (ax,) = fig.axes
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+        assert len(boxes) >= 3
+        assert not any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+
+
+def test_notebook_04_op_mix_labels_do_not_overlap(monkeypatch):
+    """Was: notebook 04's op-mix x labels (long system names) overlapped. The cell's own
+    code is drawn with the notebook's five systems."""
+    import itertools
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import nbformat
+    import numpy as np
+    import pandas as pd
+
+    nb = nbformat.read(
+        Path(__file__).resolve().parents[1] / "notebooks" / "04_comparing_consolidators.ipynb", 4
+    )
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "Op mix" in c.source)
+    systems = [
+        "matcher",
+        "pipeline:heuristic",
+        "pipeline:litellm:openai/gpt-4o",
+        "pipeline:litellm:openai/gpt-4o-mini",
+        "pipeline:oracle",
+    ]
+    metrics = pd.DataFrame(
+        [
+            {"system": s, "metric": m, "value": 0.3}
+            for s in systems
+            for m in ("op_add", "op_merge", "op_retract", "changes_per_proposal")
+        ]
+    )
+    monkeypatch.setattr(plt, "show", lambda: None)
+    plt.close("all")
+    exec(cell.source, {"metrics": metrics, "SYSTEMS": systems, "plt": plt, "np": np})
+    fig = plt.gcf()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    ticks = next(
+        t
+        for t in (ax.get_xticklabels(), ax.get_yticklabels())
+        if any("heuristic" in x.get_text() for x in t)
+    )
+    boxes = [t.get_window_extent(renderer) for t in ticks]
+    assert len(boxes) == 5
+    assert not any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+    plt.close(fig)

@@ -13,6 +13,8 @@ from evals.adapters.locomo import load_locomo
 from evals.adapters.longmemeval import load_longmemeval
 from evals.adapters.msc import MSC_FOLD_MIN, MSC_SESSION3_START, load_msc
 from evals.adapters.pairs import load_mrpc, load_paws, load_stsb
+from evals.adapters.swe_agent import load_swe_agent
+from evals.adapters.tau_bench import load_tau_bench
 from evals.datasets import pairs_frame
 
 __all__ = [
@@ -24,5 +26,7 @@ __all__ = [
     "load_msc",
     "load_paws",
     "load_stsb",
+    "load_swe_agent",
+    "load_tau_bench",
     "pairs_frame",
 ]

@@ -37,7 +37,6 @@ gold, another mapping).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -54,7 +53,7 @@ from evals.adapters.shared import (
     root_run,
     words,
 )
-from evals.datasets import Dataset, GoldFact, Pair, Transcript
+from evals.datasets import Dataset, GoldFact, Pair, Transcript, parse_json_line
 from memkit.errors import DatasetError
 from memkit.text import trigram_similarity
 
@@ -128,16 +127,13 @@ def load_msc(path: str | Path, *, limit: int | None = None) -> Dataset:
     base = datetime.fromisoformat(MSC_SESSION3_START).timestamp()
     transcripts: list[Transcript] = []
     facts: list[GoldFact] = []
-    with file.open(encoding="utf-8") as fh:
+    with file.open("rb") as fh:
         for n, line in enumerate(fh, start=1):
             if limit is not None and n > limit:
                 break
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(str(file), n, None, f"invalid JSON: {e.msg}") from None
+            rec = parse_json_line(line, str(file), n)
             t, f = _msc_episode(rec, file, n, base)
             transcripts += t
             facts += f

@@ -9,6 +9,8 @@ and every column but the two sentences and the label or score.
 from __future__ import annotations
 
 import csv
+import io
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -18,11 +20,19 @@ from memkit.errors import ConfigError, DatasetError
 
 
 def _tsv(file: Path, encoding: str = "utf-8") -> Iterator[tuple[int, dict[str, str]]]:
-    """Rows of a tab-separated file with quoting off (quotes are text in these corpora)."""
-    with file.open(encoding=encoding, newline="") as fh:
-        reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        for row in reader:
-            yield reader.line_num, row
+    """Rows of a tab-separated file with quoting off (quotes are text in these corpora);
+    bytes that do not decode are a DatasetError at their line."""
+    data = file.read_bytes()
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise DatasetError(
+            str(file), line, None, f"not {encoding}: byte {data[e.start]:#04x}"
+        ) from None
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    for row in reader:
+        yield reader.line_num, row
 
 
 def _field(row: dict[str, str], key: str, file: Path, line: int) -> str:
@@ -96,6 +106,8 @@ def load_stsb(
             score = float(raw)
         except ValueError:
             raise DatasetError(str(file), line, "score", f"not a number: {raw!r}") from None
+        if not math.isfinite(score):
+            raise DatasetError(str(file), line, "score", f"not a finite number: {raw!r}")
         if score >= paraphrase_at:
             label = "paraphrase"
         elif score <= distinct_at:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +24,9 @@ from evals.datasets import (
     Probe,
     Transcript,
     compute_counts,
+    dataset_path,
     iso_utc,
+    parse_json_document,
 )
 from memkit.errors import DatasetError
 from memkit.text import word_set
@@ -33,7 +34,7 @@ from memkit.text import word_set
 
 def find_data(path: str | Path, folder: str, patterns: Sequence[str]) -> list[Path]:
     """The data files at path: the file itself, or matches in path or path/folder."""
-    p = Path(path)
+    p = dataset_path(path)
     if p.is_file():
         return [p]
     for d in (p, p / folder):
@@ -54,11 +55,9 @@ def digest(files: Iterable[Path]) -> str:
 
 
 def load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        line = getattr(e, "lineno", None)
-        raise DatasetError(str(path), line, None, f"invalid JSON: {e}") from None
+    """A whole JSON file, checked like a bundled line (`evals.datasets.parse_json_document`):
+    bad UTF-8 at file:line, too deep, NaN/Infinity or lone surrogates are DatasetErrors."""
+    return parse_json_document(path.read_bytes(), str(path))
 
 
 def root_run(
@@ -172,3 +171,39 @@ def ambiguous_texts(facts: Iterable[GoldFact]) -> list[dict[str, Any]]:
     return [
         {"scope_id": s, "text": text, "facts": ids} for (s, text), ids in by.items() if len(ids) > 1
     ]
+
+
+def tool_chat(
+    raw: Any, file: Path, n: int, at: str, *, tool_call_id: str = "tool_call_id"
+) -> list[dict[str, Any]]:
+    """OpenAI-format messages from a recorded agent run: role, content (None -> ""
+    except an assistant's that made tool calls), name, tool_calls, tool_call_id.
+
+    `tool_call_id` names the source's field answering a call (SWE-agent keeps a
+    one-item list `tool_call_ids`). Everything else a message carries (thoughts,
+    message types, agent names) is left out.
+    """
+    if not isinstance(raw, list):
+        raise DatasetError(
+            str(file), n, at, f"expected a list of messages, got {type(raw).__name__}"
+        )
+    out = []
+    for j, m in enumerate(raw):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ("system", "user", "assistant", "tool"):
+            raise DatasetError(str(file), n, f"{at}[{j}].role", f"unknown role {role!r}")
+        content = m.get("content")
+        if isinstance(content, list):  # multi-part content: its text parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        msg: dict[str, Any] = {"role": role}
+        calls = m.get("tool_calls") or None
+        msg["content"] = content if content is not None or (role == "assistant" and calls) else ""
+        if m.get("name") and role == "tool":
+            msg["name"] = m["name"]
+        if calls and role == "assistant":
+            msg["tool_calls"] = calls
+        if role == "tool":
+            ids = m.get(tool_call_id)
+            msg["tool_call_id"] = ids[0] if isinstance(ids, list) and ids else ids
+        out.append(msg)
+    return out

@@ -187,6 +187,13 @@ def check_transcript(run: Mapping[str, Any]) -> None:
     final = run.get("final_answer")
     if final is not None and not isinstance(final, str):
         raise TranscriptError(f"transcript field 'final_answer' must be a string: {final!r:.80}")
+    for name, value in (("final_answer", final or ""), ("messages", msgs)):
+        try:  # the rollout id hashes the canonical JSON of the originals, as UTF-8
+            canonical_json(value).encode("utf-8")
+        except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as e:
+            raise TranscriptError(
+                f"transcript field {name!r} is not UTF-8 JSON ({type(e).__name__}: {e!s:.120})"
+            ) from None
 
 
 def stage_run(

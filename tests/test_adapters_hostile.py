@@ -1,0 +1,88 @@
+"""Hostile source files for every adapter (issue #22): bytes that are not UTF-8,
+nesting too deep, NaN/Infinity and lone surrogates are DatasetErrors naming
+file:line[:field], never tracebacks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from test_adapters import _locomo_conv, _msc_episode
+
+from evals.adapters import load_locomo, load_msc, load_paws, load_stsb
+from memkit.errors import DatasetError
+
+DEEP = b"[" * 50_000 + b"]" * 50_000
+MSC = "msc_dialogue_session_3_test.jsonl"
+
+
+def _msc(tmp_path: Path, second: bytes) -> Path:
+    f = tmp_path / MSC
+    f.write_bytes(json.dumps(_msc_episode()).encode() + b"\n" + second + b"\n")
+    return f
+
+
+@pytest.mark.parametrize(
+    "second, where",
+    [
+        (json.dumps(_msc_episode()).encode().replace(b"gym", b"g\xffm", 1), r":2: not UTF-8"),
+        (DEEP, r":2: nested deeper"),
+        (b'{"x": NaN}', r":2:x: NaN"),
+        (b'{"dialog": "\\ud800"}', r":2:dialog: not UTF-8"),
+    ],
+    ids=["latin", "deep", "nan", "surrogate"],
+)
+def test_msc_hostile_lines(tmp_path, second, where):
+    f = _msc(tmp_path, second)
+    with pytest.raises(DatasetError, match=rf"\.jsonl{where}"):
+        load_msc(f)
+    assert len(load_msc(f, limit=1).transcripts) == 3  # the good line still loads
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        (
+            b'[{"sample_id": "c", "x": ' + b"[" * 100 + b"]" * 100 + b"}]",
+            r"\.json:\[0\]\.x\[0\].*: nested deeper",
+        ),
+        (b"[\n" + b"[" * 50_000 + b"]" * 50_000 + b"\n]", r"\.json: nested deeper"),
+        (b'[\n{"sample_id": "c\xe9"}\n]', r"\.json:2: not UTF-8"),
+        (b'[{"sample_id": Infinity}]', r"\.json:\[0\]\.sample_id: Infinity"),
+    ],
+    ids=["deep-field", "deep", "latin", "infinity"],
+)
+def test_locomo_hostile_documents(tmp_path, text, where):
+    f = tmp_path / "locomo10.json"
+    f.write_bytes(text)
+    with pytest.raises(DatasetError, match=where):
+        load_locomo(f)
+
+
+def test_locomo_still_loads(tmp_path):
+    f = tmp_path / "locomo10.json"
+    f.write_text(json.dumps([_locomo_conv()]), encoding="utf-8")
+    assert load_locomo(f).transcripts
+
+
+def test_tsv_not_utf8_names_the_line(tmp_path):
+    f = tmp_path / "paws_wiki_labeled_final_test.tsv"
+    f.write_bytes(b"id\tsentence1\tsentence2\tlabel\n1\ta\tb\t1\n2\tcaf\xe9\tb\t0\n")
+    with pytest.raises(DatasetError, match=r"\.tsv:3: not utf-8"):
+        load_paws(f)
+
+
+@pytest.mark.parametrize("score", ["nan", "NaN", "inf", "-Infinity"])
+def test_stsb_non_finite_score_is_refused(tmp_path, score):
+    f = tmp_path / "sts-b_glue_dev.tsv"
+    head = (
+        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    )
+    f.write_text(head + f"0\tg\tf\ty\t0\tn\tn\ta\tb\t{score}\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"\.tsv:2:score: not a finite number"):
+        load_stsb(f)
