@@ -224,6 +224,7 @@ def run_main(argv: list[str]) -> int:
     if not a.name:
         extra["name"] = Path(a.out).name if a.out else default_name(a.preset or "run")
     cfg = _config(a, **extra)
+    _refuse_inapplicable(a, cfg)
     ds = _load_checked(cfg)
     out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
     prepare_run_dir(
@@ -235,8 +236,6 @@ def run_main(argv: list[str]) -> int:
         again = [x for x in argv if x not in ("--resume", "--overwrite")]
         if not a.out:
             again += ["--out", str(out)]
-        if not a.name:
-            again += ["--name", cfg.name]
         print(
             f"memkit eval run: interrupted; finished units are kept in {out}: resume with "
             f"`{shlex.join(['memkit', 'eval', 'run', *again, '--resume'])}`",
@@ -250,6 +249,22 @@ def run_main(argv: list[str]) -> int:
     if failed:
         raise RunFailed(failed)
     return 0
+
+
+def _refuse_inapplicable(a: argparse.Namespace, cfg: Any) -> None:
+    """Options that would be ignored by this run are refused, never recorded as if used."""
+    if not cfg.consolidators:
+        for flag, value in (
+            ("--replicates", a.replicates),
+            ("--concurrency", a.concurrency),
+            ("--api-base", a.api_base),
+        ):
+            if value is not None:
+                raise ConfigError(f"{flag} applies to pipeline mode; this run has no consolidator")
+    elif a.api_base and not any(c.startswith("litellm:") for c in cfg.consolidators):
+        raise ConfigError("--api-base applies to litellm:<model> consolidators; none is given")
+    if a.curation is not None and not cfg.store_mode:
+        raise ConfigError("--curation applies to store mode; this run is pipeline mode only")
 
 
 def _embedder_failed(run: Path) -> str | None:

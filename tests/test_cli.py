@@ -152,6 +152,9 @@ def test_console_script_in_a_subprocess(tmp_path):
         (["--scope", "alpah"], "did you mean alpha?"),  # was: KeyError: 'metric'
         (["--limit", "1"], "limit applies to the adapters"),  # was: ignored but recorded
         (["--resamples", "0"], "positive integer"),
+        (["--replicates", "3"], "--replicates applies to pipeline mode"),  # was: recorded
+        (["--concurrency", "2"], "--concurrency applies to pipeline mode"),
+        (["--api-base", "http://127.0.0.1:9/v1"], "--api-base applies to pipeline mode"),
     ],
 )
 def test_run_refuses_bad_values_before_work(tiny, tmp_path, capsys, flags, says):
@@ -185,6 +188,14 @@ def test_sweep_refuses_unknown_objective(tiny, capsys):
     assert main([*argv, "--objective", "ndcg@8"]) == 2
     err = capsys.readouterr().err
     assert "unknown metric 'ndcg@8'" in err and "ndcg_at_8" in err
+
+
+def test_options_for_the_other_mode_are_refused(tiny, tmp_path, capsys):
+    base = ["eval", "run", "--dataset", str(tiny), "--out", str(tmp_path / "r"), "--quiet"]
+    assert main([*base, "--mode", "pipeline", "--curation", "all_rows"]) == 2
+    assert "--curation applies to store mode" in capsys.readouterr().err
+    assert main([*base, "--consolidator", "heuristic", "--api-base", "http://127.0.0.1:9"]) == 2
+    assert "none is given" in capsys.readouterr().err
 
 
 def test_unknown_adapter_gets_a_close_match(capsys):
@@ -255,6 +266,33 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume(tiny, tmp_path, monkeypatch
     assert _run(tiny, tmp_path / "r") == 130
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "interrupted" in err and "--resume" in err
+
+
+def test_real_ctrl_c_in_a_subprocess_then_resume(tmp_path):
+    """SIGINT to a real `memkit eval run`: exit 130 and one line whose command resumes."""
+    import shlex
+    import signal
+
+    exe = os.path.join(os.path.dirname(sys.executable), "memkit")
+    argv = ["eval", "run", "--preset", "bundled", "--mode", "pipeline"]
+    argv += ["--consolidator", "heuristic", "--embedder", "hashing", "--resamples", "20"]
+    argv += ["--scope", "acme-web", "--scope", "homefin", "--scope", "pa-minh"]
+    p = subprocess.Popen([exe, *argv], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    for line in p.stderr:
+        if line.startswith("eval 1/"):
+            p.send_signal(signal.SIGINT)
+            break
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 130
+    assert "Traceback" not in err and "CancelledError" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("memkit eval run: interrupted") and "--resume" in last
+    again = shlex.split(last.split("`")[1])
+    assert again[0] == "memkit"
+    r = subprocess.run([exe, *again[1:]], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    runs = list((tmp_path / "reports" / "runs").iterdir())
+    assert len(runs) == 1 and (runs[0] / "metrics.json").is_file()
 
 
 def test_keyword_only_run_with_embedder_none(tiny, tmp_path, capsys):

@@ -220,3 +220,24 @@ def test_agent_transcripts_map_tool_calls(tmp_path):
     ds = load_swe_agent(tmp_path)
     assert ds.transcripts[0].messages[3] == {"role": "tool", "content": "ok", "tool_call_id": "c1"}
     assert check_dataset(ds) == []
+
+
+@pytest.mark.parametrize(("n", "dropped"), [(32, 0), (33, 1)])
+def test_evidence_account_at_and_past_the_message_bound(n, dropped):
+    """SPEC §7: at most 32 evidence messages; the account says what the bound dropped."""
+    from types import SimpleNamespace
+
+    from evals.replay import evidence_account
+    from memkit.consolidate.stage import evidence_messages
+    from memkit.params import ConsolidationParams, RedactionParams
+
+    msgs = [{"role": "system", "content": "policy " * 50}]
+    msgs += [{"role": "user" if i % 2 else "assistant", "content": f"m{i:02d}"} for i in range(n)]
+    params = ConsolidationParams()
+    kept = evidence_messages(msgs, params, RedactionParams())
+    acc = evidence_account(
+        {"run_id": "r", "messages": msgs}, SimpleNamespace(messages=kept), params, RedactionParams()
+    )
+    assert acc["messages_offered"] == n  # the system message is never evidence
+    assert acc["messages_kept"] == n - dropped == min(n, 32)
+    assert acc["bytes_offered"] - acc["bytes_kept"] == 3 * dropped
