@@ -45,6 +45,8 @@ class Values:
     nums: list[float] = field(default_factory=list)
     dens: list[float] | None = None
     clusters: list[Any] = field(default_factory=list)
+    bounded: bool | None = None
+    """The metric's values are shares in [0, 1] (None: judge from the values)."""
 
 
 Unit = tuple[Any, Any]
@@ -149,7 +151,7 @@ def unit_values(unit: str, units: Sequence[Unit], metrics: Iterable[str] | None 
     for m in registry.all_metrics().values():
         if m.unit != unit or m.fn is None or (wanted is not None and m.name not in wanted):
             continue
-        v = Values(dens=[] if m.pooled else None)
+        v = Values(dens=[] if m.pooled else None, bounded=registry.bounded(m.name))
         for cluster, u in units:
             x = m.fn(u)
             if m.pooled:
@@ -182,13 +184,14 @@ def extraction_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Values]:
     return {**_of("row")(rows), **_of("fact")(rows)}
 
 
-def estimate(values: Values, *, seed: int = 0, resamples: int = 1000) -> Any:
-    """An `Estimate` of one metric's `Values`."""
-    from evals.stats import bootstrap_mean, bootstrap_ratio
+def estimate(values: Values, *, clustered: bool = True) -> Any:
+    """An `Estimate` of one metric's `Values`: units nested in their clusters
+    (scopes), or independent units when `clustered` is False (within one scope)."""
+    from evals.stats import interval
 
-    if values.dens is None:
-        return bootstrap_mean(values.nums, seed=seed, resamples=resamples)
-    return bootstrap_ratio(values.nums, values.dens, seed=seed, resamples=resamples)
+    return interval(
+        values.nums, values.dens, values.clusters if clustered else None, bounded=values.bounded
+    )
 
 
 def row_fields(metric: str) -> dict[str, Any]:
@@ -197,7 +200,19 @@ def row_fields(metric: str) -> dict[str, Any]:
     return {"unit": m.unit, "direction": m.direction, "definition": m.definition}
 
 
-COLUMNS = ["system", "metric", "value", "lo", "hi", "n", "unit", "direction", "definition"]
+COLUMNS = [
+    "system",
+    "metric",
+    "value",
+    "lo",
+    "hi",
+    "n",
+    "clusters",
+    "method",
+    "unit",
+    "direction",
+    "definition",
+]
 
 
 def groups_from_run(d: Path) -> dict[str, dict[str, Values]]:
@@ -213,18 +228,14 @@ def groups_from_run(d: Path) -> dict[str, dict[str, Values]]:
     return groups
 
 
-def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.DataFrame:
+def metrics_from_run(run_dir: str | Path) -> pd.DataFrame:
     """The metrics table of a run folder: one row per (system, metric)."""
     d = Path(run_dir)
-    manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
-    cfg = manifest["config"]
-    seed = cfg.get("seed", 0) if seed is None else seed
-    resamples = cfg.get("resamples", 1000)
     groups = groups_from_run(d)
     records = []
     for sys_ in sorted(groups):
         for metric in sorted(groups[sys_]):
-            e = estimate(groups[sys_][metric], seed=seed, resamples=resamples)
+            e = estimate(groups[sys_][metric])
             records.append(
                 {"system": sys_, "metric": metric, **e.as_dict(DIGITS), **row_fields(metric)}
             )
@@ -233,6 +244,7 @@ def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.Data
         m = json.loads(mpath.read_text(encoding="utf-8"))
         for key in ("precision", "recall"):
             ci = m.get(f"{key}_ci") or {"value": m[key], "lo": None, "hi": None, "n": m["n"]}
+            ci = {"clusters": ci.get("n"), "method": "", **ci}
             records.append(
                 {"system": "matcher", "metric": f"matcher_{key}", **ci}
                 | row_fields(f"matcher_{key}")
@@ -240,10 +252,9 @@ def metrics_from_run(run_dir: str | Path, *, seed: int | None = None) -> pd.Data
     return pd.DataFrame.from_records(records, columns=COLUMNS)
 
 
-def breakdown_from_run(
-    run_dir: str | Path, *, seed: int = 0, resamples: int = 1000
-) -> pd.DataFrame:
-    """The registry's breakdown metrics per (system, scope), each with its CI."""
+def breakdown_from_run(run_dir: str | Path) -> pd.DataFrame:
+    """The registry's breakdown metrics per (system, scope), each with its CI
+    (within one scope the units are taken as independent)."""
     d = Path(run_dir)
     listed = registry.names(listed="breakdown")
     recs = []
@@ -258,16 +269,15 @@ def breakdown_from_run(
             for m in wanted:
                 build = UNIT_BUILDERS[registry.get(m).unit][1]
                 v = unit_values(registry.get(m).unit, build(rows), [m])[m]
-                e = estimate(v, seed=seed, resamples=resamples)
+                e = estimate(v, clustered=False)
                 recs.append({"system": sys_, "scope_id": scope, "metric": m, **e.as_dict(DIGITS)})
     return pd.DataFrame.from_records(
-        recs, columns=["system", "scope_id", "metric", "value", "lo", "hi", "n"]
+        recs,
+        columns=["system", "scope_id", "metric", "value", "lo", "hi", "n", "clusters", "method"],
     )
 
 
 def write_breakdown(run_dir: Path) -> None:
-    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    cfg = manifest.get("config", {})
-    t = breakdown_from_run(run_dir, seed=cfg.get("seed", 0), resamples=cfg.get("resamples", 1000))
+    t = breakdown_from_run(run_dir)
     rows = json.loads(t.to_json(orient="records", double_precision=10))
     write_json(run_dir / "breakdown.json", {"version": RUN_VERSION, "rows": rows})

@@ -103,8 +103,10 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="override a tunable, e.g. --set recall.floor=0.3 (repeatable; typed and "
         "range-checked)",
     )
-    p.add_argument("--seed", type=int, help="bootstrap seed (default 0)")
-    p.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=int, help="seed of the latency bootstrap (default 0)")
+    p.add_argument(
+        "--resamples", type=int, help="bootstrap resamples for latency quantiles (default 1000)"
+    )
     p.add_argument(
         "--quiet", action="store_true", help="no progress on stderr (results still print)"
     )
@@ -305,9 +307,17 @@ def _sweep_parser() -> argparse.ArgumentParser:
         help="values to try, e.g. --grid floor=0.1,0.2,0.3 (repeatable: product)",
     )
     p.add_argument(
-        "--objective", default="ndcg_at_8", help="metric to optimise (default %(default)s)"
+        "--objective",
+        default="default",
+        help="'default' (smallest budget_waste whose recall_at_8 is not significantly more "
+        "than --margin below the best point's) or any registered metric (its better direction)",
     )
-    p.add_argument("--minimize", action="store_true", help="lower objective is better")
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=0.05,
+        help="default objective: recall_at_8 a point may lose against the best (default 0.05)",
+    )
     p.add_argument(
         "--consolidator",
         default="heuristic",
@@ -329,13 +339,13 @@ def sweep_main(argv: list[str]) -> int:
 
     Scored in store mode (pipeline mode for consolidation tunables)."""
     a = _sweep_parser().parse_args(argv)
-    from evals.checks import check_metric, parse_grid
+    from evals.checks import parse_grid
     from evals.runfolder import now
     from evals.runs import prepare_run_dir
-    from evals.sweep import sweep
+    from evals.sweep import objective_metrics, sweep
 
     grid = parse_grid(a.grid)
-    check_metric(a.objective)
+    objective_metrics(a.objective)
     cfg = _config(a)
     ds = _load_checked(cfg)
     if a.out:
@@ -345,7 +355,6 @@ def sweep_main(argv: list[str]) -> int:
         ds,
         grid,
         objective=a.objective,
-        maximize=not a.minimize,
         base={
             "recall": cfg.recall,
             "assembly": cfg.assembly,
@@ -355,13 +364,19 @@ def sweep_main(argv: list[str]) -> int:
         embedder=cfg.embedder,
         consolidator=a.consolidator,
         scopes=cfg.scopes,
-        seed=cfg.seed,
-        resamples=cfg.resamples,
+        margin=a.margin,
         progress=None if a.quiet else _progress("sweep"),
     )
     frame = res.frame
-    print(frame[frame["metric"] == a.objective].to_string(index=False))
-    print("recommended:", json.dumps(res.recommended, sort_keys=True))
+    rec = res.recommended
+    shown = [rec["metric"], *([rec["constraint"]["metric"]] if "constraint" in rec else [])]
+    print(frame[frame["metric"].isin(shown)].to_string(index=False))
+    print("recommended:", json.dumps(rec, sort_keys=True))
+    point = ", ".join(f"{k}={rec[k]}" for k in res.params)
+    ci = "" if rec["lo"] is None else f" [{rec['lo']:.3f}, {rec['hi']:.3f}]"
+    print(f"recommended {point}: {rec['metric']} {rec['value']:.3f}{ci} ({rec['rule']})")
+    if rec.get("warning"):
+        print(f"warning: {rec['warning']}", file=sys.stderr)
     if a.out:
         from evals.report import build_report
         from evals.sweep import write_sweep
@@ -380,7 +395,6 @@ def _compare_parser() -> argparse.ArgumentParser:
     p.add_argument("--b", metavar="SYSTEM", help="system b")
     p.add_argument("--b-run", metavar="DIR", help="run folder of system b (default: the same run)")
     p.add_argument("--metric", action="append", help="metric to compare (repeatable; default: all)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--no-report", action="store_true", help="do not rebuild the run's report")
     p.add_argument("--quiet", action="store_true", help="print only where the results went")
     return p
@@ -388,7 +402,8 @@ def _compare_parser() -> argparse.ArgumentParser:
 
 @guarded("memkit eval compare")
 def compare_main(argv: list[str]) -> int:
-    """Paired bootstrap CIs of differences between systems of a run (or two runs)."""
+    """Paired CIs of differences between systems of a run (or two runs), over the
+    units defined on both sides."""
     a = _compare_parser().parse_args(argv)
     import pandas as pd
 
@@ -413,7 +428,7 @@ def compare_main(argv: list[str]) -> int:
         pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]
     metrics = tuple(check_metric(m) for m in a.metric) if a.metric else None
     frame = pd.concat(
-        [compare_runs(run, x, a.b_run, y, metrics=metrics, seed=a.seed) for x, y in pairs],
+        [compare_runs(run, x, a.b_run, y, metrics=metrics) for x, y in pairs],
         ignore_index=True,
     )
     if frame.empty:
@@ -422,9 +437,9 @@ def compare_main(argv: list[str]) -> int:
             "systems of each pair "
             f"({', '.join(f'{x} vs {y}' for x, y in pairs)})"
         )
-    cols = ["metric", "a", "b", "value", "lo", "hi", "n", "unit"]
+    cols = ["metric", "a", "b", "value", "lo", "hi", "n", "clusters", "method", "unit"]
     if not a.quiet:
-        print(frame[cols].to_string(index=False))
+        print(frame[cols].rename(columns={"n": "pairs"}).to_string(index=False))
     if not a.b_run:
         frame.to_csv(run / "compare.csv", index=False, float_format="%.6f")
         print(f"comparison written to {run / 'compare.csv'}")

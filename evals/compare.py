@@ -2,7 +2,9 @@
 
 Probes pair by (scope, probe, replicate); attempt, pass, write and
 extraction metrics pair by (scope, replicate), since two consolidators see
-the same transcripts of a scope but not the same snapshots. Each metric is
+the same transcripts of a scope but not the same snapshots. Only units
+defined on both sides are pairs, and pairs are nested in scopes (the
+clusters of the paired interval). Each metric is
 the pooled ratio sum(num)/sum(den) over the shared units (a mean is a ratio
 with one per defined unit), so a difference is exactly the difference of the
 two systems' pooled values on those units.
@@ -66,15 +68,17 @@ def compare_runs(
     b_system: str | None = None,
     *,
     metrics: Sequence[str] | None = None,
-    seed: int = 0,
-    resamples: int = 1000,
 ) -> pd.DataFrame:
-    """Paired bootstrap CI of (a - b) per metric over the units both systems share.
+    """Paired CI of (a - b) per metric over the units defined on both sides.
 
-    `b_run` defaults to `a_run` (two systems of one run); `metrics` defaults
-    to the registry's compare list, and an unregistered name is an error.
+    A unit where the metric is undefined for either system (no relevant fact,
+    an empty list, no answer) is not a pair; `n` is the number of pairs and
+    `clusters` the scopes they are nested in (the interval's independent
+    draws). `b_run` defaults to `a_run` (two systems of one run); `metrics`
+    defaults to the registry's compare list, and an unregistered name is an
+    error.
     """
-    from evals.stats import paired_ratio_difference
+    from evals.stats import paired_interval
 
     if b_system is None:
         raise ConfigError("compare needs two systems")
@@ -97,7 +101,7 @@ def compare_runs(
             [ub[m][k][0] for k in keys],
             [ub[m][k][1] for k in keys],
         ]
-        e = paired_ratio_difference(*cols, seed=seed, resamples=resamples)
+        e = paired_interval(*cols, clusters=[k[1] for k in keys])
         unit = keys[0][0] if keys else ""
         meta = registry.get(m)
         recs.append(
@@ -113,5 +117,18 @@ def compare_runs(
         )
     return pd.DataFrame.from_records(
         recs,
-        columns=["metric", "a", "b", "value", "lo", "hi", "n", "unit", "direction", "definition"],
+        columns=[
+            "metric",
+            "a",
+            "b",
+            "value",
+            "lo",
+            "hi",
+            "n",
+            "clusters",
+            "method",
+            "unit",
+            "direction",
+            "definition",
+        ],
     )

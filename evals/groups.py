@@ -2,7 +2,8 @@
 
 Published results on these benchmarks are read per group, so a run whose
 probes carry a `group` gets `groups.json`: for each system, group and metric
-the value with its bootstrap CI and n (the probes the value is defined on),
+the value with its 95% CI (`evals.stats.interval`, probes clustered by
+conversation) and n (the probes the value is defined on),
 beside the group's probe count and its undefined probes by reason (LoCoMo
 `unmapped`, LongMemEval `abstention`). Groups marked `apart` (LoCoMo's
 adversarial category) are here and nowhere in the overall table. Reads and
@@ -11,7 +12,6 @@ writes run files only; `table_rows` renders it for the report.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,9 +34,7 @@ GROUP_METRICS: tuple[str, ...] = (
 DIGITS = 6
 
 
-def group_rows(
-    probes: Sequence[Mapping[str, Any]], *, seed: int = 0, resamples: int = 1000
-) -> list[dict[str, Any]]:
+def group_rows(probes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One record per (system, group, metric), plus `probes` and `undefined_<reason>`
     counts per (system, group); empty when no probe carries a group."""
     from evals.aggregate import estimate, probe_units, ranking_units, unit_values
@@ -59,7 +57,7 @@ def group_rows(
             values.update(unit_values("ranking", ranked, GROUP_METRICS))
         for m in GROUP_METRICS:
             if m in values:
-                e = estimate(values[m], seed=seed, resamples=resamples)
+                e = estimate(values[m])
                 out.append({**base, "metric": m, **e.as_dict(DIGITS)})
     return out
 
@@ -68,13 +66,7 @@ def write_groups(run_dir: Path) -> None:
     """`groups.json` for a run folder whose probes carry groups (else nothing)."""
     from evals.runfolder import RUN_VERSION, read_jsonl, write_json
 
-    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    cfg = manifest.get("config", {})
-    rows = group_rows(
-        read_jsonl(run_dir / "probes.jsonl"),
-        seed=cfg.get("seed", 0),
-        resamples=cfg.get("resamples", 1000),
-    )
+    rows = group_rows(read_jsonl(run_dir / "probes.jsonl"))
     if rows:
         write_json(run_dir / "groups.json", {"version": RUN_VERSION, "rows": rows})
 
@@ -89,7 +81,10 @@ def _cell(r: Mapping[str, Any] | None) -> str:
         return f"undefined (n={r.get('n')})"
     lo, hi = r.get("lo"), r.get("hi")
     ci = "" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
-    return f"{v:.3f}{ci} (n={r.get('n')})"
+    k = r.get("clusters")
+    size = f"n={r.get('n')}" + (f"/{k}" if k and k != r.get("n") else "")
+    approx = "≈" if k and k < 10 else ""
+    return f"{v:.3f}{ci} ({size}{approx}, {r.get('method', '')})"
 
 
 def table_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str], list[list[str]]]]:

@@ -45,6 +45,32 @@ DIRECTIONS: dict[str, str] = {"higher": "↑", "lower": "↓", "neutral": "·"}
 proposal, share of empty recalls) where neither is."""
 LISTS: tuple[str, ...] = ("headline", "breakdown", "compare", "sweep")
 METRIC_MODULES: list[str] = ["evals.scorers", "evals.retrieval"]
+FAMILIES: dict[str, tuple[str, bool]] = {
+    "ranking": ("score (0-1)", True),
+    "block": ("share of probes", True),
+    "waste": ("share of admitted entry bytes", True),
+    "offtopic_bytes": ("bytes per off-topic probe", False),
+    "per_probe_count": ("facts per probe", False),
+    "fold": ("share of writes", True),
+    "rows_per_fact": ("rows per fact", False),
+    "dedup": ("share of entries", True),
+    "dedup_bytes": ("bytes per probe", False),
+    "validity": ("share of attempts", True),
+    "errors": ("share of answered attempts", True),
+    "op_mix": ("share of changes", True),
+    "per_attempt_count": ("per attempt", False),
+    "tokens": ("tokens", False),
+    "usd": ("USD", False),
+    "attempts": ("attempts per pass", False),
+    "extraction": ("share", True),
+    "seconds": ("seconds", False),
+    "matcher": ("share of pairs", True),
+    "repeats": ("share of passes", True),
+}
+"""family -> (plot axis label, values are shares in [0, 1]). A family not listed
+uses its name as label and counts as unbounded (the interval then never assumes
+a share's bounds)."""
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -163,6 +189,16 @@ def names(*, unit: str | None = None, listed: str | None = None) -> tuple[str, .
 def family(name: str) -> tuple[str, ...]:
     """Registered names of one family, in registration order."""
     return tuple(m.name for m in all_metrics().values() if m.family == name)
+
+
+def axis(family_name: str) -> str:
+    """The y-axis label of a family's plot."""
+    return FAMILIES.get(family_name, (family_name, False))[0]
+
+
+def bounded(name: str) -> bool:
+    """Whether a metric's values are shares in [0, 1] (by its family)."""
+    return FAMILIES.get(get(name).family, ("", False))[1]
 
 
 def definitions() -> dict[str, str]:

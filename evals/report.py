@@ -3,9 +3,12 @@
 Reads `manifest.json`, `metrics.json`, `latency.json`, `spend.json`, `matcher.json` and
 (when present) `sweep.csv` / `compare.csv`; writes `report.md`, `report.html`
 (plots inlined as base64 PNG, no external assets) and the PNGs themselves.
-Every table cell is "value [95% CI]" with its n and the metric's definition;
-every plot has a title, labelled axes with units and a legend when it has
-more than one series.
+Every number is "value [95% CI]" with the interval's method (a short code,
+`METHOD_CODES`), n as units/clusters and "≈" when fewer than 10 clusters make
+the interval approximate; every metric name carries its direction mark (↑
+higher is better, ↓ lower is better, · neither) and the per-system tables its
+definition. Every plot has a title, labelled axes with units and a legend when
+it has more than one series. A metric name that is not registered is an error.
 """
 
 from __future__ import annotations
@@ -37,6 +40,42 @@ def _named(metric: str) -> str:
 def _load(run_dir: Path, name: str) -> Any:
     p = run_dir / name
     return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+
+METHOD_CODES: dict[str, str] = {
+    "Wilson": "W",
+    "Wilson, design effect": "Wd",
+    "cluster-robust t": "t",
+    "paired cluster-robust t": "pt",
+    "Newcombe hybrid (no paired spread)": "N",
+    "percentile bootstrap": "B",
+    "no interval (1 cluster)": "no CI",
+}
+LEGEND = (
+    "Intervals are 95%, chosen per metric (evals/stats.py): "
+    + ", ".join(f"{c} = {m}" for m, c in METHOD_CODES.items())
+    + ". n is units/clusters (units: probes, attempts, ...; clusters: scopes, the independent "
+    "draws; one number: independent units); ≈ marks an interval over fewer than 10 clusters, "
+    "which is approximate."
+)
+
+
+def _n(r: Any) -> str:
+    """Method code, n as units/clusters and the approximate mark of one row."""
+    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    method, n, k = get("method", ""), get("n", None), get("clusters", None)
+    if n is None or (isinstance(n, float) and math.isnan(n)) or int(n) == 0:
+        return ""
+    code = METHOD_CODES.get(str(method), str(method) if method else "")
+    k = None if k is None or (isinstance(k, float) and math.isnan(k)) else int(k)
+    size = f"{int(n)}" if not k or k == int(n) else f"{int(n)}/{k}"
+    approx = "≈" if k and 0 < k < 10 else ""
+    return " ".join(x for x in (code, f"n={size}{approx}") if x)
+
+
+def _cell(r: Any, digits: int = 3) -> str:
+    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    return f"{_fmt(get('value'), get('lo'), get('hi'), digits)} {_n(r)}".strip()
 
 
 def _fmt(v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
@@ -104,7 +143,32 @@ def _bars(table: pd.DataFrame, metrics: tuple[str, ...], title: str, ylabel: str
     return _figure_png(fig)
 
 
-def _sweep_plot(sweep: pd.DataFrame) -> bytes | None:
+def _recommendation(rec: dict[str, Any], sweep: pd.DataFrame) -> str:
+    """The sweep's recommendation in one sentence: point, objective, CI, caveats."""
+    params = str(sweep["param"].iloc[0]).split(",")
+    point = ", ".join(f"{p}={rec.get(p)}" for p in params)
+    text = (
+        f"Recommended {point} (objective `{rec['objective']}`: {rec.get('rule', '')}): "
+        f"{_named(rec['metric'])} {_cell(rec)}"
+    )
+    c = rec.get("constraint")
+    if c:
+        diff = c.get("difference") or {}
+        text += (
+            f"; {_named(c['metric'])} {_cell(c['at_point'])} against the best point's "
+            f"{_cell(c['best'])}"
+        )
+        if diff:
+            text += f", paired difference {_cell(diff)}"
+    text += "."
+    if rec.get("warning"):
+        text += f" Warning: recommendation {rec['warning']}."
+    return text
+
+
+def _sweep_plot(sweep: pd.DataFrame, rec: dict[str, Any] | None = None) -> bytes | None:
+    """One panel per metric family (one scale per axis), a colour per metric that
+    no other series repeats, 95% CI bands and the recommended point drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -113,17 +177,50 @@ def _sweep_plot(sweep: pd.DataFrame) -> bytes | None:
     if sweep.empty or "param" not in sweep:
         return None
     param = sweep["param"].iloc[0]
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    metrics = sorted(sweep["metric"].unique())
-    for m in metrics:
-        s = sweep[sweep["metric"] == m].sort_values("point")
-        ax.plot(s["point"], s["value"], marker="o", label=m)
-        ax.fill_between(s["point"], s["lo"], s["hi"], alpha=0.15)
-    ax.set_title(f"Sweep over {param} (store mode, 95% CI bands)")
-    ax.set_xlabel(f"{param} (parameter value)")
-    ax.set_ylabel("metric value (share)")
-    if len(metrics) > 1:
-        ax.legend(fontsize=8)
+    order = list(registry.all_metrics())
+    metrics = sorted(dict.fromkeys(sweep["metric"]), key=order.index)
+    families = list(dict.fromkeys(registry.get(m).family for m in metrics))
+    palette = [*plt.get_cmap("tab10").colors, *plt.get_cmap("Dark2").colors]
+    colour = {m: palette[i % len(palette)] for i, m in enumerate(metrics)}  # 18 distinct
+    fig, axes = plt.subplots(
+        len(families), 1, figsize=(7, 2.4 * len(families) + 0.6), sharex=True, squeeze=False
+    )
+    x_rec = None
+    if rec and "point_index" in rec:
+        hit = sweep[sweep["point_index"] == rec["point_index"]]
+        x_rec = float(hit["point"].iloc[0]) if not hit.empty else None
+    for ax, fam in zip(axes[:, 0], families, strict=True):
+        for m in (m for m in metrics if registry.get(m).family == fam):
+            s = sweep[sweep["metric"] == m].sort_values("point")
+            ax.plot(s["point"], s["value"], marker="o", ms=3, color=colour[m], label=_named(m))
+            ax.fill_between(s["point"], s["lo"], s["hi"], color=colour[m], alpha=0.15)
+            if rec and m == rec.get("metric") and x_rec is not None:
+                lo, hi = rec.get("lo"), rec.get("hi")
+                err = None
+                if lo is not None and hi is not None:
+                    err = [[rec["value"] - lo], [hi - rec["value"]]]
+                ax.errorbar(
+                    [x_rec],
+                    [rec["value"]],
+                    yerr=err,
+                    fmt="*",
+                    ms=12,
+                    color="black",
+                    capsize=4,
+                    label="recommended",
+                    zorder=5,
+                )
+        if x_rec is not None:
+            ax.axvline(x_rec, color="black", linestyle="--", linewidth=0.8)
+        ax.set_ylabel(registry.axis(fam), fontsize=8)
+        ax.legend(fontsize=7, loc="best")
+    title = f"Sweep over {param} (95% CI bands)"
+    if rec:
+        title += f"; recommended {param}={x_rec:g}" if x_rec is not None else ""
+        if rec.get("warning"):
+            title += " (grid edge: extend the grid)"
+    axes[0, 0].set_title(title, fontsize=9)
+    axes[-1, 0].set_xlabel(f"{param} (parameter value)")
     return _figure_png(fig)
 
 
@@ -189,6 +286,8 @@ def _failures(d: Path, systems: list[str]) -> list[str]:
     """One line per system of what failed: the embedder on probes, the provider on attempts."""
     from evals.runfolder import read_jsonl
 
+    if not any((d / f).is_file() for f in ("probes.jsonl", "attempts.jsonl")):
+        return ["not checked: this folder has no per-row files (probes.jsonl, attempts.jsonl)"]
     probes: dict[str, list[int]] = {}
     for r in read_jsonl(d / "probes.jsonl"):
         c = probes.setdefault(r["system"], [0, 0])
@@ -240,6 +339,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     matcher = _load(d, "matcher.json")
     sweep = pd.read_csv(d / "sweep.csv") if (d / "sweep.csv").is_file() else None
     compare = pd.read_csv(d / "compare.csv") if (d / "compare.csv").is_file() else None
+    recommended = _load(d, "recommended.json")
     if compare is not None:  # only pairs of this run's systems (never a stale file's)
         ran = set(manifest.get("systems") or [])
         compare = compare[compare["a"].isin(ran) & compare["b"].isin(ran)]
@@ -266,7 +366,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             "Proposal validity and extraction",
             _bars(table, VALIDITY_PLOT, "Proposal validity and extraction recall", "share (0-1)"),
         ),
-        ("sweep.png", "Sweep", None if sweep is None else _sweep_plot(sweep)),
+        ("sweep.png", "Sweep", None if sweep is None else _sweep_plot(sweep, recommended)),
         ("compare.png", "Paired differences", None if compare is None else _compare_plot(compare)),
     ):
         if png:
@@ -286,8 +386,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             else "git revision unknown (not run from a git checkout)"
         )
         + f", litellm {manifest.get('packages', {}).get('litellm')}.",
-        "Every number is the point value with its percentile-bootstrap 95% CI "
-        "(resampling the unit named in the definition) and n, the number of units.",
+        LEGEND,
     ]
     sections: list[tuple[str, list[str], list[list[str]]]] = []
     systems = [x for x in sorted(table["system"].unique()) if x != "matcher"]
@@ -302,30 +401,31 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 cells.append("—")
                 continue
             values[sys_] = float(r.iloc[0]["value"]) if r.iloc[0]["value"] is not None else None
-            cells.append(_fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"]))
+            cells.append(_cell(r.iloc[0].to_dict()))
         direction = _direction(m)
         best = _best(values, direction)
         cells = [f"**{c}**" if s_ in best else c for s_, c in zip(systems, cells, strict=True)]
         if any(c != "—" for c in cells):
             headline.append([_named(m), *cells])
     headline_section = (
-        "Headline (value [95% CI]; ↑ higher is better, ↓ lower is better; best in bold; "
-        "definitions in the per-system tables)",
+        "Headline (value [95% CI] interval n=units/clusters; ↑ higher is better, ↓ lower is "
+        "better; best in bold; definitions in the per-system tables)",
         ["metric", *systems],
         headline,
     )
-    head = ["metric", "value [95% CI]", "n", "unit", "definition"]
+    head = ["metric", "value [95% CI]", "n (units/clusters)", "interval", "unit", "definition"]
     for sys_ in sorted(table["system"].unique()):
         sub = table[table["system"] == sys_]
         rows = [
             [
-                _named(r.metric),
-                _fmt(r.value, r.lo, r.hi),
-                str(r.n),
-                registry.get(r.metric).unit,
-                registry.get(r.metric).definition,
+                _named(r["metric"]),
+                _fmt(r["value"], r["lo"], r["hi"]),
+                _n(r).partition("n=")[2],
+                str(r.get("method") or ""),
+                registry.get(r["metric"]).unit,
+                registry.get(r["metric"]).definition,
             ]
-            for r in sub.itertuples()
+            for r in sub.to_dict("records")
         ]
         sections.append((f"System `{sys_}`", head, rows))
     breakdown = (_load(d, "breakdown.json") or {}).get("rows", [])
@@ -339,17 +439,19 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 cells = []
                 for m in metrics_here:
                     r = sub[(sub["scope_id"] == scope) & (sub["metric"] == m)]
-                    cells.append(
-                        "—"
-                        if r.empty
-                        else _fmt(r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"], 2)
-                    )
+                    cells.append("—" if r.empty else _cell(r.iloc[0].to_dict(), 2))
                 rows.append([scope, *cells])
-            sections.append((f"Per scope: `{sys_}`", ["scope", *map(_named, metrics_here)], rows))
+            sections.append(
+                (
+                    f"Per scope: `{sys_}` (units within one scope taken as independent)",
+                    ["scope", *map(_named, metrics_here)],
+                    rows,
+                )
+            )
     sections += _source_sections(d, manifest)
     if latency:
         rows = [
-            [s, _fmt(v[m]["value"], v[m]["lo"], v[m]["hi"], 4), m, str(v[m]["n"])]
+            [s, _fmt(v[m]["value"], v[m]["lo"], v[m]["hi"], 4), _named(m), _n(v[m])]
             for s, v in latency.items()
             for m in ("latency_p50_s", "latency_p95_s", "pass_wall_p50_s", "pass_wall_p95_s")
             if m in v
@@ -357,7 +459,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         sections.append(
             (
                 "Latency (wall-clock seconds per attempt and per pass; not in metrics.json)",
-                ["system", "value [95% CI]", "statistic", "n"],
+                ["system", "value [95% CI]", "statistic", "interval, n"],
                 rows,
             )
         )
@@ -393,8 +495,9 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                     [
                         str(matcher.get("threshold")),
                         str(matcher.get("margin")),
-                        _fmt(*_ci(matcher, "precision")),
-                        _fmt(*_ci(matcher, "recall")),
+                        f"{_fmt(*_ci(matcher, 'precision'))} "
+                        f"{_n(matcher.get('precision_ci') or {})}",
+                        f"{_fmt(*_ci(matcher, 'recall'))} {_n(matcher.get('recall_ci') or {})}",
                         str(matcher.get("n")),
                     ]
                 ],
@@ -402,22 +505,38 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         )
     if compare is not None and not compare.empty:
         rows = [
-            [_named(r.metric), f"{r.a} − {r.b}", _fmt(r.value, r.lo, r.hi), str(r.n), r.unit]
-            for r in compare.itertuples()
+            [
+                _named(r["metric"]),
+                f"{r['a']} − {r['b']}",
+                _fmt(r["value"], r["lo"], r["hi"]),
+                _n(r).partition("n=")[2],
+                str(r.get("method") or ""),
+                str(r["unit"]),
+            ]
+            for r in compare.to_dict("records")
         ]
         sections.append(
             (
-                "Paired comparisons (difference a − b, paired bootstrap)",
-                ["metric", "pair", "difference [95% CI]", "n", "paired unit"],
+                "Paired comparisons (difference a − b over the units defined on both sides)",
+                [
+                    "metric",
+                    "pair",
+                    "difference [95% CI]",
+                    "pairs/clusters",
+                    "interval",
+                    "paired unit",
+                ],
                 rows,
             )
         )
     if sweep is not None and not sweep.empty:
+        if recommended:
+            head_lines.append(_recommendation(recommended, sweep))
         rows = [
-            [str(r.param), f"{r.point:g}", _named(r.metric), _fmt(r.value, r.lo, r.hi), str(r.n)]
-            for r in sweep.itertuples()
+            [str(r["param"]), f"{r['point']:g}", _named(r["metric"]), _cell(r)]
+            for r in sweep.to_dict("records")
         ]
-        sections.append(("Sweep", ["param", "point", "metric", "value [95% CI]", "n"], rows))
+        sections.append(("Sweep", ["param", "point", "metric", "value [95% CI] interval n"], rows))
 
     banner = _banner(manifest)
     failed = _failures(d, systems)

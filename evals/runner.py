@@ -481,15 +481,14 @@ def embedder_errors(probes: Sequence[Mapping[str, Any]], emb: Any) -> dict[str, 
 
 
 def matcher_accuracy(pairs: Sequence[Any], config: RunConfig) -> dict[str, Any]:
-    """The matcher's precision/recall on labelled pairs, with bootstrap CIs over pairs."""
-    from evals.stats import bootstrap_ratio
+    """The matcher's precision/recall on labelled pairs, with Wilson CIs over pairs."""
+    from evals.stats import interval
 
     preds = pair_predictions(pairs, threshold=config.matcher_threshold)
     acc = pair_accuracy(pairs, threshold=config.matcher_threshold)
     hit = [float(p and g) for p, g in preds]
-    kw = {"seed": config.seed, "resamples": config.resamples}
-    prec = bootstrap_ratio(hit, [float(p) for p, _ in preds], **kw)
-    rec = bootstrap_ratio(hit, [float(g) for _, g in preds], **kw)
+    prec = interval(hit, [float(p) for p, _ in preds])
+    rec = interval(hit, [float(g) for _, g in preds])
     return {
         "version": RUN_VERSION,
         **acc.as_dict(),

@@ -11,16 +11,19 @@ fact id it was matched to (or None when it matches no gold fact).
 
 Definitions (the names are the ones reports print):
 
-- `precision_of_returned`: relevant returned / returned; NaN (n/a) when the
-  list is empty. Duplicates of a relevant fact count as relevant.
-- `precision_at_k`: relevant among the top k / k; an empty or short list is
-  padded with misses, so this is 0 for an empty list.
+- `precision_of_returned`: distinct relevant facts returned / returned; NaN
+  (n/a) when the list is empty or the probe has no relevant fact. A repeat
+  of a relevant fact counts as a miss (as in recall and nDCG).
+- `precision_at_k`: distinct relevant facts among the top k / k; a short
+  list is padded with misses; NaN when the probe has no relevant fact (an
+  off-topic probe is scored by `offtopic_silence` / `offtopic_bytes`).
 - `recall_at_k`: distinct relevant facts among the top k / relevant facts;
   NaN when the probe has no relevant facts.
-- `reciprocal_rank`: 1 / rank of the first relevant item in *returned order*
-  (ties in score are broken by the order the store returned); 0 when none is
-  returned; NaN without relevant facts. `reciprocal_rank_pessimistic` breaks
-  score ties against the relevant item instead, to show what ties are worth.
+- `reciprocal_rank`: 1 / rank of the first relevant item, ranking by score
+  (when given) with ties broken by the order the store returned; 0 when none
+  is returned; NaN without relevant facts. `reciprocal_rank_pessimistic`
+  ranks by score too but breaks ties against the relevant item, to show what
+  ties are worth; it is never above `reciprocal_rank`.
 - `ndcg_at_k`: binary gains (1 for the first occurrence of each relevant fact,
   0 for repeats and misses), discount 1/log2(rank+1), normalised by the ideal
   list of min(k, |relevant|) hits; NaN without relevant facts.
@@ -36,8 +39,9 @@ Definitions (the names are the ones reports print):
   fact's row (fold recall), whether any write folded into another fact's row
   (false fold), and rows per fact.
 - `dedup_counts`: inside one recalled list, true duplicates are entries whose
-  fact already appeared earlier in the list; dedup recall = removed true
-  duplicates / true duplicates, precision = removed true duplicates /
+  fact already appeared earlier in the list; a removal is correct only when
+  another copy of its fact stays admitted in the block; dedup recall =
+  correct removals / true duplicates, precision = correct removals /
   removed, bytes saved = bytes of removed entries.
 - `attempt_validity`: strict / after-repair validity, error code, hallucinated
   ids, scope-widening entries, op mix and change count of one attempt.
@@ -69,17 +73,24 @@ def _check_k(k: int) -> None:
 # --- ranking ----------------------------------------------------------------
 
 
+def _distinct_hits(labels: Sequence[Label], relevant: Collection[str]) -> int:
+    return len({f for f in labels if f is not None and f in relevant})
+
+
 def precision_of_returned(labels: Sequence[Label], relevant: Collection[str]) -> float:
-    """Relevant returned / returned; NaN for an empty list."""
-    if not labels:
+    """Distinct relevant facts returned / returned; NaN for an empty list or no relevant fact."""
+    if not labels or not relevant:
         return NAN
-    return sum(1 for f in labels if f is not None and f in relevant) / len(labels)
+    return _distinct_hits(labels, relevant) / len(labels)
 
 
 def precision_at_k(labels: Sequence[Label], relevant: Collection[str], k: int) -> float:
-    """Relevant among the first k returned / k (a short list counts as misses)."""
+    """Distinct relevant facts among the first k / k (a short list counts as misses);
+    NaN when the probe has no relevant fact."""
     _check_k(k)
-    return sum(1 for f in labels[:k] if f is not None and f in relevant) / k
+    if not relevant:
+        return NAN
+    return _distinct_hits(labels[:k], relevant) / k
 
 
 def recall_at_k(labels: Sequence[Label], relevant: Collection[str], k: int) -> float:
@@ -91,10 +102,26 @@ def recall_at_k(labels: Sequence[Label], relevant: Collection[str], k: int) -> f
     return len({f for f in labels[:k] if f in rel}) / len(rel)
 
 
-def reciprocal_rank(labels: Sequence[Label], relevant: Collection[str]) -> float:
-    """1 / (1-based rank of the first relevant item in returned order); 0 if none."""
+def _by_score(labels: Sequence[Label], scores: Sequence[float], key: Any) -> list[Label]:
+    if len(labels) != len(scores):
+        raise ConfigError(f"{len(labels)} labels but {len(scores)} scores")
+    order = sorted(range(len(labels)), key=lambda i: (-scores[i], key(i)))
+    return [labels[i] for i in order]
+
+
+def reciprocal_rank(
+    labels: Sequence[Label], relevant: Collection[str], scores: Sequence[float] | None = None
+) -> float:
+    """1 / (1-based rank of the first relevant item); 0 if none.
+
+    With `scores`, items rank by score first and ties keep returned order (a
+    list the store returned in score order keeps its order); without, the
+    returned order is the ranking.
+    """
     if not relevant:
         return NAN
+    if scores is not None:
+        labels = _by_score(labels, scores, lambda i: i)
     for i, f in enumerate(labels):
         if f is not None and f in relevant:
             return 1.0 / (i + 1)
@@ -104,26 +131,15 @@ def reciprocal_rank(labels: Sequence[Label], relevant: Collection[str]) -> float
 def reciprocal_rank_pessimistic(
     labels: Sequence[Label], scores: Sequence[float], relevant: Collection[str]
 ) -> float:
-    """Reciprocal rank with score ties broken against relevant items.
+    """Reciprocal rank by score with ties broken against relevant items.
 
-    The best relevant item's rank is 1 + the items scoring strictly higher +
-    the irrelevant items scoring exactly the same.
+    Sorting by score first makes it never exceed `reciprocal_rank(labels,
+    relevant, scores)`: both rank by score, and only the tie-break differs.
     """
-    if len(labels) != len(scores):
-        raise ConfigError(f"{len(labels)} labels but {len(scores)} scores")
-    if not relevant:
-        return NAN
-    hits = [s for f, s in zip(labels, scores, strict=True) if f is not None and f in relevant]
-    if not hits:
-        return 0.0
-    best = max(hits)
-    above = sum(1 for s in scores if s > best)
-    tied_misses = sum(
-        1
-        for f, s in zip(labels, scores, strict=True)
-        if s == best and not (f is not None and f in relevant)
+    ranked = _by_score(
+        labels, scores, lambda i: (labels[i] is not None and labels[i] in relevant, i)
     )
-    return 1.0 / (1 + above + tied_misses)
+    return reciprocal_rank(ranked, relevant)
 
 
 def ndcg_at_k(labels: Sequence[Label], relevant: Collection[str], k: int) -> float:
@@ -278,23 +294,27 @@ class DedupCounts:
         return self.removed_true / self.removed if self.removed else NAN
 
 
-def dedup_counts(recalled: Sequence[tuple[Label, int]], removed: Sequence[bool]) -> DedupCounts:
+def dedup_counts(
+    recalled: Sequence[tuple[Label, int]], removed: Sequence[bool], admitted: Collection[Label]
+) -> DedupCounts:
     """Score paraphrase removal on one recalled list.
 
     `recalled` is (fact label, entry bytes) in recall order; `removed[i]` says
-    the assembler dropped entry i as a paraphrase. An unmatched entry is never
-    a true duplicate.
+    the assembler dropped entry i as a paraphrase; `admitted` holds the facts
+    of the entries the block admitted. A removal is correct only when another
+    copy of its fact stays admitted (removing the only surviving copy loses
+    the fact). An unmatched entry is never a true duplicate.
     """
     if len(recalled) != len(removed):
         raise ConfigError(f"{len(recalled)} entries but {len(removed)} removal flags")
+    kept = {f for f in admitted if f is not None}
     seen: set[str] = set()
     true_dup = rem = rem_true = saved = 0
     for (f, n), r in zip(recalled, removed, strict=True):
-        dup = f is not None and f in seen
-        true_dup += dup
+        true_dup += f is not None and f in seen
         if r:
             rem += 1
-            rem_true += dup
+            rem_true += f is not None and f in kept
             saved += n
         if f is not None:
             seen.add(f)
@@ -393,6 +413,7 @@ class ProbeUnit:
 
     __slots__ = (
         "admitted",
+        "block_bytes",
         "dedup",
         "labels",
         "relevant",
@@ -419,8 +440,12 @@ class ProbeUnit:
         self.dedup = dedup_counts(
             [(r["fact"], r["bytes"]) for r in row["recalled"]],
             [bool(r.get("removed")) for r in row["recalled"]],
+            self.admitted,
         )
         self.stopped = bool(row.get("stopped"))
+        account = row.get("account") or {}
+        self.block_bytes = account.get("block_bytes", self.waste.admitted)
+        """Bytes of the rendered block (header included) when recorded, else entry bytes."""
 
 
 class AttemptUnit:
@@ -537,7 +562,8 @@ def _probe(name: str, definition: str, direction: str, family: str, **kw: Any) -
 
 _probe(
     "precision_returned",
-    "mean over probes with a non-empty list of relevant returned / returned",
+    "mean over probes with a relevant fact and a non-empty list of distinct relevant "
+    "facts returned / returned (a repeat counts as a miss)",
     "higher",
     "ranking",
     lists=("compare", "sweep"),
@@ -546,7 +572,8 @@ _probe(
 for _k in K_VALUES:
     _probe(
         f"p_at_{_k}",
-        f"mean over probes of relevant in top {_k} / {_k} (short lists padded with misses)",
+        f"mean over probes with a relevant fact of distinct relevant facts in top {_k} / {_k} "
+        "(short lists padded with misses, repeats count as misses)",
         "higher",
         "ranking",
         lists=("headline", "breakdown", "compare", "sweep") if _k == 1 else (),
@@ -562,14 +589,16 @@ for _k in K_VALUES[1:]:
 
 _probe(
     "mrr",
-    "mean reciprocal rank of the first relevant item, ties broken by returned order",
+    "mean over probes with a relevant fact of 1 / rank of the first relevant item, ranked by "
+    "score with ties broken by returned order",
     "higher",
     "ranking",
     lists=("headline", "breakdown", "compare", "sweep"),
-)(_defined(lambda p: reciprocal_rank(p.labels, p.relevant)))
+)(_defined(lambda p: reciprocal_rank(p.labels, p.relevant, p.scores)))
 _probe(
     "mrr_pessimistic",
-    "mean reciprocal rank with score ties broken against relevant items",
+    "mean reciprocal rank ranked by score with ties broken against relevant items "
+    "(never above mrr)",
     "higher",
     "ranking",
 )(_defined(lambda p: reciprocal_rank_pessimistic(p.labels, p.scores, p.relevant)))
@@ -587,6 +616,20 @@ _probe(
     "block",
     lists=("sweep",),
 )(lambda p: float(not p.labels))
+_probe(
+    "offtopic_silence",
+    "share of probes without a relevant fact whose block is empty (nothing injected)",
+    "higher",
+    "block",
+    lists=("headline", "sweep"),
+)(_defined(lambda p: NAN if p.relevant else float(not p.admitted)))
+_probe(
+    "offtopic_bytes",
+    "mean over probes without a relevant fact of bytes injected (rendered block)",
+    "lower",
+    "offtopic_bytes",
+    lists=("headline",),
+)(_defined(lambda p: NAN if p.relevant else float(p.block_bytes)))
 _probe(
     "budget_waste",
     "wasted / admitted entry bytes, pooled over probes (superseded+duplicate+irrelevant)",
@@ -718,7 +761,8 @@ register(
 
 _probe(
     "dedup_recall",
-    "removed true duplicates / true duplicates in recalled lists, pooled",
+    "removals that leave another copy of the fact admitted / true duplicates (copies of a "
+    "fact already earlier in the recalled list), pooled",
     "higher",
     "dedup",
     pooled=True,
@@ -726,7 +770,8 @@ _probe(
 )(lambda p: (p.dedup.removed_true, p.dedup.true_duplicates))
 _probe(
     "dedup_precision",
-    "removed true duplicates / entries removed as paraphrases, pooled",
+    "removals that leave another copy of the fact admitted / entries removed as "
+    "paraphrases, pooled",
     "higher",
     "dedup",
     pooled=True,

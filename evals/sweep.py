@@ -14,8 +14,19 @@ Cost model, so sweeps stay cheap:
   one pipeline replay per point with the chosen consolidator.
 
 The result is a long DataFrame (one row per point and metric: value, lo,
-hi, n) plus the recommended point: the best value of the objective metric;
-among points whose value ties the best, the first in grid order.
+hi, n, clusters, method) plus the recommended point.
+
+Objectives. The default (`DEFAULT_OBJECTIVE`) is a trade-off that counts
+waste: among the points whose `recall_at_8` is not significantly more than
+`MARGIN` (0.05) below the best point's (the paired 95% interval of point -
+best, over the same probes clustered by scope, reaches -MARGIN), the one
+with the smallest `budget_waste`; ties go to the first in grid order. With
+margin 0 any recall loss the data can detect rules a point out, which on the
+bundled set keeps only floors <= 0.05 (waste 0.86): the margin is the recall
+a user trades for less waste, stated in every recommendation. Any registered metric with a direction
+can be the objective instead (its best value in that direction). A
+recommendation at the edge of the grid (the lowest or highest value tried of
+a numeric tunable) is flagged: the optimum may lie outside, extend the grid.
 """
 
 from __future__ import annotations
@@ -120,19 +131,48 @@ def _params(point: Mapping[str, Any], base: Mapping[str, Mapping[str, Any]]) -> 
         raise ConfigError(f"bad sweep parameters {dict(point)!r}: {e}") from None
 
 
+DEFAULT_OBJECTIVE = "default"
+CONSTRAINT, TARGET = "recall_at_8", "budget_waste"
+MARGIN = 0.05
+
+
+def default_text(margin: float = MARGIN) -> str:
+    return (
+        f"smallest {TARGET} among points whose {CONSTRAINT} is not significantly more than "
+        f"{margin:g} below the best point's (paired 95% CI of point - best reaches -{margin:g})"
+    )
+
+
+def objective_metrics(objective: str) -> tuple[str, ...]:
+    """The metrics an objective reads; an unknown name lists the valid ones."""
+    if objective == DEFAULT_OBJECTIVE:
+        return (CONSTRAINT, TARGET)
+    directed = [n for n, m in registry.all_metrics().items() if m.direction != "neutral"]
+    if objective not in registry.all_metrics():
+        from memkit.errors import did_you_mean
+
+        raise ConfigError(
+            f"unknown metric {objective!r} for the objective"
+            f"{did_you_mean(objective, [DEFAULT_OBJECTIVE, *directed])}; valid: "
+            f"{DEFAULT_OBJECTIVE!r} ({default_text()}) or a registered metric with a "
+            f"direction: {', '.join(directed)}"
+        )
+    if registry.get(objective).direction == "neutral":
+        raise ConfigError(f"objective {objective!r} has no better direction; pick another")
+    return (objective,)
+
+
 def _rows(
     point_i: int,
     point: Mapping[str, Any],
     groups: Mapping[str, Any],
-    seed: int,
-    resamples: int,
     metrics: Sequence[str],
 ) -> list[dict[str, Any]]:
     out = []
     for m in metrics:
         if m not in groups:
             continue
-        e = aggregate.estimate(groups[m], seed=seed, resamples=resamples)
+        e = aggregate.estimate(groups[m])
         out.append(
             {
                 "point_index": point_i,
@@ -142,6 +182,8 @@ def _rows(
                 "lo": e.lo,
                 "hi": e.hi,
                 "n": e.n,
+                "clusters": e.clusters,
+                "method": e.method,
             }
         )
     return out
@@ -151,15 +193,13 @@ def sweep(
     dataset: Any,
     grid: Mapping[str, Sequence[Any]],
     *,
-    objective: str = "ndcg_at_8",
-    maximize: bool = True,
+    objective: str = DEFAULT_OBJECTIVE,
     metrics: Sequence[str] | None = None,
     base: Mapping[str, Mapping[str, Any]] | None = None,
     embedder: Any = "wordllama",
     consolidator: str = "heuristic",
     scopes: Sequence[str] | None = None,
-    seed: int = 0,
-    resamples: int = 1000,
+    margin: float = MARGIN,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> SweepResult:
     """Score every grid point; see the module docstring for what each costs.
@@ -169,6 +209,7 @@ def sweep(
 
     base = base or {}
     points = _points(grid)
+    needs = objective_metrics(objective)
     n_scopes = len(scopes_of(dataset, scopes))
     done = [0]
 
@@ -177,15 +218,20 @@ def sweep(
         if progress is not None:
             progress(done[0], total, what)
 
-    registry.get(objective)
-    metrics = tuple(
-        dict.fromkeys([*(default_metrics() if metrics is None else metrics), objective])
-    )
+    metrics = tuple(dict.fromkeys([*(default_metrics() if metrics is None else metrics), *needs]))
     for m in metrics:
         registry.get(m)
     emb = embedder if not isinstance(embedder, str) else CachingEmbedder(get_embedder(embedder))
     needs_pipeline = any(resolve(n)[0] == "consolidation" for n in grid)
     rows: list[dict[str, Any]] = []
+    kept: dict[int, dict[str, Any]] = {}
+    """point -> the objective's per-unit Values (paired comparisons between points)"""
+
+    def score(i: int, point: Mapping[str, Any], groups: Mapping[str, Any]) -> None:
+        nonlocal rows
+        rows += _rows(i, point, groups, metrics)
+        kept[i] = {m: groups[m] for m in needs if m in groups}
+
     if needs_pipeline:
         total = len(points) * n_scopes
         matcher = Matcher(dataset.facts)
@@ -218,7 +264,7 @@ def sweep(
             groups = aggregate.probe_metrics([r for x in res for r in x.probes])
             groups.update(aggregate.attempt_metrics([a for x in res for a in x.attempts]))
             groups.update(aggregate.extraction_metrics([e for x in res for e in x.extraction]))
-            rows += _rows(i, point, groups, seed, resamples, metrics)
+            score(i, point, groups)
     else:
         # group points by their fold setting: one replay per fold point
         by_fold: dict[FoldParams, list[tuple[int, dict[str, Any], Variant]]] = {}
@@ -245,33 +291,140 @@ def sweep(
             for i, point, v in items:
                 groups = aggregate.probe_metrics(by_variant.get(v.name, []))
                 groups.update(fold_groups)
-                rows += _rows(i, point, groups, seed, resamples, metrics)
+                score(i, point, groups)
     frame = pd.DataFrame.from_records(rows).sort_values(["point_index", "metric"], kind="stable")
     frame = frame.reset_index(drop=True)
-    return SweepResult(frame, recommend(frame, list(grid), objective, maximize), tuple(grid))
+    rec = recommend(frame, list(grid), objective, kept, margin=margin)
+    return SweepResult(frame, rec, tuple(grid))
+
+
+def _estimate_dict(row: Any) -> dict[str, Any]:
+    return {
+        "value": float(row["value"]),
+        "lo": _nan_none(row["lo"]),
+        "hi": _nan_none(row["hi"]),
+        "n": int(row["n"]),
+        "clusters": int(row.get("clusters", 0) or 0),
+        "method": str(row.get("method", "") or ""),
+    }
+
+
+def _best(sub: pd.DataFrame, higher: bool) -> Any:
+    best = sub["value"].max() if higher else sub["value"].min()
+    return sub[sub["value"] == best].sort_values("point_index").iloc[0]
+
+
+def _edges(frame: pd.DataFrame, params: Sequence[str], row: Any) -> list[str]:
+    """Tunables whose recommended value is the lowest or highest value tried."""
+    out = []
+    for p in params:
+        vals = sorted(
+            {v for v in frame[p] if isinstance(v, int | float) and not isinstance(v, bool)}
+        )
+        if len(vals) >= 2 and row[p] in (vals[0], vals[-1]):
+            side = "lowest" if row[p] == vals[0] else "highest"
+            out.append(f"{p}={_plain(row[p])} is the {side} value tried")
+    return out
 
 
 def recommend(
-    frame: pd.DataFrame, params: Sequence[str], objective: str, maximize: bool = True
+    frame: pd.DataFrame,
+    params: Sequence[str],
+    objective: str = DEFAULT_OBJECTIVE,
+    units: Mapping[int, Mapping[str, Any]] | None = None,
+    *,
+    margin: float = MARGIN,
 ) -> dict[str, Any]:
-    """The best point on `objective` (first in grid order among ties)."""
-    sub = frame[(frame["metric"] == objective) & frame["value"].notna()]
-    if sub.empty:
-        raise ConfigError(f"objective {objective!r} is undefined at every point")
-    best = sub["value"].max() if maximize else sub["value"].min()
-    row = sub[sub["value"] == best].sort_values("point_index").iloc[0]
+    """The recommended point for `objective` (module docstring), with its CI,
+    the rule that chose it and an edge-of-grid flag.
+
+    `units` (point -> metric -> `Values`) lets the default objective compare
+    points paired on the same probes; without it, a point counts as not
+    significantly below the best when its CI reaches the best's value minus
+    `margin`.
+    """
+    objective_metrics(objective)
+    if not 0 <= margin < 1:
+        raise ConfigError(f"margin must be in [0, 1), got {margin!r}")
+    if objective == DEFAULT_OBJECTIVE:
+        cons = frame[(frame["metric"] == CONSTRAINT) & frame["value"].notna()]
+        target = frame[(frame["metric"] == TARGET) & frame["value"].notna()]
+        if cons.empty or target.empty:
+            raise ConfigError(f"default objective: {CONSTRAINT} or {TARGET} undefined everywhere")
+        best = _best(cons, higher=True)
+        ok = [int(i) for i in cons["point_index"] if _not_below(cons, best, int(i), units, margin)]
+        row = _best(target[target["point_index"].isin(ok)], higher=False)
+        rule = default_text(margin)
+        c = cons[cons["point_index"] == row["point_index"]].iloc[0]
+        extra = {
+            "constraint": {
+                "metric": CONSTRAINT,
+                "at_point": _estimate_dict(c),
+                "best": {
+                    **{p: _plain(best[p]) for p in params},
+                    **_estimate_dict(best),
+                },
+                "difference": _difference(cons, best, int(row["point_index"]), units),
+                "eligible_points": len(ok),
+                "margin": margin,
+            },
+            "metric": TARGET,
+        }
+    else:
+        sub = frame[(frame["metric"] == objective) & frame["value"].notna()]
+        if sub.empty:
+            raise ConfigError(f"objective {objective!r} is undefined at every point")
+        higher = registry.get(objective).direction == "higher"
+        row = _best(sub, higher)
+        rule = f"{'highest' if higher else 'lowest'} {objective} (first in grid order among ties)"
+        extra = {"metric": objective}
+    edges = _edges(frame, params, row)
     out = {p: _plain(row[p]) for p in params}
     out.update(
         {
             "objective": objective,
-            "maximize": maximize,
-            "value": float(row["value"]),
-            "lo": _nan_none(row["lo"]),
-            "hi": _nan_none(row["hi"]),
-            "n": int(row["n"]),
+            "point_index": int(row["point_index"]),
+            "rule": rule,
+            **extra,
+            **_estimate_dict(row),
+            "edge": edges,
         }
     )
+    if edges:
+        out["warning"] = "at the edge of the grid (" + "; ".join(edges) + "): extend the grid"
     return out
+
+
+def _difference(
+    cons: pd.DataFrame, best: Any, i: int, units: Mapping[int, Mapping[str, Any]] | None
+) -> dict[str, Any] | None:
+    """Paired 95% CI of constraint(point i) - constraint(best point)."""
+    from evals.stats import paired_interval
+
+    b = int(best["point_index"])
+    if units is None or CONSTRAINT not in units.get(i, {}) or CONSTRAINT not in units.get(b, {}):
+        return None
+    va, vb = units[i][CONSTRAINT], units[b][CONSTRAINT]
+    if len(va.nums) != len(vb.nums) or va.clusters != vb.clusters:
+        raise ConfigError("sweep points were not scored on the same units; cannot pair them")
+    e = paired_interval(va.nums, va.dens, vb.nums, vb.dens, va.clusters)
+    return e.as_dict(6)
+
+
+def _not_below(
+    cons: pd.DataFrame,
+    best: Any,
+    i: int,
+    units: Mapping[int, Mapping[str, Any]] | None,
+    margin: float,
+) -> bool:
+    if i == int(best["point_index"]):
+        return True
+    d = _difference(cons, best, i, units)
+    if d is None:
+        r = cons[cons["point_index"] == i].iloc[0]
+        return not (r["hi"] < best["value"] - margin)
+    return d["hi"] is None or d["hi"] >= -margin
 
 
 def _plain(v: Any) -> Any:
@@ -303,8 +456,7 @@ def write_sweep(
     f["point"] = f[res.params[0]] if len(res.params) == 1 else f["point_index"]
     f.to_csv(out / "sweep.csv", index=False, float_format="%.6f")
     write_json(out / "recommended.json", {"version": RUN_VERSION, **res.recommended})
-    obj = frame[(frame["metric"] == res.recommended["objective"])]
-    point = obj[obj["value"] == res.recommended["value"]]["point_index"].min()
+    point = res.recommended["point_index"]
     rows = [
         {
             "system": "store@recommended",
@@ -313,6 +465,8 @@ def write_sweep(
             "lo": _round(r.lo),
             "hi": _round(r.hi),
             "n": int(r.n),
+            "clusters": int(r.clusters),
+            "method": r.method,
             **row_fields(r.metric),
         }
         for r in frame[frame["point_index"] == point].itertuples()

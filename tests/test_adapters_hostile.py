@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_adapters import _locomo_conv, _msc_episode
 
 from evals.adapters import load_locomo, load_msc, load_paws, load_stsb
-from memkit.errors import DatasetError
+from memkit.errors import ConfigError, DatasetError
 
 DEEP = b"[" * 50_000 + b"]" * 50_000
 MSC = "msc_dialogue_session_3_test.jsonl"
@@ -86,3 +86,13 @@ def test_stsb_non_finite_score_is_refused(tmp_path, score):
     f.write_text(head + f"0\tg\tf\ty\t0\tn\tn\ta\tb\t{score}\n", encoding="utf-8")
     with pytest.raises(DatasetError, match=r"\.tsv:2:score: not a finite number"):
         load_stsb(f)
+
+
+@pytest.mark.parametrize("limit", ["5", 2.5, -1, True])
+def test_an_adapter_limit_is_checked_before_work(tmp_path, limit):
+    from evals.adapters import load_longmemeval, load_mrpc, load_swe_agent, load_tau_bench
+
+    loaders = (load_locomo, load_longmemeval, load_msc, load_paws, load_mrpc, load_stsb)
+    for load in (*loaders, load_swe_agent, load_tau_bench):
+        with pytest.raises(ConfigError, match="limit"):
+            load(tmp_path, limit=limit)

@@ -59,3 +59,21 @@ def test_reports_render(bundled_run):
         assert f"System `{system}`" in md
     assert "Gold matcher accuracy" in md
     assert elapsed < 120
+
+
+def test_stale_twins_make_store_mode_leak(bundled_run):
+    """Bundled 1.1.0 restates >= 10 facts before they are superseded or retracted,
+    in words too far apart to fold: the twin row that curation misses leaks."""
+    facts = [json.loads(x) for x in (REPO / "datasets/bundled/facts.jsonl").open()]
+    twins = [
+        f
+        for f in facts
+        if (f["superseded_by"] or f["retracted_in"]) and len(f["established_in"]) >= 2
+    ]
+    assert len(twins) >= 10
+    out, _ = bundled_run
+    writes = [json.loads(x) for x in (out / "writes.jsonl").open()]
+    unfolded = {w["fact"] for w in writes if w["restatement"] and not w["folded"]}
+    assert len(unfolded & {f["fact_id"] for f in twins}) >= 10
+    leak = _metric(out, "store", "supersede_leakage")
+    assert leak["value"] > 0 and leak["lo"] > 0

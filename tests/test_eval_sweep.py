@@ -39,13 +39,20 @@ def test_resolve_names_and_aliases():
 def test_twenty_point_floor_sweep(tiny, emb):
     _, ds = tiny
     floors = [round(0.05 * i, 2) for i in range(20)]
-    res = sweep(ds, {"floor": floors}, embedder=emb, resamples=100)
+    res = sweep(ds, {"floor": floors}, embedder=emb)
     f = res.frame
     assert sorted(f["floor"].unique()) == floors
     assert set(f["metric"]) >= {"ndcg_at_8", "budget_waste", "fold_recall"}
     assert len(f) == 20 * f["metric"].nunique()
-    assert res.recommended["objective"] == "ndcg_at_8" and "floor" in res.recommended
-    assert res.recommended["lo"] <= res.recommended["value"] <= res.recommended["hi"]
+    rec = res.recommended
+    assert rec["objective"] == "default" and rec["metric"] == "budget_waste" and "floor" in rec
+    assert rec["lo"] <= rec["value"] <= rec["hi"]
+    # the default trade-off: no eligible point wastes less than the recommended one
+    c = rec["constraint"]
+    assert c["metric"] == "recall_at_8" and c["difference"]["hi"] >= -c["margin"] == -0.05
+    waste = f[f.metric == "budget_waste"].set_index("floor")["value"]
+    assert rec["value"] == waste[rec["floor"]]
+    assert (waste[waste < rec["value"]].index > rec["floor"]).all()
     # fold-in does not depend on the floor: one replay served every point
     fold = f[f["metric"] == "fold_recall"]["value"]
     assert fold.nunique() == 1
@@ -59,10 +66,8 @@ def test_block_bytes_sweep_bound(tiny, emb):
         ds,
         {"block_bytes": [33, 34]},
         embedder=emb,
-        resamples=50,
         metrics=("relevant_shut_out",),
         objective="relevant_shut_out",
-        maximize=False,
     )
     v = res.frame.set_index("block_bytes")["value"]
     assert v[33] == pytest.approx(v[34] + 1 / len(ds.probes))
@@ -72,9 +77,7 @@ def test_block_bytes_sweep_bound(tiny, emb):
 def test_fold_threshold_sweep_changes_fold_recall(tiny, emb):
     _, ds = tiny
     calls = emb.calls
-    res = sweep(
-        ds, {"fold_threshold": [0.2, 0.99]}, embedder=emb, resamples=50, objective="fold_recall"
-    )
+    res = sweep(ds, {"fold_threshold": [0.2, 0.99]}, embedder=emb, objective="fold_recall")
     v = res.frame[res.frame.metric == "fold_recall"].set_index("fold_threshold")["value"]
     assert v[0.2] > v[0.99]
     assert res.recommended["fold_threshold"] == 0.2
@@ -87,7 +90,6 @@ def test_snapshot_policy_sweep_runs_pipeline(tiny, emb):
         ds,
         {"snapshot_policy": ["recent", "relevant"]},
         embedder=emb,
-        resamples=50,
         objective="extraction_recall",
         consolidator="oracle",
     )
@@ -103,24 +105,54 @@ def test_grid_errors(tiny, emb):
         sweep(ds, {"floor": []}, embedder=emb)
 
 
-def test_recommend_prefers_first_of_ties():
+def _frame(metric, values, lo, hi):
     import pandas as pd
 
-    f = pd.DataFrame(
+    k = len(values)
+    return pd.DataFrame(
         {
-            "point_index": [0, 1, 2],
-            "x": [1, 2, 3],
-            "metric": ["m"] * 3,
-            "value": [0.5, 0.9, 0.9],
-            "lo": [0.4, 0.8, 0.8],
-            "hi": [0.6, 1, 1],
-            "n": [5, 5, 5],
+            "point_index": list(range(k)),
+            "x": [round(0.1 * (i + 1), 1) for i in range(k)],
+            "metric": [metric] * k,
+            "value": values,
+            "lo": lo,
+            "hi": hi,
+            "n": [5] * k,
         }
     )
-    assert recommend(f, ["x"], "m")["x"] == 2
-    assert recommend(f, ["x"], "m", maximize=False)["x"] == 1
-    with pytest.raises(ConfigError, match="'zz'"):
+
+
+def test_recommend_prefers_first_of_ties_in_the_registered_direction():
+    f = _frame("mrr", [0.5, 0.9, 0.9, 0.2], [0.4, 0.8, 0.8, 0.1], [0.6, 1, 1, 0.3])
+    assert recommend(f, ["x"], "mrr")["x"] == 0.2  # higher is better: first of the ties
+    g = _frame("budget_waste", [0.5, 0.9, 0.9, 0.2], [0.4, 0.8, 0.8, 0.1], [0.6, 1, 1, 0.3])
+    assert recommend(g, ["x"], "budget_waste")["x"] == 0.4  # lower is better
+    with pytest.raises(ConfigError, match=r"unknown metric 'zz'.*ndcg_at_8"):
         recommend(f, ["x"], "zz")
+    with pytest.raises(ConfigError, match="no better direction"):
+        recommend(f, ["x"], "empty_recall")
+
+
+def test_default_objective_trades_waste_against_recall_and_flags_the_edge():
+    import pandas as pd
+
+    # the audit's case: the best recall (and nDCG) sits at the lowest floor, where
+    # waste is 0.86; floors 0.2 and 0.3 are not significantly below on recall
+    recall = _frame(
+        "recall_at_8", [0.90, 0.89, 0.87, 0.70], [0.85, 0.84, 0.82, 0.62], [0.95, 0.94, 0.92, 0.78]
+    )
+    waste = _frame(
+        "budget_waste", [0.86, 0.75, 0.60, 0.40], [0.8, 0.7, 0.55, 0.33], [0.9, 0.8, 0.65, 0.47]
+    )
+    rec = recommend(pd.concat([recall, waste]), ["x"])
+    assert rec["x"] == 0.3 and rec["value"] == 0.60 and rec["metric"] == "budget_waste"
+    assert rec["constraint"]["eligible_points"] == 3 and not rec["edge"]
+    assert "warning" not in rec
+    # when the eligible set reaches the last point, the recommendation is the grid edge
+    recall.loc[3, ["value", "lo", "hi"]] = [0.88, 0.83, 0.93]
+    rec = recommend(pd.concat([recall, waste]), ["x"])
+    assert rec["x"] == 0.4 and rec["edge"] == ["x=0.4 is the highest value tried"]
+    assert "extend the grid" in rec["warning"]
 
 
 def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
@@ -134,8 +166,6 @@ def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
             "floor=0.1,0.3",
             "--out",
             str(out),
-            "--resamples",
-            "50",
             "--quiet",
         ]
     )
@@ -144,5 +174,13 @@ def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
     rec = json.loads((out / "recommended.json").read_text())
     assert rec["floor"] in (0.1, 0.3) and rec["version"] == 1
     assert (out / "sweep.csv").is_file() and (out / "sweep.png").is_file()
-    assert "Sweep" in (out / "report.md").read_text()
+    md = (out / "report.md").read_text()
+    assert "Sweep" in md and f"Recommended floor={rec['floor']}" in md
+    assert "budget_waste ↓" in md and "n=" in md
     assert sweep_main(["--dataset", str(root), "--grid", "nope=1", "--quiet"]) == 2
+    capsys.readouterr()
+    bad = ["--dataset", str(root), "--grid", "floor=0.1,0.3", "--objective", "ndcg@8", "--quiet"]
+    assert sweep_main(bad) == 2
+    err = capsys.readouterr().err
+    assert "unknown metric 'ndcg@8'" in err and "did you mean ndcg_at_8" in err
+    assert "budget_waste" in err and "offtopic_bytes" in err  # the full list, not a sample

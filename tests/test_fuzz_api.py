@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,9 @@ from memkit.errors import MemkitError
 from memkit.params import RecallParams
 from memkit.tools import MemoryTools
 from memkit.types import Rollout
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_store_hostile import db_state
 
 FUZZ_EXAMPLES = 150
 CALLS_PER_EXAMPLE = 8
@@ -51,14 +56,7 @@ scope = st.one_of(st.just("s"), st.just("s"), anything)
 
 def _state(store: SQLiteStore) -> tuple:
     with store._lock:
-        c = store._conn
-        assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        return (
-            c.execute(
-                "SELECT COUNT(*), group_concat(id || content || tags) FROM memories"
-            ).fetchone(),
-            c.execute("SELECT COUNT(*), group_concat(id || messages) FROM rollouts").fetchone(),
-        )
+        return db_state(store._conn)
 
 
 def _ids(store: SQLiteStore) -> list[str]:

@@ -48,6 +48,16 @@ def test_a_line_per_system_of_what_failed(run):
     assert "- `pipeline:heuristic`: nothing failed" in part
 
 
+def test_what_failed_is_not_claimed_without_the_row_files(run, tmp_path):
+    d = tmp_path / "summary-only"
+    shutil.copytree(run, d)
+    for f in ("probes.jsonl", "attempts.jsonl"):
+        (d / f).unlink()
+    md = build_report(d)[0].read_text()
+    part = md[md.index("## What failed") :].split("\n## ")[0]
+    assert "nothing failed" not in part and "not checked" in part
+
+
 def test_html_renders_markdown_no_literal_backticks(run):
     html = (run / "report.html").read_text()
     text = re.sub(r"<[^>]+>", "", re.sub(r"src=\"data:[^\"]+\"", "", html))

@@ -36,15 +36,16 @@ REL = {"f1", "f2"}
 def test_precision_of_returned_fixtures():
     assert nan(precision_of_returned([], REL))  # empty recall: undefined
     assert precision_of_returned(["f1", "x", None, "f2"], REL) == 0.5
-    assert precision_of_returned(["x", "y"], set()) == 0.0  # no relevant facts
-    assert precision_of_returned(["f1", "f1"], REL) == 1.0  # duplicates count
+    assert nan(precision_of_returned(["x", "y"], set()))  # no relevant facts: undefined
+    assert precision_of_returned(["f1", "f1"], REL) == 0.5  # a repeat is a miss
 
 
 def test_precision_at_k_fixtures():
     assert precision_at_k([], REL, 3) == 0.0  # empty list: all misses
     assert precision_at_k(["f1", "x", "f2", "f2"], REL, 2) == 0.5
+    assert precision_at_k(["f1", "x", "f2", "f2"], REL, 4) == 0.5  # f2 counts once
     assert precision_at_k(["f1"], REL, 4) == 0.25  # short list padded
-    assert precision_at_k(["f1"], set(), 1) == 0.0
+    assert nan(precision_at_k(["f1"], set(), 1))
 
 
 def test_precision_differs_from_p_at_k():
@@ -177,16 +178,17 @@ def test_fold_outcomes_fixtures():
 
 
 def test_dedup_counts_fixtures():
-    empty = dedup_counts([], [])
+    empty = dedup_counts([], [], [])
     assert nan(empty.recall) and nan(empty.precision) and empty.bytes_saved == 0
-    c = dedup_counts([("a", 10), ("a", 12), ("b", 7), ("a", 9)], [False, True, True, False])
+    rec = [("a", 10), ("a", 12), ("b", 7), ("a", 9)]
+    c = dedup_counts(rec, [False, True, True, False], ["a", "a"])
     assert (c.true_duplicates, c.removed, c.removed_true, c.bytes_saved) == (2, 2, 1, 19)
     assert c.recall == 0.5 and c.precision == 0.5
     # unmatched entries are never true duplicates
-    c = dedup_counts([(None, 5), (None, 5)], [False, True])
+    c = dedup_counts([(None, 5), (None, 5)], [False, True], [None])
     assert (c.true_duplicates, c.precision) == (0, 0.0)
     with pytest.raises(ConfigError, match="2 entries but 1"):
-        dedup_counts([("a", 1), ("a", 1)], [True])
+        dedup_counts([("a", 1), ("a", 1)], [True], [])
 
 
 # --- proposal validity ---------------------------------------------------------------
@@ -380,3 +382,102 @@ def test_pass_metrics_more_fixtures():
     # missing usage (a provider failure) counts as zero, the attempt still counts
     m = pass_metrics([{"scope_id": "s", "pass": 3}])
     assert m["tokens_per_pass"].nums == [0.0] and m["attempts_per_pass"].nums == [1.0]
+
+
+# --- the audit's findings (issue #19), each a hand-computed fixture ------------------
+
+
+def _probe_row(relevant, recalled, admitted=None, block_bytes=None):
+    """A probes.jsonl row: recalled is [(fact, score, bytes, removed)], admitted facts."""
+    rec = [{"fact": f, "score": s, "bytes": b, "removed": r} for f, s, b, r in recalled]
+    adm = [{"fact": f, "bytes": b} for f, _, b, r in recalled if not r]
+    if admitted is not None:
+        adm = [{"fact": f, "bytes": b} for f, b in admitted]
+    row = {"relevant": relevant, "stale": [], "recalled": rec, "admitted": adm, "stopped": []}
+    if block_bytes is not None:
+        row["account"] = {"block_bytes": block_bytes}
+    return row
+
+
+def test_p_at_k_is_undefined_without_a_relevant_fact():
+    # an off-topic probe that returns nothing is right, not a miss
+    assert nan(precision_at_k([], set(), 1))
+    assert nan(precision_at_k(["x"], set(), 1))
+    assert nan(precision_of_returned(["x", "y"], set()))
+    from evals.aggregate import estimate, probe_metrics
+
+    rows = [
+        _probe_row(["f1"], [("f1", 0.9, 10, False)]),
+        _probe_row([], []),  # off-topic, silent
+        _probe_row([], [("x", 0.4, 30, False)]),  # off-topic, injects junk
+    ]
+    m = probe_metrics(rows)
+    assert estimate(m["p_at_1"]).value == 1.0 and estimate(m["p_at_1"]).n == 1
+    assert estimate(m["precision_returned"]).value == 1.0
+    # off-topic probes have their own metrics: 1 of 2 silent, (0 + 30) / 2 bytes
+    assert estimate(m["offtopic_silence"]).value == 0.5
+    assert estimate(m["offtopic_silence"]).n == 2
+    assert estimate(m["offtopic_bytes"]).value == 15.0
+
+
+def test_offtopic_bytes_reads_the_rendered_block():
+    from evals.aggregate import estimate, probe_metrics
+
+    rows = [_probe_row([], [("x", 0.4, 30, False)], block_bytes=96), _probe_row(["f1"], [])]
+    m = probe_metrics(rows)
+    assert estimate(m["offtopic_bytes"]).value == 96.0
+    assert estimate(m["offtopic_bytes"]).n == 1  # the on-topic probe is not a unit
+
+
+def test_repeats_of_one_fact_count_once_in_precision():
+    three = ["f1", "f1", "f1"]
+    assert precision_at_k(three, REL, 3) == pytest.approx(1 / 3)
+    assert precision_of_returned(three, REL) == pytest.approx(1 / 3)
+    assert precision_at_k(["f1", "f2", "f1"], REL, 3) == pytest.approx(2 / 3)
+    assert precision_of_returned(["f1", "x", "f1", "f2"], REL) == 0.5
+
+
+def test_pessimistic_mrr_sorts_by_score_first():
+    # not sorted by score: both rank by score; the pessimistic one never above mrr
+    labels, scores = ["x", "f1"], [0.1, 0.5]
+    assert reciprocal_rank(labels, REL, scores) == 1.0
+    assert reciprocal_rank_pessimistic(labels, scores, REL) == 1.0
+    labels, scores = ["f1", "x"], [0.1, 0.5]
+    assert reciprocal_rank(labels, REL, scores) == 0.5
+    assert reciprocal_rank_pessimistic(labels, scores, REL) == 0.5
+    from evals.aggregate import estimate, probe_metrics
+
+    m = probe_metrics([_probe_row(["f1"], [("x", 0.1, 5, False), ("f1", 0.5, 5, False)])])
+    assert estimate(m["mrr_pessimistic"]).value <= estimate(m["mrr"]).value
+
+
+def test_pessimistic_mrr_never_above_mrr_property():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    item = st.tuples(st.sampled_from(["f1", "f2", "x", None]), st.sampled_from([0.1, 0.5, 0.9]))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(item, max_size=8))
+    def check(items):
+        labels = [f for f, _ in items]
+        scores = [s for _, s in items]
+        rr = reciprocal_rank(labels, REL, scores)
+        pess = reciprocal_rank_pessimistic(labels, scores, REL)
+        assert pess <= rr
+        if labels == [f for f, _ in sorted(items, key=lambda t: -t[1])]:
+            # a list in score order: mrr is its returned-order rank
+            assert rr == reciprocal_rank(labels, REL)
+
+    check()
+
+
+def test_dedup_removing_the_only_surviving_copy_is_not_correct():
+    # two copies of f1: the first shut out by the clamp, the second removed as its
+    # paraphrase, so the block keeps no copy of f1 at all
+    c = dedup_counts([("f1", 10), ("f1", 10)], [False, True], admitted=[])
+    assert (c.true_duplicates, c.removed, c.removed_true) == (1, 1, 0)
+    assert c.precision == 0.0 and c.recall == 0.0
+    # the same removal with the first copy admitted is correct
+    c = dedup_counts([("f1", 10), ("f1", 10)], [False, True], admitted=["f1"])
+    assert (c.removed_true, c.precision, c.recall) == (1, 1.0, 1.0)

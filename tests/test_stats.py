@@ -40,7 +40,14 @@ def test_empty_and_all_nan_are_na():
     assert bootstrap_mean([]) is NA
     assert bootstrap_mean([math.nan]) is NA
     assert NA.fmt() == "n/a"
-    assert NA.as_dict() == {"value": None, "lo": None, "hi": None, "n": 0}
+    assert NA.as_dict() == {
+        "value": None,
+        "lo": None,
+        "hi": None,
+        "n": 0,
+        "clusters": 0,
+        "method": "percentile bootstrap",
+    }
 
 
 def test_single_value_has_degenerate_interval():
@@ -119,4 +126,61 @@ def test_as_dict_rounds_for_stable_files():
         "lo": 0.1,
         "hi": 0.9,
         "n": 3,
+        "clusters": 0,
+        "method": "percentile bootstrap",
     }
+
+
+# --- intervals per unit and nesting (issue #19) ----------------------------------
+
+
+def test_proportions_at_0_and_1_do_not_collapse():
+    from evals.stats import WILSON, interval
+
+    zero, one = interval([0.0] * 50), interval([1.0] * 50)
+    assert (zero.value, zero.lo, zero.method) == (0.0, 0.0, WILSON) and zero.hi > 0.05
+    assert (one.value, one.hi) == (1.0, 1.0) and one.lo < 0.95
+    assert zero.n == 50 and zero.clusters == 50 and not zero.approximate
+
+
+def test_one_cluster_gives_no_interval_and_few_clusters_are_approximate():
+    from evals.stats import NO_INTERVAL, WILSON_DEFF, interval
+
+    # the audit's dedup_precision 0 [0, 0] n=5: five removals of one fact pair
+    e = interval([0, 0, 0, 0, 0], [1, 1, 1, 1, 1], ["s1"] * 5)
+    assert e.value == 0.0 and math.isnan(e.lo) and e.method == NO_INTERVAL
+    assert (e.n, e.clusters) == (5, 1)
+    e = interval([0, 0, 0], [2, 1, 3], ["a", "b", "c"])  # pooled share at 0
+    assert e.lo == 0.0 and e.hi > 0 and e.method == WILSON_DEFF and e.approximate
+
+
+def test_clusters_widen_the_interval_of_correlated_units():
+    from evals.stats import interval
+
+    # 8 scopes of 30 probes, all-or-nothing within a scope: 8 draws, not 240
+    values = [float(i % 2) for i in range(8) for _ in range(30)]
+    scopes = [i for i in range(8) for _ in range(30)]
+    flat, nested = interval(values), interval(values, None, scopes)
+    assert flat.value == nested.value == 0.5
+    assert (nested.hi - nested.lo) > 3 * (flat.hi - flat.lo)
+    assert nested.clusters == 8 and nested.approximate
+
+
+def test_unbounded_values_use_the_cluster_t():
+    from evals.stats import CLUSTER_T, interval
+
+    e = interval([10.0, 20.0, 30.0, 40.0])
+    assert e.method == CLUSTER_T and e.value == 25.0
+    assert e.lo == pytest.approx(25 - 3.182446 * math.sqrt(4 / 3 * 500 / 16), abs=1e-4)
+
+
+def test_paired_interval_pairs_only_units_defined_on_both_sides():
+    from evals.stats import PAIRED_T, paired_interval
+
+    a = [1.0, 0.0, 1.0, math.nan, 1.0, 1.0]
+    b = [0.0, 0.0, math.nan, 1.0, 0.0, 1.0]
+    e = paired_interval(a, None, b, None, ["s1", "s1", "s2", "s2", "s3", "s4"])
+    assert e.n == 4 and e.clusters == 3  # units 3 and 4 are undefined on one side
+    assert e.value == pytest.approx(3 / 4 - 1 / 4) and e.method == PAIRED_T
+    same = paired_interval([1.0] * 40, None, [1.0] * 40, None)
+    assert same.value == 0.0 and same.lo < 0 < same.hi  # no spread: Newcombe, not [0, 0]

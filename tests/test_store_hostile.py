@@ -28,16 +28,19 @@ def store(tmp_path):
     s.close()
 
 
+def db_state(c: sqlite3.Connection) -> tuple:
+    """`PRAGMA integrity_check` must pass; returns what a refused call must not change."""
+    assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    return (
+        c.execute("SELECT COUNT(*), group_concat(id || content || tags) FROM memories").fetchone(),
+        c.execute("SELECT COUNT(*), group_concat(id || messages) FROM rollouts").fetchone(),
+    )
+
+
 def _state(store: SQLiteStore) -> tuple:
-    c = sqlite3.connect(store.path)
+    c = sqlite3.connect(store.path)  # a reader of its own: what is on disk
     try:
-        assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        return (
-            c.execute(
-                "SELECT COUNT(*), group_concat(id || content || tags) FROM memories"
-            ).fetchone(),
-            c.execute("SELECT COUNT(*), group_concat(id || messages) FROM rollouts").fetchone(),
-        )
+        return db_state(c)
     finally:
         c.close()
 
@@ -156,3 +159,13 @@ def test_ten_megabytes_are_refused_quickly(store):
         store.remember("s", big)
     elapsed = time.perf_counter() - t0
     print(f"remember of {len(big)} bytes refused in {elapsed * 1000:.1f} ms")
+
+
+@pytest.mark.parametrize("kw", [{"params": {}}, {"redaction": True}])
+def test_stage_run_checks_its_parameters(store, kw):
+    run = {"run_id": "r9", "scope_id": "s", "status": "succeeded", "stop_reason": "stop",
+           "turns": 1, "messages": [], "final_answer": "ok"}  # fmt: skip
+    before = _state(store)
+    with pytest.raises(ConfigError, match=next(iter(kw))):
+        stage_run(store, run, **kw)
+    assert _state(store) == before

@@ -765,7 +765,8 @@ def test_a_run_finishing_during_a_failed_pass_readmits_the_scope_once():
         w = ConsolidationWorker(pass_fn, FAST, on_pass=rec)
         task = asyncio.create_task(w.run())
         w.submit("s")
-        await asyncio.sleep(0.02)
+        while not failed:  # the first pass has started (a fixed sleep flaked under load)
+            await asyncio.sleep(0.001)
         ev.stage("s")  # a later successful run stages and notifies during the pass
         assert w.submit("s")
         gate.set()

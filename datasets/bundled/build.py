@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 NAME = "memkit-bundled"
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 LICENSE = "CC BY 4.0"
 DESCRIPTION = (
     "memkit's own recorded-transcript dataset: agent runs in OpenAI chat format "

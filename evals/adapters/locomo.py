@@ -92,7 +92,7 @@ def load_locomo(path: str | Path, *, limit: int | None = None) -> Dataset:
     `evidence` and `unmapped` (it has evidence, but no observation cites it, so
     its empty `relevant` does not make it an off-topic probe).
     """
-    file = find_data(path, "locomo", ["locomo10.json", "locomo*.json"])[0]
+    file = find_data(path, "locomo", ["locomo10.json", "locomo*.json"], limit=limit)[0]
     data = load_json(file)
     if not isinstance(data, list):
         raise DatasetError(str(file), None, None, "expected a JSON list of conversations")

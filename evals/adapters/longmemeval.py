@@ -34,6 +34,7 @@ from typing import Any
 
 from evals.adapters.shared import find_data, load_json, make_dataset, require, root_run
 from evals.datasets import Dataset, GoldFact, Probe, Transcript
+from memkit.checks import check_optional_int
 from memkit.errors import ConfigError, DatasetError
 
 _LME_DATE = "%Y/%m/%d (%a) %H:%M"
@@ -45,7 +46,9 @@ def _lme_files(path: str | Path, variant: str) -> list[Path]:
     lists that join by concatenation in part order (1..N, all required)."""
     if variant == "oracle":
         files = find_data(
-            path, "longmemeval", ["longmemeval_oracle.part*of*.json", "longmemeval_oracle*.json"]
+            path,
+            "longmemeval",
+            ["longmemeval_oracle.part*of*.json", "longmemeval_oracle*.json"],
         )
     elif variant == "s":
         files = find_data(path, "longmemeval", ["longmemeval_s.json", "longmemeval_s_*.json"])
@@ -77,6 +80,7 @@ def load_longmemeval(
     parts. Probes keep `question_type` (also as `group`), `answer` (as a
     string), `question_date`, `answer_session_ids` and `abstention` in `meta`.
     """
+    check_optional_int(limit, "limit", lo=0)
     files = _lme_files(path, variant)
     transcripts: list[Transcript] = []
     facts: list[GoldFact] = []

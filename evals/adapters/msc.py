@@ -122,7 +122,7 @@ def load_msc(path: str | Path, *, limit: int | None = None) -> Dataset:
     `Dataset.fold_groups()` gives the same mapping.
     """
     file = find_data(
-        path, "msc", ["msc_dialogue_session_3_*.jsonl", "msc_dialogue_session_*.jsonl"]
+        path, "msc", ["msc_dialogue_session_3_*.jsonl", "msc_dialogue_session_*.jsonl"], limit=limit
     )[0]
     base = datetime.fromisoformat(MSC_SESSION3_START).timestamp()
     transcripts: list[Transcript] = []

@@ -70,13 +70,15 @@ def _binary_pairs(
 
 def load_paws(path: str | Path, *, limit: int | None = None) -> list[Pair]:
     """PAWS-Wiki labelled pairs (label 1 = paraphrase, 0 = distinct), source "paws"."""
-    file = find_data(path, "paws", ["paws_wiki_labeled_final_test.tsv", "*.tsv"])[0]
+    file = find_data(path, "paws", ["paws_wiki_labeled_final_test.tsv", "*.tsv"], limit=limit)[0]
     return _binary_pairs(file, _tsv(file), ("sentence1", "sentence2", "label"), "paws", limit)
 
 
 def load_mrpc(path: str | Path, *, limit: int | None = None) -> list[Pair]:
     """MRPC pairs (Quality 1 = paraphrase, 0 = distinct), source "mrpc"; the file has a BOM."""
-    file = find_data(path, "mrpc", ["msr_paraphrase_test.txt", "msr_paraphrase_*.txt"])[0]
+    file = find_data(
+        path, "mrpc", ["msr_paraphrase_test.txt", "msr_paraphrase_*.txt"], limit=limit
+    )[0]
     rows = _tsv(file, encoding="utf-8-sig")
     return _binary_pairs(file, rows, ("#1 String", "#2 String", "Quality"), "mrpc", limit)
 
@@ -96,7 +98,7 @@ def load_stsb(
         raise ConfigError(
             f"STS-B cut-offs: distinct_at {distinct_at} must be below paraphrase_at {paraphrase_at}"
         )
-    file = find_data(path, "sts_b", ["sts-b_glue_dev.tsv", "*.tsv"])[0]
+    file = find_data(path, "sts_b", ["sts-b_glue_dev.tsv", "*.tsv"], limit=limit)[0]
     out: list[Pair] = []
     for line, row in _tsv(file):
         if limit is not None and len(out) >= limit:

@@ -28,12 +28,19 @@ from evals.datasets import (
     iso_utc,
     parse_json_document,
 )
+from memkit.checks import check_optional_int
 from memkit.errors import DatasetError
 from memkit.text import word_set
 
 
-def find_data(path: str | Path, folder: str, patterns: Sequence[str]) -> list[Path]:
-    """The data files at path: the file itself, or matches in path or path/folder."""
+def find_data(
+    path: str | Path, folder: str, patterns: Sequence[str], limit: Any = None
+) -> list[Path]:
+    """The data files at path: the file itself, or matches in path or path/folder.
+
+    Every adapter calls this first, so it also checks the adapter's `limit`
+    (None or an int >= 0; "5" or 2.5 is a ConfigError, not a late TypeError)."""
+    check_optional_int(limit, "limit", lo=0)
     p = dataset_path(path)
     if p.is_file():
         return [p]

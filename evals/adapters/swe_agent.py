@@ -34,7 +34,7 @@ SWE_START = "2024-01-01T00:00:00+00:00"
 
 def load_swe_agent(path: str | Path, *, limit: int | None = None) -> Dataset:
     """SWE-agent `.traj` files (a file or a folder) as a Dataset; `limit` keeps the first."""
-    files = find_data(path, "swe_agent", ["*.traj"])
+    files = find_data(path, "swe_agent", ["*.traj"], limit=limit)
     files = files[:limit] if limit is not None else files
     base = datetime.fromisoformat(SWE_START).timestamp()
     runs: list[Transcript] = []

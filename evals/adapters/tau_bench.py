@@ -49,7 +49,7 @@ NO_GOLD = (
 
 def load_tau_bench(path: str | Path, *, limit: int | None = None) -> Dataset:
     """tau-bench trajectories (a JSON list) as a Dataset; `limit` keeps the first ones."""
-    file = find_data(path, "tau_bench", ["gpt-4o-airline.json", "*.json"])[0]
+    file = find_data(path, "tau_bench", ["gpt-4o-airline.json", "*.json"], limit=limit)[0]
     data = load_json(file)
     if not isinstance(data, list):
         raise DatasetError(str(file), None, None, "expected a JSON list of trajectories")

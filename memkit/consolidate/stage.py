@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from memkit.checks import check_type
 from memkit.errors import TranscriptError
 from memkit.params import ConsolidationParams, RedactionParams
 from memkit.redact import redact
@@ -209,6 +210,9 @@ def stage_run(
     Redaction defaults to the store's own settings, so evidence is never
     redacted more loosely than the memories it becomes.
     """
+    check_type(params, "params", ConsolidationParams)
+    if redaction is not None:
+        check_type(redaction, "redaction", RedactionParams)
     check_transcript(run)
     if not eligible(run):
         return None

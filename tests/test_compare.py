@@ -1,0 +1,64 @@
+"""Paired comparison pairs only units defined on both sides (hand-computed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evals.commands import compare_main
+from evals.compare import compare_runs
+
+
+def _row(system, scope, pid, recalled):
+    return {
+        "system": system,
+        "replicate": 0,
+        "scope_id": scope,
+        "probe_id": pid,
+        "relevant": ["f1"],
+        "stale": [],
+        "recalled": [
+            {"fact": f, "score": 1.0 - i / 10, "bytes": 10} for i, f in enumerate(recalled)
+        ],
+        "admitted": [{"fact": f, "bytes": 10} for f in recalled],
+        "stopped": [],
+    }
+
+
+@pytest.fixture
+def run(tmp_path):
+    rows = [
+        # p1: b returns nothing, so b's precision_returned is undefined there
+        _row("a", "s1", "p1", ["f1"]),
+        _row("b", "s1", "p1", []),
+        _row("a", "s1", "p2", ["f1", "x"]),  # 0.5
+        _row("b", "s1", "p2", ["f1"]),  # 1.0
+        _row("a", "s2", "p3", ["x"]),  # 0.0
+        _row("b", "s2", "p3", ["x", "f1"]),  # 0.5
+    ]
+    (tmp_path / "probes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "manifest.json").write_text(json.dumps({"name": "t", "systems": ["a", "b"]}))
+    return tmp_path
+
+
+def test_compare_pairs_only_units_defined_on_both_sides(run):
+    d = compare_runs(run, "a", None, "b", metrics=["precision_returned"]).set_index("metric")
+    r = d.loc["precision_returned"]
+    # pairs p2, p3: a = (0.5 + 0) / 2, b = (1 + 0.5) / 2; keeping p1 gave 0.5 - 0.75
+    assert r["value"] == pytest.approx(0.25 - 0.75)
+    assert r["n"] == 2 and r["clusters"] == 2
+
+
+def test_compare_prints_the_number_of_pairs(run, capsys):
+    argv = [str(run), "--a", "a", "--b", "b", "--metric", "precision_returned", "--no-report"]
+    assert compare_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "pairs" in out.splitlines()[0] and " 2 " in out.splitlines()[1]
+
+
+def test_compare_refuses_an_unregistered_metric(run):
+    from memkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown metric 'p@1'"):
+        compare_runs(run, "a", None, "b", metrics=["p@1"])
