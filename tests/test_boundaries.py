@@ -78,12 +78,19 @@ def test_importing_the_store_loads_no_consolidation_and_no_llm():
 
 # --- who may import what -------------------------------------------------------------
 
-STORE_MODULES = {"memkit.store", "memkit.store_index", "memkit.store_rows", "memkit.schema"}
+STORE_MODULES = {
+    "memkit.store",
+    "memkit.store_index",
+    "memkit.store_rows",
+    "memkit.schema",
+    "memkit.store_copy",
+}
 """The only modules that talk to SQLite (CONTRIBUTING: SQLite at the edges)."""
 
 DOCUMENTED = {
     "memkit",
     "memkit.assemble",
+    "memkit.checks",
     "memkit.consolidate",
     "memkit.embed",
     "memkit.errors",
@@ -91,6 +98,7 @@ DOCUMENTED = {
     "memkit.params",
     "memkit.proposal",
     "memkit.store",
+    "memkit.stores",
     "memkit.text",
     "memkit.tools",
     "memkit.types",
