@@ -17,16 +17,18 @@ from dataclasses import replace
 from memkit.errors import ConfigError, MemkitError, did_you_mean
 from memkit.params import RecallParams
 from memkit.store import SQLiteStore
+from memkit.stores import open_store
 from memkit.types import KINDS, Memory
 
 
 def _open(db: str, *, with_embedder: bool) -> SQLiteStore:
-    store = SQLiteStore.open(db, embedder=None, read_only=True)
+    """The store a path or URL names (`memkit.stores`: SQLite or postgresql://), read-only."""
+    store = open_store(db, embedder=None, read_only=True)
     if not with_embedder:
         return store
     recorded = store.stats()["embedder"]
     store.close()
-    return SQLiteStore.open(db, embedder=recorded, read_only=True)
+    return open_store(db, embedder=recorded, read_only=True)
 
 
 def _check_scope(store: SQLiteStore, scope: str | None) -> None:
@@ -137,12 +139,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Inspect a memkit store file (read-only: the file is never written).",
     )
     sub = ap.add_subparsers(
-        dest="sub", metavar="{stats,recall,history}", required=True, help="what to show"
+        dest="sub", metavar="{stats,recall,history,copy}", required=True, help="what to show"
     )
 
     def command(name: str, help_: str, fn) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("--db", required=True, metavar="PATH", help="the store file (SQLite)")
+        p.add_argument(
+            "--db", required=True, metavar="PATH", help="the store: a SQLite file or postgresql://"
+        )
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
         p.set_defaults(fn=fn)
         return p
@@ -157,7 +161,35 @@ def _parser() -> argparse.ArgumentParser:
     p = command("history", "the revision chain of a memory, oldest first", _history)
     p.add_argument("--scope", required=True, help="the memory's scope")
     p.add_argument("id", help="any memory id in the chain")
+    p = sub.add_parser(
+        "copy",
+        help="copy every memory and rollout to another store (writes only --to)",
+        description="Copy every memory, history chain and rollout from --from to --to "
+        "(any backend to any backend), then verify counts and content checksums.",
+    )
+    p.add_argument("--from", dest="src", required=True, metavar="SRC", help="source store")
+    p.add_argument("--to", dest="dst", required=True, metavar="DST", help="destination store")
+    p.add_argument(
+        "--into-nonempty", action="store_true", help="add to a destination that holds rows"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(fn=_copy)
     return ap
+
+
+def _copy(args: argparse.Namespace) -> int:
+    from memkit.store_copy import copy_store
+
+    rep = copy_store(args.src, args.dst, into_nonempty=args.into_nonempty)
+    if args.json:
+        print(json.dumps(rep.__dict__, indent=2))
+    else:
+        print(
+            f"copied {rep.memories} memories ({rep.scopes} scopes) and {rep.rollouts} rollouts; "
+            f"verified: memories sha256 {rep.memories_sha256[:16]}, "
+            f"rollouts sha256 {rep.rollouts_sha256[:16]}"
+        )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

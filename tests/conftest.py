@@ -28,3 +28,181 @@ def shared_datasets() -> Path:
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+# --- store backends: one conformance suite over SQLite and Postgres ---------------------
+#
+# `make_store(**open_options)` opens a store on the test's backend; tests that take
+# it (or the `store_url` of a shared store, for several connections or processes)
+# run once per backend. The Postgres half starts one private `pgserver` per test
+# session (per xdist worker) in a temporary directory, or uses MEMKIT_TEST_PG_DSN,
+# and gives every test a schema of its own. It is skipped only when the user opts
+# out explicitly: MEMKIT_TEST_PG=0.
+
+BACKENDS = ("sqlite", "postgres")
+
+
+def pg_opted_out() -> bool:
+    return os.environ.get("MEMKIT_TEST_PG", "1").strip().lower() in ("0", "false", "no", "off")
+
+
+@pytest.fixture(scope="session")
+def pg_server_dsn():
+    """DSN of a Postgres server with pgvector, alive for the whole session."""
+    if pg_opted_out():
+        pytest.skip("Postgres half opted out (MEMKIT_TEST_PG=0)")
+    dsn = os.environ.get("MEMKIT_TEST_PG_DSN")
+    if dsn:
+        yield dsn
+        return
+    import tempfile
+
+    import pgserver  # the dev extra installs it; missing is a failure, not a skip
+
+    # Not under pytest's tmp dirs: run as root, pgserver drops to its own user, which
+    # cannot enter those (mode 0700). cleanup_mode "delete" removes the directory.
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="memkit-pg-"), cleanup_mode="delete")
+    try:
+        dsn = server.get_uri()
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            # Test speed only: commits skip the WAL fsync (a server crash could lose the
+            # last commits, never consistency; no test crashes the server).
+            c.execute("ALTER SYSTEM SET synchronous_commit = off")
+            c.execute("SELECT pg_reload_conf()")
+        yield dsn
+    finally:
+        server.cleanup()  # stops the server (and deletes its data) even when tests failed
+
+
+def with_schema(dsn: str, schema: str) -> str:
+    """The DSN with `search_path` set to `schema` (then public, where pgvector lives)."""
+    from urllib.parse import quote
+
+    sep = "&" if "?" in dsn else "?"
+    return f"{dsn}{sep}options={quote(f'-csearch_path={schema},public')}"
+
+
+_PG_POOL: list[str] = []
+"""Emptied schemas of this session, reused: emptying costs a fraction of creating,
+migrating and dropping a schema per test."""
+
+
+@pytest.fixture
+def pg_dsn(pg_server_dsn, request):
+    """A Postgres store DSN of this test's own (an empty schema; emptied afterwards)."""
+    import uuid
+
+    import psycopg
+
+    if _PG_POOL:
+        schema = _PG_POOL.pop()
+    else:
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+            c.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield with_schema(pg_server_dsn, schema)
+    finally:
+        _recycle_schema(pg_server_dsn, schema)
+
+
+def _recycle_schema(base: str, schema: str) -> None:
+    """Empty a test's schema for the next test; drop it when it is not simply a
+    store of this version (a test inserted a newer schema version, a lock held)."""
+    import psycopg
+
+    from memkit.pg_schema import SCHEMA_VERSION
+
+    with psycopg.connect(with_schema(base, schema), autocommit=True) as c:
+        ok = False
+        try:
+            c.execute("SET lock_timeout = '5s'")
+            tables, versions = c.execute(
+                "SELECT to_regclass('memories') IS NOT NULL, to_regclass('schema_version') "
+                "IS NOT NULL"
+            ).fetchone()
+            if tables and versions:
+                (top,) = c.execute("SELECT max(version) FROM schema_version").fetchone()
+                if top == SCHEMA_VERSION:
+                    c.execute("DROP INDEX IF EXISTS memories_hnsw")
+                    c.execute("TRUNCATE memories, rollouts, scopes, meta RESTART IDENTITY")
+                    ok = True
+            else:
+                ok = not tables and not versions  # never opened: still empty
+        except psycopg.Error:
+            ok = False
+        if not ok:
+            c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            return
+    _PG_POOL.append(schema)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store_url(backend, tmp_path, request) -> str:
+    """Where a shared store of the test's backend lives (a file path or a DSN)."""
+    if backend == "postgres":
+        return request.getfixturevalue("pg_dsn")
+    return str(tmp_path / "store.db")
+
+
+@pytest.fixture
+def make_store(backend, request):
+    """Open a fresh store on the test's backend: `make_store(embedder=None, clock=...)`.
+    SQLite stores are in memory; every call on Postgres gives a new empty schema's
+    store unless `url` names one. All are closed after the test."""
+    from memkit.stores import open_store
+
+    opened = []
+
+    def make(url: str | None = None, **options):
+        if url is None:
+            url = request.getfixturevalue("pg_dsn") if backend == "postgres" else ":memory:"
+            if backend == "postgres" and opened:
+                if all(s._conn.closed for s in opened):  # e.g. hypothesis examples
+                    _empty_pg_schema(url)
+                else:
+                    url = _fresh_pg_schema(request)
+        s = open_store(url, **options)
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.close()  # closing twice is harmless on both backends
+
+
+def _fresh_pg_schema(request) -> str:
+    """Another empty schema for a test that opens several independent stores."""
+    import uuid
+
+    import psycopg
+
+    base = request.getfixturevalue("pg_server_dsn")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+    request.addfinalizer(lambda: _drop_schema(base, schema))
+    return with_schema(base, schema)
+
+
+def _empty_pg_schema(dsn: str) -> None:
+    """Empty the store tables of a schema (cheaper than a new schema per example)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("TRUNCATE memories, rollouts, scopes, meta RESTART IDENTITY")
+
+
+def _drop_schema(base: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as c:
+        c.execute(f"DROP SCHEMA {schema} CASCADE")

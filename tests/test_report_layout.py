@@ -227,3 +227,16 @@ def test_notebook_04_op_mix_labels_do_not_overlap(monkeypatch):
     assert len(boxes) == 5
     assert not any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
     plt.close(fig)
+
+
+def test_report_ignores_a_comparison_of_systems_not_in_the_run(run, tmp_path):
+    """Was: a rerun kept an earlier run's compare.csv and the report showed "Paired
+    comparisons" for systems not in the run."""
+    d = tmp_path / "copy"
+    shutil.copytree(run, d)
+    (d / "compare.csv").write_text(
+        "metric,a,b,value,lo,hi,n,unit,definition\n"
+        "p_at_1,pipeline:old,pipeline:gone,0.1,0.0,0.2,10,probe,x\n"
+    )
+    md = build_report(d)[0].read_text()
+    assert "pipeline:old" not in md and "Paired comparisons" not in md

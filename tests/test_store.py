@@ -18,8 +18,8 @@ def clock():
 
 
 @pytest.fixture
-def store(clock):
-    s = SQLiteStore.open(":memory:", embedder=None, clock=clock)
+def store(make_store, clock):
+    s = make_store(embedder=None, clock=clock)
     yield s
     s.close()
 
@@ -64,9 +64,9 @@ def test_embedder_recorded_and_mismatch_refused(tmp_path):
         assert s.embedder is None
 
 
-def test_bad_embedder_spec_is_a_config_error():
+def test_bad_embedder_spec_is_a_config_error(make_store):
     with pytest.raises(ConfigError, match="'bert'"):
-        SQLiteStore.open(":memory:", embedder="bert")
+        make_store(embedder="bert")
 
 
 def test_supports_curation():
@@ -187,8 +187,8 @@ def test_context_manager_closes(tmp_path):
         s.live("s")
 
 
-def test_default_embedder_is_wordllama(tmp_path):
-    s = SQLiteStore.open(":memory:")
+def test_default_embedder_is_wordllama(make_store, tmp_path):
+    s = make_store()
     assert s.embedder is not None and s.embedder.name == "wordllama-256"
     rid = s.remember("s", "The deploy script is ops/deploy.sh").id
     hits = s.recall("s", "how do I deploy?")

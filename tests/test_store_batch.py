@@ -97,9 +97,9 @@ def test_batches_end_exactly_where_one_by_one_writes_end(before, items, cuts, st
             s.close()
 
 
-def test_a_batch_is_one_embedding_call_and_folds_into_its_own_rows():
+def test_a_batch_is_one_embedding_call_and_folds_into_its_own_rows(make_store):
     emb = TableEmbedder({"the deploy runs on box one": [1, 0, 0, 0]})
-    s = SQLiteStore.open(":memory:", embedder=emb, clock=Clock())
+    s = make_store(embedder=emb, clock=Clock())
     res = s.remember_many(
         "s",
         [
@@ -132,17 +132,17 @@ def test_a_batch_is_one_embedding_call_and_folds_into_its_own_rows():
         (42, "item 1: want a string or a mapping"),
     ],
 )
-def test_a_bad_item_is_named_and_nothing_is_written(bad, match):
-    s = SQLiteStore.open(":memory:", embedder=None, clock=Clock())
+def test_a_bad_item_is_named_and_nothing_is_written(make_store, bad, match):
+    s = make_store(embedder=None, clock=Clock())
     with pytest.raises(ConfigError, match=match):
         s.remember_many("s", ["a good fact about deploys", bad])
     assert s.stats("s")["rows"] == 0
 
 
-def test_a_failing_embedder_stores_the_batch_without_vectors():
+def test_a_failing_embedder_stores_the_batch_without_vectors(make_store):
     emb = TableEmbedder()
     emb.fail = True
-    s = SQLiteStore.open(":memory:", embedder=emb, clock=Clock())
+    s = make_store(embedder=emb, clock=Clock())
     res = s.remember_many("s", ["first fact about deploys", "second fact about the db"])
     assert s.stats("s")["embedded"] == 0 and len(res) == 2
     assert [h.id for h in s.recall("s", "deploys")] == [res[0].id]
@@ -166,13 +166,13 @@ class GatedEmbedder(TableEmbedder):
 
 
 @pytest.mark.parametrize("slow", ["recall", "remember"])
-def test_embedding_never_holds_the_store_lock(slow):
+def test_embedding_never_holds_the_store_lock(make_store, slow):
     """A query (or write) still being embedded does not stop another thread's
     write and recall on the same store."""
     import threading
 
     emb = GatedEmbedder()
-    s = SQLiteStore.open(":memory:", embedder=emb, clock=Clock())
+    s = make_store(embedder=emb, clock=Clock())
     s.remember("s", "a fact about deploys")
     call = (
         (lambda: s.recall("s", "slow query"))

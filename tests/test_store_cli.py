@@ -7,13 +7,14 @@ import json
 import pytest
 
 from memkit.cli import main
-from memkit.store import SQLiteStore
+from memkit.stores import open_store
 
 
 @pytest.fixture
-def db(tmp_path):
-    path = str(tmp_path / "m.db")
-    with SQLiteStore.open(path, embedder="hashing") as s:
+def db(store_url):
+    """A small store on each backend (a SQLite file or a postgresql:// DSN)."""
+    path = store_url
+    with open_store(path, embedder="hashing") as s:
         a = s.remember("s", "The deploy script is ops/deploy.sh", tags=["ops"]).id
         b = s.update("s", a, "Deploy with make deploy")
         s.remember("s", "Prefers tea over coffee", kind="preference")
@@ -57,7 +58,7 @@ def test_errors_are_one_line(db, capsys, tmp_path):
 def test_unknown_scope_is_refused_with_a_close_match(db, capsys):
     """Was: `store recall --scope gamma` printed "(nothing recalled)" and exited 0."""
     path, _, _ = db
-    with SQLiteStore.open(path, embedder="hashing") as s:
+    with open_store(path, embedder="hashing") as s:
         s.remember("alpha", "x")
     assert main(["store", "recall", "--db", path, "--scope", "alpah", "deploy"]) == 2
     err = capsys.readouterr().err
@@ -65,7 +66,13 @@ def test_unknown_scope_is_refused_with_a_close_match(db, capsys):
 
 
 def _snapshot(path):
+    """The store as bytes on disk (SQLite: every file of it; Postgres: every row)."""
     from pathlib import Path
+
+    if str(path).startswith("postgresql://"):
+        from test_store_helpers import dump
+
+        return dump(path)
 
     p = Path(path)
     return {q.name: q.read_bytes() for q in p.parent.iterdir() if q.name.startswith(p.name)}
@@ -108,7 +115,7 @@ def test_inspecting_a_store_never_writes_it(db, capsys):
 
 def test_stats_lists_scopes_by_name_with_counts_per_kind(db, capsys):
     path, _, _ = db
-    with SQLiteStore.open(path, embedder="hashing") as s:
+    with open_store(path, embedder="hashing") as s:
         s.remember("beta", "Uses vim", kind="preference")
         s.remember("beta", "Run tests with make test", kind="procedure")
     capsys.readouterr()

@@ -10,7 +10,7 @@ from test_store_helpers import Clock, remember_unfolded
 
 from memkit.errors import AlreadyConsumed, ProposalError, StaleSnapshot
 from memkit.params import ConsolidationParams
-from memkit.store import SQLiteStore
+from memkit.stores import open_store
 from memkit.types import CommitResult, Rollout
 
 
@@ -35,8 +35,8 @@ def clock():
 
 
 @pytest.fixture
-def store(clock, tmp_path):
-    s = SQLiteStore.open(str(tmp_path / "c.db"), embedder="hashing", clock=clock)
+def store(clock, store_url):
+    s = open_store(store_url, embedder="hashing", clock=clock)
     yield s
     s.close()
 

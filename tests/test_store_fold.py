@@ -7,13 +7,12 @@ import string
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_store_helpers import T0, Clock, TableEmbedder, remember_unfolded
 
 from memkit.errors import ConfigError
 from memkit.params import DAY, FoldParams, RedactionParams
-from memkit.store import SQLiteStore
 from memkit.text import trigram_similarity
 
 VOCAB = ["ab", "abc", "abcd", "bcd", "deploy", "deploys", "x", "xy", "kiem", "lai", "lain"]
@@ -27,8 +26,8 @@ def clock():
 
 
 @pytest.fixture
-def store(clock):
-    s = SQLiteStore.open(":memory:", embedder=None, clock=clock)
+def store(make_store, clock):
+    s = make_store(embedder=None, clock=clock)
     yield s
     s.close()
 
@@ -112,17 +111,17 @@ def test_other_scope_is_never_a_target(store):
     assert not b.folded and b.id != a.id
 
 
-def test_threshold_exact_fold_bound():
+def test_threshold_exact_fold_bound(make_store):
     # 13 shared of 20 distinct single-char words: similarity exactly 0.65.
     common = string.ascii_lowercase[:13]
     a = letters(common + "nopq")
     b = letters(common + "rst")
     assert trigram_similarity(a, b) == 0.65
-    s = SQLiteStore.open(":memory:", embedder=None, clock=Clock())
+    s = make_store(embedder=None, clock=Clock())
     s.remember("s", a)
     assert s.remember("s", b).folded
     # one past: 13 shared of 21 (0.619...) does not fold
-    s2 = SQLiteStore.open(":memory:", embedder=None, clock=Clock())
+    s2 = make_store(embedder=None, clock=Clock())
     c = letters(common + "rstu")
     assert trigram_similarity(a, c) < 0.65
     s2.remember("s", a)
@@ -130,9 +129,9 @@ def test_threshold_exact_fold_bound():
 
 
 @pytest.mark.parametrize("delta, folds", [(0.0, True), (1e-9, False)])
-def test_threshold_is_a_tunable_with_inclusive_bound(delta, folds):
+def test_threshold_is_a_tunable_with_inclusive_bound(make_store, delta, folds):
     sim = trigram_similarity(WORDING_1, WORDING_2)
-    s = SQLiteStore.open(":memory:", embedder=None, fold=FoldParams(threshold=sim + delta))
+    s = make_store(embedder=None, fold=FoldParams(threshold=sim + delta))
     s.remember("s", WORDING_1)
     assert s.remember("s", WORDING_2).folded is folds
 
@@ -146,8 +145,8 @@ def test_window_is_strict(store, clock, age, folds):
     assert (b.id == a.id) is folds
 
 
-def test_window_is_a_tunable(clock):
-    s = SQLiteStore.open(":memory:", embedder=None, clock=clock, fold=FoldParams(window_days=1))
+def test_window_is_a_tunable(make_store, clock):
+    s = make_store(embedder=None, clock=clock, fold=FoldParams(window_days=1))
     s.remember("s", WORDING_1)
     clock.advance(DAY)
     assert not s.remember("s", WORDING_2).folded
@@ -169,8 +168,8 @@ def test_superseded_row_is_never_a_target(store):
     assert not b.folded and b.id not in (a.id, succ)
 
 
-def test_best_match_wins_among_two_distinct_targets(clock):
-    s = SQLiteStore.open(":memory:", embedder=None, clock=clock, fold=FoldParams(threshold=0.3))
+def test_best_match_wins_among_two_distinct_targets(make_store, clock):
+    s = make_store(embedder=None, clock=clock, fold=FoldParams(threshold=0.3))
     remember_unfolded(s, "s", [letters("abcdefgh"), letters("abcdwxyz")])
     res = s.remember("s", letters("abcdefgz"))  # 7/9 with the first, 5/11 with the second
     assert res.folded
@@ -184,9 +183,9 @@ def test_empty_trigram_content_never_folds(store):
     assert not store.remember("s", "!!!").folded
 
 
-def test_fold_scales_with_many_rows_same_answer(clock):
+def test_fold_scales_with_many_rows_same_answer(make_store, clock):
     """The trigram index probes only rare grams; it must find exactly what a full scan finds."""
-    s = SQLiteStore.open(":memory:", embedder=None, clock=clock)
+    s = make_store(embedder=None, clock=clock)
     rng = np.random.default_rng(0)
     vocab = [f"w{i}" for i in range(300)]
     texts = [" ".join(rng.choice(vocab, 8, replace=False)) for _ in range(400)]
@@ -226,9 +225,9 @@ def test_lowering_the_fold_threshold_rebuilds_the_index_for_it(store):
 # --- embedding on write (SPEC §3.2) ---------------------------------------------------
 
 
-def test_embedding_failure_stores_row_without_vector_reachable_by_keyword(clock):
+def test_embedding_failure_stores_row_without_vector_reachable_by_keyword(make_store, clock):
     emb = TableEmbedder()
-    s = SQLiteStore.open(":memory:", embedder=emb, clock=clock)
+    s = make_store(embedder=emb, clock=clock)
     emb.fail = True
     r = s.remember("s", "Kiem Lai marketing lead is Alice")
     assert s.get("s", r.id).embedding is None
@@ -237,9 +236,9 @@ def test_embedding_failure_stores_row_without_vector_reachable_by_keyword(clock)
     assert [h.id for h in hits] == [r.id] and hits[0].path == "keyword"
 
 
-def test_fold_replaces_embedding(clock):
+def test_fold_replaces_embedding(make_store, clock):
     emb = TableEmbedder({WORDING_1: [1, 0, 0, 0], WORDING_2: [0, 1, 0, 0]})
-    s = SQLiteStore.open(":memory:", embedder=emb, clock=clock)
+    s = make_store(embedder=emb, clock=clock)
     a = s.remember("s", WORDING_1)
     s.remember("s", WORDING_2)
     np.testing.assert_allclose(s.get("s", a.id).embedding, [0, 1, 0, 0])
@@ -257,33 +256,32 @@ def test_secrets_redacted_by_default(store):
     assert m.tags == ("token: [REDACTED]",)
 
 
-def test_pii_is_opt_in(clock):
+def test_pii_is_opt_in(make_store, clock):
     text = "Ask alice@example.com about the 10.0.0.12 box"
-    plain = SQLiteStore.open(":memory:", embedder=None, clock=clock)
+    plain = make_store(embedder=None, clock=clock)
     assert plain.get("s", plain.remember("s", text).id).content == text
-    pii = SQLiteStore.open(
-        ":memory:", embedder=None, clock=clock, redaction=RedactionParams(pii=True)
-    )
+    pii = make_store(embedder=None, clock=clock, redaction=RedactionParams(pii=True))
     got = pii.get("s", pii.remember("s", text).id).content
     assert "alice@example.com" not in got and "10.0.0.12" not in got
 
 
-def test_redaction_can_be_disabled(clock):
-    s = SQLiteStore.open(
-        ":memory:", embedder=None, clock=clock, redaction=RedactionParams(secrets=False)
-    )
+def test_redaction_can_be_disabled(make_store, clock):
+    s = make_store(embedder=None, clock=clock, redaction=RedactionParams(secrets=False))
     text = "password=hunter22"
     assert s.get("s", s.remember("s", text).id).content == text
 
 
-def test_fold_time_is_from_clock_not_wall(clock):
+def test_fold_time_is_from_clock_not_wall(make_store, clock):
     clock.t = T0 - 100 * DAY
-    s = SQLiteStore.open(":memory:", embedder=None, clock=clock)
+    s = make_store(embedder=None, clock=clock)
     a = s.remember("s", WORDING_1)
     assert s.get("s", a.id).created_at == T0 - 100 * DAY
 
 
-@settings(max_examples=40, deadline=None)
+# make_store opens a fresh store (on Postgres: a fresh schema) per example.
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     rows=st.lists(
         st.lists(st.sampled_from(VOCAB), min_size=1, max_size=6), min_size=1, max_size=30
@@ -291,9 +289,9 @@ def test_fold_time_is_from_clock_not_wall(clock):
     probe=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=6),
     threshold=st.sampled_from([0.3, 0.5, 0.65, 0.8, 1.0]),
 )
-def test_indexed_fold_target_equals_brute_force(rows, probe, threshold):
+def test_indexed_fold_target_equals_brute_force(make_store, rows, probe, threshold):
     """Prefix filtering and the overlap bounds never lose (or invent) a fold target."""
-    s = SQLiteStore.open(":memory:", embedder=None, fold=FoldParams(threshold=threshold))
+    s = make_store(embedder=None, fold=FoldParams(threshold=threshold))
     texts = [" ".join(r) for r in rows]
     remember_unfolded(s, "s", texts)
     p = " ".join(probe)

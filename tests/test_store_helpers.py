@@ -63,11 +63,31 @@ def remember_unfolded(store, scope_id: str, texts: Sequence[str], **fields) -> l
         store.fold = kept
 
 
-def foreign_write(path, sql: str, args: Sequence = ()) -> None:
-    """A write by another program: plain sqlite3 on the file, one statement."""
+def _raw_connection(path):
+    """A plain connection of another program to the store: sqlite3 on the file, or
+    psycopg on a Postgres DSN (whose statements then take `?` as `%s`)."""
+    if str(path).startswith(("postgresql://", "postgres://")):
+        import psycopg
+
+        class _Pg:
+            def __init__(self):
+                self.c = psycopg.connect(path, autocommit=True)
+
+            def execute(self, sql, args=()):
+                return self.c.execute(sql.replace("?", "%s"), args)
+
+            def close(self):
+                self.c.close()
+
+        return _Pg()
     import sqlite3
 
-    c = sqlite3.connect(path, isolation_level=None)
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def foreign_write(path, sql: str, args: Sequence = ()) -> None:
+    """A write by another program: a plain connection to the store, one statement."""
+    c = _raw_connection(path)
     try:
         c.execute(sql, args)
     finally:
@@ -76,9 +96,7 @@ def foreign_write(path, sql: str, args: Sequence = ()) -> None:
 
 def dump(path) -> tuple[list, list]:
     """Every row of both tables, read by a separate connection."""
-    import sqlite3
-
-    c = sqlite3.connect(path)
+    c = _raw_connection(path)
     try:
         return (
             c.execute("SELECT * FROM memories ORDER BY rowid").fetchall(),

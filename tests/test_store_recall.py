@@ -27,8 +27,8 @@ def emb():
 
 
 @pytest.fixture
-def store(clock, emb):
-    s = SQLiteStore.open(":memory:", embedder=emb, clock=clock)
+def store(make_store, clock, emb):
+    s = make_store(embedder=emb, clock=clock)
     yield s
     s.close()
 
@@ -45,9 +45,9 @@ def q(store, vec, limit=8, params=RecallParams(), query="query", scope="s"):
 # --- floor -------------------------------------------------------------------------------
 
 
-def test_floor_exact_bound_is_kept_and_one_past_is_dropped():
+def test_floor_exact_bound_is_kept_and_one_past_is_dropped(make_store):
     emb = TableEmbedder(dim=16)
-    s = SQLiteStore.open(":memory:", embedder=emb, clock=Clock())
+    s = make_store(embedder=emb, clock=Clock())
     emb.table["quarter"] = [1.0] * 16  # normalised: every component 0.25, exactly
     rid = s.remember("s", "quarter").id
     e0 = np.eye(16, dtype=np.float32)[0]
@@ -224,7 +224,7 @@ def test_empty_query_skips_the_vector_path(store, emb):
     assert emb.calls == calls and hits[0].path == "keyword"
 
 
-def test_retired_rows_never_appear_on_either_path(store, emb):
+def test_retired_rows_never_appear_on_either_path(make_store, store, emb):
     a = put(store, emb, "alpha deploy", [1, 0, 0, 0])
     b = put(store, emb, "beta deploy", [1, 0, 0, 0])
     emb.table["gamma deploy"] = [1, 0, 0, 0]
@@ -232,7 +232,7 @@ def test_retired_rows_never_appear_on_either_path(store, emb):
     store.retract("s", a)
     for hits in (q(store, E0, limit=0), store.recall("s", "deploy"), store.recall("s", "")):
         assert [h.id for h in hits] == [c]
-    kw = SQLiteStore.open(":memory:", embedder=None)
+    kw = make_store(embedder=None)
     x = kw.remember("s", "alpha deploy").id
     kw.retract("s", x)
     assert kw.recall("s", "deploy") == [] and kw.recall("s", "") == []
@@ -255,8 +255,8 @@ def test_other_connection_writes_are_seen(tmp_path, clock):
 
 
 @pytest.fixture
-def kw(clock):
-    s = SQLiteStore.open(":memory:", embedder=None, clock=clock)
+def kw(make_store, clock):
+    s = make_store(embedder=None, clock=clock)
     yield s
     s.close()
 

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from test_store_helpers import Clock
 
 from memkit.errors import NotFound
-from memkit.store import SQLiteStore
 
 SCOPES = ("a", "b")
 TEXTS = (
@@ -59,11 +58,16 @@ def outcome(fn):
         return ("notfound", type(e))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# make_store opens a fresh store (on Postgres: a fresh schema) per example.
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(ops=st.lists(op, min_size=1, max_size=25))
-def test_no_operation_crosses_scopes(ops):
+def test_no_operation_crosses_scopes(make_store, ops):
     clock = Clock()
-    store = SQLiteStore.open(":memory:", embedder=FixedEmbedder(), clock=clock)
+    store = make_store(embedder=FixedEmbedder(), clock=clock)
     all_ids: list[str] = []
     for name, scope, arg in ops:
         clock.advance(60)

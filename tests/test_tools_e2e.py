@@ -7,7 +7,6 @@ import pytest
 
 from memkit.assemble import block_for_run
 from memkit.errors import ToolError
-from memkit.store import SQLiteStore
 from memkit.tools import MemoryTools
 
 SCOPE = "team-a"
@@ -23,8 +22,8 @@ class Clock:
 
 
 @pytest.fixture
-def store():
-    with SQLiteStore.open(":memory:", embedder="hashing", clock=Clock()) as s:
+def store(make_store):
+    with make_store(embedder="hashing", clock=Clock()) as s:
         yield s
 
 
@@ -99,8 +98,8 @@ def test_recall_tool_returns_what_learn_wrote(store):
     assert store.get(SCOPE, a["id"]).tags == ("db",)
 
 
-def test_a_failing_store_gives_an_empty_block_not_a_failed_run():
-    s = SQLiteStore.open(":memory:", embedder="hashing", clock=Clock())
+def test_a_failing_store_gives_an_empty_block_not_a_failed_run(make_store):
+    s = make_store(embedder="hashing", clock=Clock())
     s.remember(SCOPE, "The deploy script is ops/deploy.sh")
     assert "ops/deploy.sh" in block_for_run(s, SCOPE, "deploy").text
     s.close()

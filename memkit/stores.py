@@ -1,0 +1,46 @@
+"""`open_store(url)`: one entry point that picks the backend from a URL.
+
+`postgresql://...` (or `postgres://`) opens a `PostgresStore`; `sqlite:///rel.db`,
+`sqlite:////abs/path.db`, `sqlite://` (in memory) or a plain path open a
+`SQLiteStore` (the SQLAlchemy spelling). Imports the backend it needs only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memkit.errors import ConfigError
+
+
+def is_postgres_url(url: str) -> bool:
+    """True for a `postgresql://` or `postgres://` URL."""
+    return str(url).startswith(("postgresql://", "postgres://"))
+
+
+def sqlite_path(url: str) -> str:
+    """The SQLite path a URL or plain path names; ConfigError for any other scheme."""
+    url = str(url)
+    if url.startswith("sqlite://"):
+        rest = url[len("sqlite://") :]
+        if rest in ("", "/"):
+            return ":memory:"
+        if not rest.startswith("/"):
+            raise ConfigError(f"sqlite URL {url!r} has a host part (want sqlite:///path)")
+        return rest[1:]
+    if "://" in url or is_postgres_url(url):
+        raise ConfigError(
+            f"unknown store URL {url!r} (want postgresql://..., sqlite:///path or a path)"
+        )
+    return url
+
+
+def open_store(url: str, **options: Any):
+    """Open the store a URL names; `options` go to the backend's `open`
+    (embedder, clock, fold, redaction; `ann` on Postgres)."""
+    if is_postgres_url(url):
+        from memkit.postgres import PostgresStore
+
+        return PostgresStore.open(str(url), **options)
+    from memkit.store import SQLiteStore
+
+    return SQLiteStore.open(sqlite_path(url), **options)

@@ -1,0 +1,109 @@
+"""What only the Postgres backend has (the shared behaviour is the conformance suite:
+the store tests run on both backends): store URLs, the optional HNSW index and its
+exact fallback, schema migrations on Postgres."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+from test_store_helpers import Clock, TableEmbedder
+
+from memkit.errors import ConfigError, EmbedderMismatch
+from memkit.params import RecallParams
+from memkit.pg_schema import MIGRATIONS, SCHEMA_VERSION
+from memkit.postgres import PostgresStore
+from memkit.store import SQLiteStore
+from memkit.stores import open_store, sqlite_path
+
+DIM = 16
+
+
+def test_store_urls_pick_the_backend(tmp_path, pg_dsn):
+    assert sqlite_path("sqlite:///rel/m.db") == "rel/m.db"
+    assert sqlite_path("sqlite:////abs/m.db") == "/abs/m.db"
+    assert sqlite_path("sqlite://") == ":memory:"
+    assert sqlite_path(str(tmp_path / "m.db")) == str(tmp_path / "m.db")
+    for bad in ("mysql://x/y", "sqlite://host/m.db"):
+        with pytest.raises(ConfigError, match="URL"):
+            sqlite_path(bad)
+    with open_store(f"sqlite:///{tmp_path}/m.db", embedder=None) as s:
+        assert isinstance(s, SQLiteStore) and s.path == f"{tmp_path}/m.db"
+    with open_store(pg_dsn, embedder=None) as s:
+        assert isinstance(s, PostgresStore)
+
+
+def test_unreachable_server_is_a_config_error():
+    with pytest.raises(ConfigError, match="cannot connect"):
+        PostgresStore.open("postgresql://nobody:secret@/none?host=/nonexistent", embedder=None)
+
+
+def test_migrations_numbered_applied_once_newer_refused(pg_dsn):
+    assert [v for v, _ in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
+    PostgresStore.open(pg_dsn, embedder=None).close()
+    PostgresStore.open(pg_dsn, embedder=None).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        assert c.execute("SELECT array_agg(version) FROM schema_version").fetchone()[0] == [
+            v for v, _ in MIGRATIONS
+        ]
+        c.execute("INSERT INTO schema_version VALUES (%s)", (SCHEMA_VERSION + 1,))
+    with pytest.raises(RuntimeError, match="newer"):
+        PostgresStore.open(pg_dsn, embedder=None)
+
+
+def test_embedder_recorded_and_mismatch_refused(pg_dsn):
+    PostgresStore.open(pg_dsn, embedder="hashing").close()
+    with pytest.raises(EmbedderMismatch, match=r"'hashing-256'.*'hashing-128'"):
+        PostgresStore.open(pg_dsn, embedder="hashing-128")
+    with PostgresStore.open(pg_dsn, embedder=None) as s:  # a keyword-only reader is allowed
+        assert s.stats()["embedder"] == "hashing-256"
+
+
+def test_unknown_ann_is_a_config_error(pg_dsn):
+    with pytest.raises(ConfigError, match="'ivf'"):
+        PostgresStore.open(pg_dsn, embedder=None, ann="ivf")
+
+
+# --- HNSW: never silently short ------------------------------------------------------
+
+
+@pytest.fixture
+def ann_table(pg_dsn):
+    """5,000 embedded rows: scope "big" holds 99 %, scope "small" 1 % (50 rows)."""
+    rng = np.random.default_rng(7)
+    clock = Clock()
+    with PostgresStore.open(pg_dsn, embedder=TableEmbedder(dim=DIM), clock=clock) as s:
+        s._bulk_load("big", [f"big {i}" for i in range(4950)], rng.normal(size=(4950, DIM)))
+        s._bulk_load("small", [f"small {i}" for i in range(50)], rng.normal(size=(50, DIM)))
+    return pg_dsn, rng.normal(size=(20, DIM)).astype(np.float32), clock
+
+
+def _ids(hits):
+    return [(h.id, h.score) for h in hits]
+
+
+def test_filtered_hnsw_query_that_comes_back_short_returns_the_exact_answer(ann_table):
+    dsn, queries, clock = ann_table
+    emb = TableEmbedder(dim=DIM)
+    exact = PostgresStore.open(dsn, embedder=emb, clock=clock)
+    ann = PostgresStore.open(dsn, embedder=emb, clock=clock, ann="hnsw", ef_search=40)
+    try:
+        for q in queries:
+            # the raw ANN scan finds few or none of the small scope's rows among its 40
+            assert ann._recall_ann("small", q / np.linalg.norm(q), 8, RecallParams()) is None
+            assert _ids(ann.recall("small", "q", 8, query_embedding=q)) == _ids(
+                exact.recall("small", "q", 8, query_embedding=q)
+            )
+        assert ann.ann_counts == {"ann": 0, "exact_fallback": len(queries)}
+        # the big scope is served by the index, and agrees with exact on most of the top 8
+        overlap = []
+        for q in queries:
+            a = {h.id for h in ann.recall("big", "q", 8, query_embedding=q)}
+            e = {h.id for h in exact.recall("big", "q", 8, query_embedding=q)}
+            assert len(a) == 8
+            overlap.append(len(a & e) / 8)
+        assert ann.ann_counts["ann"] == len(queries)
+        assert np.mean(overlap) >= 0.5
+    finally:
+        exact.close()
+        ann.close()
