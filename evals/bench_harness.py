@@ -7,6 +7,17 @@ Three numbers, each against its goal:
   consolidator that answers `{"changes": []}` at once, so the number measures
   staging, request shaping, parse/validate/commit and bookkeeping, not a model.
 Wall-clock seconds; the embedder is loaded (and its cache warmed) beforehand.
+
+`--latency S` measures instead the harness at provider scale: a loopback
+OpenAI-compatible server in its own process (`tests/stub_openai.py`) answers
+`{"changes": []}` after S seconds (optionally a 429 with Retry-After to a
+share of requests), and pipeline runs of a synthetic dataset (`--scopes`,
+default 64, `--runs` passes each) go through LiteLLM at each `--levels`
+concurrency. Per level: achieved passes/s beside the ideal
+`min(concurrency, scopes) / latency`, their ratio (goal >= 0.9 at 32 with
+0.5 s), the harness process's own CPU seconds per pass and the most requests
+in flight. Then a `--rss-scopes` (default 500) run through the CLI in a
+child process reports its peak RSS (goal < 1 GiB).
 """
 
 from __future__ import annotations
@@ -21,6 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 GOAL_SWEEP_S = 30.0
 GOAL_PASSES_PER_S = 200.0
+GOAL_IDEAL_SHARE = 0.9
+"""Latency mode: achieved passes/s at concurrency 32, 0.5 s latency, over the ideal."""
+GOAL_RSS_BYTES = 1 << 30
 
 
 def _ok(good: bool) -> str:
@@ -39,7 +53,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--points", type=int, default=20, help="floor sweep points")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--latency",
+        type=float,
+        help="latency mode: seconds the loopback server takes per answer (e.g. 0.5)",
+    )
+    p.add_argument(
+        "--rate-429",
+        type=float,
+        default=0.0,
+        help="latency mode: share of requests answered 429 with Retry-After: 1 (default 0)",
+    )
+    p.add_argument(
+        "--levels",
+        default="1,8,32,64",
+        help="latency mode: concurrency levels (default %(default)s)",
+    )
+    p.add_argument(
+        "--scopes", type=int, default=64, help="latency mode: synthetic scopes (default 64)"
+    )
+    p.add_argument(
+        "--runs", type=int, default=2, help="latency mode: runs (passes) per scope (default 2)"
+    )
+    p.add_argument(
+        "--rss-scopes",
+        type=int,
+        default=500,
+        help="latency mode: scopes of the peak-RSS run (0: skip; default 500)",
+    )
     a = p.parse_args(argv if argv is not None else sys.argv[1:])
+    if a.latency is not None:
+        return latency_main(a)
 
     def log(msg: str) -> None:
         if not a.quiet:
@@ -113,6 +157,189 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"harness, mock consolidator {rate:8.1f} passes/s over {passes} passes "
             f"(goal >= {GOAL_PASSES_PER_S:.0f}: {_ok(rate >= GOAL_PASSES_PER_S)})"
+        )
+    return 0
+
+
+class Loopback:
+    """The stub server in a child process (the measured process only runs the harness)."""
+
+    def __init__(self, latency: float, rate_429: float):
+        import subprocess
+
+        stub = REPO / "tests" / "stub_openai.py"
+        if not stub.is_file():
+            raise SystemExit(f"memkit bench harness: --latency needs {stub} (a source checkout)")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(stub), "--latency", str(latency), "--rate-429", str(rate_429)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+
+    def __enter__(self) -> Loopback:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def _level(root: Path, ds, url: str, concurrency: int, latency: float, scopes: int) -> dict:
+    """One pipeline run at `concurrency`: achieved vs ideal passes/s, CPU per pass."""
+    import tempfile
+
+    from evals.runner import RunConfig, run_eval
+
+    spec = "litellm:openai/bench"
+    cfg = RunConfig(
+        dataset=str(root),
+        name=f"c{concurrency}",
+        store_mode=False,
+        consolidators=(spec,),
+        embedder="hashing",
+        concurrency=concurrency,
+        resamples=20,
+        model_options={spec: {"api_base": url, "api_key_env": "MEMKIT_BENCH_KEY", "timeout": 30}},
+    )
+    marks: list[tuple[float, float]] = []
+
+    def on_pass(_row: dict) -> None:
+        marks.append((time.perf_counter(), time.process_time()))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0, c0 = time.perf_counter(), time.process_time()
+        run_eval(cfg, Path(tmp) / "run", quiet=True, dataset=ds, on_pass=on_pass, report=False)
+        manifest = json.loads((Path(tmp) / "run" / "manifest.json").read_text())
+    t1, c1 = marks[-1]
+    passes = len(marks)
+    rate = passes / (t1 - t0)
+    ideal = min(concurrency, scopes) / latency
+    lim = manifest["providers"]["limits"].get("openai/bench", {})
+    return {
+        "concurrency": concurrency,
+        "passes": passes,
+        "wall_s": round(t1 - t0, 3),
+        "passes_per_s": round(rate, 2),
+        "ideal_passes_per_s": round(ideal, 2),
+        "share_of_ideal": round(rate / ideal, 3),
+        "cpu_ms_per_pass": round(1000 * (c1 - c0) / passes, 2),
+        "cpu_bound_passes_per_s": round(passes / (c1 - c0), 1) if c1 > c0 else None,
+        "in_flight_max": lim.get("in_flight_max"),
+        "rate_limited": lim.get("rate_limited"),
+    }
+
+
+def _peak_rss(root: Path, url: str, log) -> dict:
+    """A whole CLI run of the big synthetic dataset in a child process; its peak RSS."""
+    import resource
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable,
+            "-m",
+            "memkit.cli",
+            "eval",
+            "run",
+            "--dataset",
+            str(root),
+            "--mode",
+            "pipeline",
+            "--embedder",
+            "hashing",
+            "--consolidator",
+            "litellm:openai/bench",
+            "--api-base",
+            url,
+            "--api-key-env",
+            "MEMKIT_BENCH_KEY",
+            "--concurrency",
+            "64",
+            "--resamples",
+            "200",
+            "--out",
+            str(Path(tmp) / "run"),
+            "--quiet",
+        ]
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        if done.returncode != 0:
+            log(done.stdout + done.stderr)
+        rows = Path(tmp) / "run" / "passes.jsonl"
+        passes = len(rows.read_text(encoding="utf-8").splitlines()) if rows.is_file() else 0
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
+    return {"exit": done.returncode, "passes": passes, "wall_s": round(wall, 1), "peak_rss": rss}
+
+
+def latency_main(a: argparse.Namespace) -> int:
+    """`--latency`: the harness at provider scale (module docstring)."""
+    import os
+    import tempfile
+
+    from evals.datasets import load_dataset
+    from evals.synthetic import write_synthetic
+
+    def log(msg: str) -> None:
+        if not a.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    levels = [int(x) for x in a.levels.split(",") if x.strip()]
+    os.environ.setdefault("MEMKIT_BENCH_KEY", "bench-local")
+    out: dict = {
+        "latency_s": a.latency,
+        "rate_429": a.rate_429,
+        "scopes": a.scopes,
+        "cpus": os.cpu_count(),
+        "load_avg_1m_before": round(os.getloadavg()[0], 1),
+    }
+    with tempfile.TemporaryDirectory() as tmp, Loopback(a.latency, a.rate_429) as srv:
+        root = write_synthetic(Path(tmp) / "syn", scopes=a.scopes, runs=a.runs)
+        ds = load_dataset(root)
+        small = write_synthetic(Path(tmp) / "warm", scopes=2, runs=1)
+        log("warming LiteLLM (import and first calls) ...")
+        _level(small, load_dataset(small), srv.url, 2, a.latency, 2)
+        rows = []
+        for c in levels:
+            log(f"concurrency {c}: {a.scopes} scopes x {a.runs} passes at {a.latency} s ...")
+            rows.append(_level(root, ds, srv.url, c, a.latency, a.scopes))
+        out["levels"] = rows
+        out["load_avg_1m_after"] = round(os.getloadavg()[0], 1)
+        if a.rss_scopes:
+            big = write_synthetic(Path(tmp) / "big", scopes=a.rss_scopes, runs=a.runs)
+            log(f"peak RSS of a {a.rss_scopes}-scope pipeline run (CLI, child process) ...")
+            out["rss"] = {"scopes": a.rss_scopes, **_peak_rss(big, srv.url, log)}
+    if a.json:
+        print(json.dumps(out, sort_keys=True))
+        return 0
+    print(
+        f"loopback latency {a.latency} s, 429 share {a.rate_429:g}, "
+        f"{a.scopes} synthetic scopes x {a.runs} passes"
+    )
+    print(
+        "| concurrency | passes/s | ideal | share of ideal | harness CPU ms/pass | most in flight |"
+    )
+    print("|---|---|---|---|---|---|")
+    for r in out["levels"]:
+        print(
+            f"| {r['concurrency']} | {r['passes_per_s']:.1f} | {r['ideal_passes_per_s']:.1f} | "
+            f"{r['share_of_ideal']:.2f} | {r['cpu_ms_per_pass']:.1f} | {r['in_flight_max']} |"
+        )
+    at32 = [r for r in out["levels"] if r["concurrency"] == 32]
+    if at32 and a.latency == 0.5:
+        good = at32[0]["share_of_ideal"] >= GOAL_IDEAL_SHARE
+        print(f"goal >= {GOAL_IDEAL_SHARE:.0%} of ideal at concurrency 32: {_ok(good)}")
+    if "rss" in out:
+        r = out["rss"]
+        print(
+            f"{r['scopes']}-scope pipeline run ({r['passes']} passes, {r['wall_s']} s, exit "
+            f"{r['exit']}): peak RSS {r['peak_rss'] / 2**20:.0f} MiB "
+            f"(goal < 1 GiB: {_ok(r['peak_rss'] < GOAL_RSS_BYTES)})"
         )
     return 0
 

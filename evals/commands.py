@@ -16,8 +16,10 @@ that resumes).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -112,6 +114,107 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _provider_flags(p: argparse.ArgumentParser) -> None:
+    """Flags that configure litellm:<model> consolidators, shared by run and sweep."""
+    g = p.add_argument_group(
+        "LLM providers",
+        "Options for every litellm:<model> consolidator. Keys come from the provider's usual "
+        "environment variable (e.g. OPENAI_API_KEY) or --api-key-env; never from a flag.",
+    )
+    g.add_argument(
+        "--experiment",
+        metavar="FILE",
+        help="experiment file (TOML): models with their options, datasets, modes, replicates; "
+        "flags win over it (README: 'LLM providers')",
+    )
+    g.add_argument("--api-base", metavar="URL", help="OpenAI-compatible server or gateway URL")
+    g.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the key (default: the provider's usual one)",
+    )
+    g.add_argument("--temperature", type=float, help="sampling temperature")
+    g.add_argument("--max-tokens", type=int, help="output token cap per request")
+    g.add_argument(
+        "--json-mode",
+        choices=("on", "off"),
+        help="ask for JSON mode (response_format json_object); default: when LiteLLM says "
+        "the model supports it",
+    )
+    g.add_argument(
+        "--response-format", metavar="JSON", help="a response_format object, sent as given"
+    )
+    g.add_argument(
+        "--model-seed", type=int, help="the provider's sampling seed (--seed is the bootstrap's)"
+    )
+    g.add_argument("--timeout", type=float, help="seconds per request (default 60)")
+    g.add_argument(
+        "--model-option",
+        action="append",
+        default=[],
+        metavar="SPEC:KEY=VALUE",
+        help="one option of one model, e.g. litellm:openai/gpt-4o-mini:temperature=0 "
+        "(repeatable; wins over the flags above)",
+    )
+
+
+def _experiment(a: argparse.Namespace) -> Any:
+    if not getattr(a, "experiment", None):
+        return None
+    from evals.experiment import load_experiment
+
+    return load_experiment(a.experiment)
+
+
+def _model_options(
+    a: argparse.Namespace, specs: tuple[str, ...], exp: Any
+) -> dict[str, dict[str, Any]]:
+    """Per litellm model: the experiment file's options, then the flags, then --model-option."""
+    from evals.providers import is_llm, validate_options
+
+    flags = {
+        "api_base": a.api_base,
+        "api_key_env": a.api_key_env,
+        "temperature": a.temperature,
+        "max_tokens": a.max_tokens,
+        "json_mode": None if a.json_mode is None else a.json_mode == "on",
+        "response_format": None if a.response_format is None else _json_arg(a.response_format),
+        "seed": a.model_seed,
+        "timeout": a.timeout,
+    }
+    llms = [s for s in specs if is_llm(s)]
+    given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
+    if given and not llms:
+        raise ConfigError(f"{', '.join(given)} configure litellm:<model> consolidators; none given")
+    out: dict[str, dict[str, Any]] = {}
+    for spec in llms:
+        opts = dict((exp.models.get(spec) if exp else None) or {})
+        opts.update({k: v for k, v in flags.items() if v is not None})
+        out[spec] = opts
+    for item in a.model_option:
+        left, sep, val = item.partition("=")
+        spec, _, key = left.rpartition(":")
+        if not sep or not spec or not key:
+            raise ConfigError(f"--model-option wants SPEC:KEY=VALUE, got {item!r}")
+        if spec not in out:
+            raise ConfigError(
+                f"--model-option names {spec!r}, not one of the litellm consolidators "
+                f"({', '.join(llms) or 'none'})"
+            )
+        out[spec][key] = _json_arg(val)
+    for spec, opts in out.items():
+        validate_options(spec, opts)
+    return {k: v for k, v in out.items() if v}
+
+
+def _json_arg(text: str) -> Any:
+    """A value from the command line: JSON when it parses, else the string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _config(a: argparse.Namespace, **extra: Any) -> Any:
     from evals.checks import parse_set
     from evals.runner import RunConfig, preset
@@ -176,11 +279,27 @@ def _run_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="heuristic, oracle, litellm:<model>, replay:<run-dir> (repeatable)",
     )
-    p.add_argument(
-        "--api-base", metavar="URL", help="api_base for every litellm consolidator (local server)"
-    )
     p.add_argument("--replicates", type=int, help="pipeline replicates per scope (default 1)")
-    p.add_argument("--concurrency", type=int, help="requests in flight per model (default 4)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        help="requests in flight per model, lowered on 429 and raised back (default 4)",
+    )
+    p.add_argument(
+        "--fail-under",
+        action="append",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="exit 1 when a system's headline METRIC is below VALUE (repeatable; for CI)",
+    )
+    p.add_argument(
+        "--max-failure-share",
+        type=float,
+        default=0.5,
+        help="exit 1 when a system's share of attempts without an answer exceeds this "
+        "(default %(default)s)",
+    )
+    _provider_flags(p)
     p.add_argument(
         "--cache-dir", default=str(DEFAULT_CACHE), help="LLM response cache (default %(default)s)"
     )
@@ -197,43 +316,59 @@ def _run_parser() -> argparse.ArgumentParser:
 def run_main(argv: list[str]) -> int:
     """Run an evaluation (store mode and/or pipeline mode) into a run folder."""
     a = _run_parser().parse_args(argv)
-    from evals.runner import _resume_key, run_eval
+    from evals.checks import check_metric
+    from evals.providers import below_floors, parse_floors
+    from evals.runner import _resume_key, preflight, run_eval
     from evals.runs import default_name, prepare_run_dir
 
+    floors = parse_floors(a.fail_under)
+    for m in floors:
+        check_metric(m)
+    exp = _experiment(a)
+    if exp and len(exp.datasets) > 1 and not (a.dataset or a.preset):
+        # one run folder per dataset of the experiment, under --out
+        root = Path(a.out) if a.out else DEFAULT_RUNS / (a.name or exp.name or default_name("run"))
+        codes = []
+        for spec in exp.datasets:
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_.") or "dataset"
+            codes.append(run_main([*argv, "--dataset", spec, "--out", str(root / slug)]))
+        return max(codes)
     extra: dict[str, Any] = {
-        "name": a.name,
-        "replicates": a.replicates,
-        "concurrency": a.concurrency,
+        "name": a.name or (exp.name if exp else None),
+        "replicates": a.replicates or (exp.replicates if exp else None),
+        "concurrency": a.concurrency or (exp.concurrency if exp else None),
         "cache_dir": a.cache_dir,
         "curation": a.curation,
+        "max_failure_share": a.max_failure_share,
     }
+    if exp and exp.datasets and not (a.dataset or a.preset):
+        extra["dataset"] = exp.datasets[0]
     if a.consolidator:
         extra["consolidators"] = tuple(a.consolidator)
-    if a.mode == "store":
-        extra["consolidators"] = ()
-        extra["store_mode"] = True
-    elif a.mode == "pipeline":
-        extra["store_mode"] = False
-    elif a.mode == "both":
-        extra["store_mode"] = True
-    if a.api_base:
-        specs = extra.get("consolidators") or ()
-        extra["model_options"] = {
-            c: {"api_base": a.api_base, "api_key": "sk-local"}
-            for c in specs
-            if c.startswith("litellm:")
-        }
-    if not a.name:
+    elif exp and exp.models:
+        extra["consolidators"] = exp.consolidators
+    modes = {"store": ("store",), "pipeline": ("pipeline",), "both": ("store", "pipeline")}.get(
+        a.mode or "", exp.modes if exp else ()
+    )
+    if modes:
+        extra["store_mode"] = "store" in modes
+        if "pipeline" not in modes:
+            extra["consolidators"] = ()
+    if not extra["name"]:
         extra["name"] = Path(a.out).name if a.out else default_name(a.preset or "run")
     cfg = _config(a, **extra)
     _refuse_inapplicable(a, cfg)
+    cfg = dataclasses.replace(cfg, model_options=_model_options(a, cfg.consolidators, exp))
+    preflight(cfg)  # before any data is read or any folder made: a dead provider fails in seconds
     ds = _load_checked(cfg)
     out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
     prepare_run_dir(
         out, cfg.to_dict(), _resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite
     )
     try:
-        res = run_eval(cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds)
+        res = run_eval(
+            cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds, check_providers=False
+        )
     except KeyboardInterrupt:
         again = [x for x in argv if x not in ("--resume", "--overwrite")]
         if not a.out:
@@ -244,9 +379,17 @@ def run_main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 130
-    print(f"run written to {res.out}")
-    if not a.no_report:
-        print(f"report: {res.out / 'report.html'}")
+    problems = [*res.failures, *below_floors(res.metrics.to_dict("records"), floors)]
+    for line in problems:
+        print(line, file=sys.stderr)
+    if a.quiet:  # one summary line
+        print(f"run written to {res.out}" + ("" if a.no_report else " (report.html)"))
+    else:
+        print(f"run written to {res.out}")
+        if not a.no_report:
+            print(f"report: {res.out / 'report.html'}")
+    if problems:
+        raise RunFailed(f"{len(problems)} check(s) failed; see the lines above and the report")
     failed = _embedder_failed(res.out)
     if failed:
         raise RunFailed(failed)
@@ -320,8 +463,12 @@ def _sweep_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--consolidator",
-        default="heuristic",
-        help="consolidator for consolidation tunables (default %(default)s)",
+        metavar="SPEC",
+        help="consolidator for consolidation tunables (default: the experiment file's one "
+        "model, else heuristic)",
+    )
+    p.add_argument(
+        "--concurrency", type=int, help="requests in flight for a litellm consolidator (default 4)"
     )
     p.add_argument(
         "--out",
@@ -330,6 +477,7 @@ def _sweep_parser() -> argparse.ArgumentParser:
         "refused unless --overwrite)",
     )
     p.add_argument("--overwrite", action="store_true", help="clear the --out folder first")
+    _provider_flags(p)
     return p
 
 
@@ -340,13 +488,29 @@ def sweep_main(argv: list[str]) -> int:
     Scored in store mode (pipeline mode for consolidation tunables)."""
     a = _sweep_parser().parse_args(argv)
     from evals.checks import parse_grid
+    from evals.providers import consolidator_kwargs, preflight
     from evals.runfolder import now
     from evals.runs import prepare_run_dir
-    from evals.sweep import objective_metrics, sweep
+    from evals.sweep import objective_metrics, resolve, sweep
 
     grid = parse_grid(a.grid)
     objective_metrics(a.objective)
-    cfg = _config(a)
+    exp = _experiment(a)
+    spec = a.consolidator
+    if spec is None and exp and exp.models:
+        if len(exp.models) > 1:
+            raise ConfigError(
+                f"{exp.path} lists {len(exp.models)} models; a sweep scores one: pick it with "
+                f"--consolidator ({', '.join(exp.models)})"
+            )
+        spec = exp.consolidators[0]
+    spec = spec or "heuristic"
+    opts = _model_options(a, (spec,), exp).get(spec, {})
+    if any(resolve(name)[0] == "consolidation" for name in grid):  # the model is called
+        preflight(spec, opts)
+    concurrency = a.concurrency or (exp.concurrency if exp else None) or 4
+    extra = {"dataset": exp.datasets[0]} if exp and exp.datasets and not a.dataset else {}
+    cfg = _config(a, **extra)
     ds = _load_checked(cfg)
     if a.out:
         prepare_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite)
@@ -362,7 +526,8 @@ def sweep_main(argv: list[str]) -> int:
             "consolidation": cfg.consolidation,
         },
         embedder=cfg.embedder,
-        consolidator=a.consolidator,
+        consolidator=spec,
+        consolidator_options=consolidator_kwargs(spec, opts, concurrency),
         scopes=cfg.scopes,
         margin=a.margin,
         progress=None if a.quiet else _progress("sweep"),

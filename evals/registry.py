@@ -44,7 +44,7 @@ DIRECTIONS: dict[str, str] = {"higher": "↑", "lower": "↓", "neutral": "·"}
 """Which way is better; `neutral` for descriptive numbers (op mix, changes per
 proposal, share of empty recalls) where neither is."""
 LISTS: tuple[str, ...] = ("headline", "breakdown", "compare", "sweep")
-METRIC_MODULES: list[str] = ["evals.scorers", "evals.retrieval"]
+METRIC_MODULES: list[str] = ["evals.scorers", "evals.retrieval", "evals.providers"]
 FAMILIES: dict[str, tuple[str, bool]] = {
     "ranking": ("score (0-1)", True),
     "block": ("share of probes", True),
@@ -66,6 +66,7 @@ FAMILIES: dict[str, tuple[str, bool]] = {
     "seconds": ("seconds", False),
     "matcher": ("share of pairs", True),
     "repeats": ("share of passes", True),
+    "provider_limit": ("requests in flight, 429s or seconds, per model", False),
 }
 """family -> (plot axis label, values are shares in [0, 1]). A family not listed
 uses its name as label and counts as unbounded (the interval then never assumes

@@ -42,6 +42,23 @@ def _load(run_dir: Path, name: str) -> Any:
     return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
 
+def usd(x: float) -> str:
+    """Dollars with three significant figures, never rounded to zero: $0.000289, $1.50."""
+    if not x:
+        return "$0"
+    decimals = max(0, 2 - math.floor(math.log10(abs(x))))
+    return f"${x:,.{decimals}f}"
+
+
+def _fmt_metric(metric: str, v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
+    """`_fmt`, with money in significant figures (a cost shown as 0.000 hides it)."""
+    if registry.get(metric).family != "usd" or v is None or v != v:
+        return _fmt(v, lo, hi, digits)
+    if lo is None or hi is None or lo != lo:
+        return usd(v)
+    return f"{usd(v)} [{usd(lo)}, {usd(hi)}]"
+
+
 METHOD_CODES: dict[str, str] = {
     "Wilson": "W",
     "Wilson, design effect": "Wd",
@@ -75,7 +92,10 @@ def _n(r: Any) -> str:
 
 def _cell(r: Any, digits: int = 3) -> str:
     get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
-    return f"{_fmt(get('value'), get('lo'), get('hi'), digits)} {_n(r)}".strip()
+    metric = get("metric")
+    v, lo, hi = get("value"), get("lo"), get("hi")
+    text = _fmt_metric(metric, v, lo, hi, digits) if metric else _fmt(v, lo, hi, digits)
+    return f"{text} {_n(r)}".strip()
 
 
 def _fmt(v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
@@ -314,16 +334,51 @@ def _failures(d: Path, systems: list[str]) -> list[str]:
     return lines
 
 
+def _price_source(manifest: dict[str, Any]) -> str:
+    llm = manifest.get("llm") or {}
+    return f"LiteLLM {llm.get('litellm_version', '?')} {llm.get('price_map', '?')} price map"
+
+
+def _totals(systems: list[str], spend: dict[str, Any]) -> list[list[str]]:
+    """Headline rows: tokens and USD per system over the whole run; "unknown price"
+    (never $0) for attempts LiteLLM could not price."""
+    if not any(spend.get(s, {}).get("attempts") for s in systems):
+        return []
+    tokens, cost = [], []
+    for s_ in systems:
+        v = spend.get(s_)
+        if not v or not v.get("attempts"):
+            tokens.append("—")
+            cost.append("—")
+            continue
+        tin, tout = v.get("input_tokens", 0), v.get("output_tokens", 0)
+        tokens.append(f"{tin + tout:,} ({tin:,} in, {tout:,} out)")
+        total = v["cost_usd_spent"] + v["cost_usd_cached"]
+        unpriced = v.get("unpriced_attempts", 0)
+        if unpriced and not total:
+            cost.append("unknown price")
+        elif unpriced:
+            cost.append(f"{usd(total)} + unknown price for {unpriced} attempts")
+        else:
+            cost.append(usd(total))
+    return [["tokens (run total)", *tokens], ["cost (run total, spent + replayed)", *cost]]
+
+
 def _banner(manifest: dict[str, Any]) -> list[str]:
+    from evals.providers import banner_lines
+
+    failures = (manifest.get("providers") or {}).get("failures") or {}
+    lines = [f"**{x}**" for x in banner_lines(failures)]
     e = manifest.get("embedder_errors") or {}
     if not e.get("probes"):
-        return []
+        return lines
     every = e["probes"] == e.get("probes_total")
     return [
+        *lines,
         f"**Warning: the embedder failed** on {e['probes']} of {e.get('probes_total')} probes"
         f"{' (every probe)' if every else ''}: those recalls took the keyword path, so "
         f"these numbers do not measure embedder `{manifest.get('embedder')}`. "
-        f"Last error: {e.get('last')}"
+        f"Last error: {e.get('last')}",
     ]
 
 
@@ -385,7 +440,8 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             if manifest.get("git_revision")
             else "git revision unknown (not run from a git checkout)"
         )
-        + f", litellm {manifest.get('packages', {}).get('litellm')}.",
+        + f", litellm {manifest.get('packages', {}).get('litellm')}"
+        + f" (prices: {_price_source(manifest)}).",
         LEGEND,
     ]
     sections: list[tuple[str, list[str], list[list[str]]]] = []
@@ -407,6 +463,8 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         cells = [f"**{c}**" if s_ in best else c for s_, c in zip(systems, cells, strict=True)]
         if any(c != "—" for c in cells):
             headline.append([_named(m), *cells])
+    spend = (_load(d, "spend.json") or {}).get("systems", {})
+    headline += _totals(systems, spend)
     headline_section = (
         "Headline (value [95% CI] interval n=units/clusters; ↑ higher is better, ↓ lower is "
         "better; best in bold; definitions in the per-system tables)",
@@ -419,7 +477,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         rows = [
             [
                 _named(r["metric"]),
-                _fmt(r["value"], r["lo"], r["hi"]),
+                _fmt_metric(r["metric"], r["value"], r["lo"], r["hi"]),
                 _n(r).partition("n=")[2],
                 str(r.get("method") or ""),
                 registry.get(r["metric"]).unit,
@@ -463,15 +521,32 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 rows,
             )
         )
-    spend = (_load(d, "spend.json") or {}).get("systems", {})
+    limits = ((manifest.get("providers") or {}).get("limits")) or {}
+    if limits:
+        from evals.providers import LIMIT_STATS
+
+        names = [n for n, _, _ in LIMIT_STATS]
+        rows = [
+            [f"`{m}`", str(v.get("concurrency_limit")), str(v.get("requests"))]
+            + ["n/a" if v.get(n) is None else f"{v[n]:g}" for n in names]
+            for m, v in sorted(limits.items())
+        ]
+        sections.append(
+            (
+                "Provider concurrency achieved (wall clock, not in metrics.json; "
+                "definitions in the metric registry)",
+                ["model", "concurrency limit", "requests", *map(_named, names)],
+                rows,
+            )
+        )
     if spend:
         rows = [
             [
                 s,
                 str(v["attempts"]),
                 str(v["cached_attempts"]),
-                f"${v['cost_usd_spent']:.4g}",
-                f"${v['cost_usd_cached']:.4g}",
+                usd(v["cost_usd_spent"]),
+                usd(v["cost_usd_cached"]),
             ]
             for s, v in spend.items()
         ]

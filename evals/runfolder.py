@@ -244,6 +244,11 @@ def write_spend(run_dir: Path) -> None:
             "cached_attempts": len(replayed),
             "cost_usd_spent": round(sum(float(r.get("cost_usd") or 0.0) for r in paid), 9),
             "cost_usd_cached": round(sum(float(r.get("cost_usd") or 0.0) for r in replayed), 9),
+            "input_tokens": sum(int(r.get("input_tokens") or 0) for r in rows),
+            "output_tokens": sum(int(r.get("output_tokens") or 0) for r in rows),
+            "unpriced_attempts": sum(
+                1 for r in rows if r.get("outcome") == "ok" and r.get("cost_note")
+            ),
         }
     write_json(run_dir / "spend.json", {"version": RUN_VERSION, "systems": out})
 

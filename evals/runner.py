@@ -44,8 +44,10 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import math
 import shutil
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +58,7 @@ import pandas as pd
 from evals.aggregate import metrics_from_run, write_breakdown
 from evals.groups import write_groups
 from evals.matcher import Matcher, pair_accuracy, pair_predictions
-from evals.providers import ModelStopped, StopOnFatal, banner_lines, failure_summary
+from evals.providers import ModelStopped, StopOnFatal, banner_lines, failure_summary, log_to
 from evals.replay import (
     CachingEmbedder,
     Variant,
@@ -206,18 +208,23 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
 
 
 class Progress:
-    """A one-line progress bar on stderr; silent when `quiet`."""
+    """A one-line progress bar on stderr; silent when `quiet`. Without a TTY, plain
+    lines: the first and last step, and one at most every `every_s` seconds."""
 
-    def __init__(self, total: int, quiet: bool = False, label: str = "eval"):
+    def __init__(self, total: int, quiet: bool = False, label: str = "eval", every_s: float = 10.0):
         self.total, self.done, self.quiet, self.label = max(total, 1), 0, quiet, label
+        self.every_s, self._last = every_s, -math.inf
 
     def step(self, what: str = "") -> None:
         self.done += 1
         if self.quiet:
             return
-        if not sys.stderr.isatty():  # a log file or a pipe: plain lines, no carriage returns
-            sys.stderr.write(f"{self.label} {self.done}/{self.total} {what}\n")
-            sys.stderr.flush()
+        if not sys.stderr.isatty():  # a log file or a pipe: plain periodic lines, no \r
+            now = time.monotonic()
+            if self.done in (1, self.total) or now - self._last >= self.every_s:
+                self._last = now
+                sys.stderr.write(f"{self.label} {self.done}/{self.total} {what}\n")
+                sys.stderr.flush()
             return
         width = 24
         fill = int(width * self.done / self.total)
@@ -301,17 +308,37 @@ def run_eval(
     embedder: Any = None,
     on_pass: Callable[[dict], None] | None = None,
     report: bool = True,
+    check_providers: bool = True,
 ) -> RunResult:
     """Run (or resume) the evaluation `config` into folder `out`; see module docstring.
 
     `dataset` and `embedder` may be passed in to share them across runs (sweeps,
-    tests); `on_pass` is called after every consolidation pass.
+    tests); `on_pass` is called after every consolidation pass. Every LiteLLM
+    model is preflighted first (`check_providers=False`: the caller did it).
+    LiteLLM's and memkit's log records go to `<out>/llm.log`, not the console.
     """
-    from memkit.embed import get_embedder
-
     out = Path(out)
     started = now()
-    preflight(config)
+    if check_providers:
+        preflight(config)
+    out.mkdir(parents=True, exist_ok=True)
+    uses_litellm = any(c.startswith("litellm:") for c in config.consolidators)
+    with log_to(out / "llm.log", litellm=uses_litellm):
+        return _run(config, out, started, quiet, dataset, embedder, on_pass, report)
+
+
+def _run(
+    config: RunConfig,
+    out: Path,
+    started: str,
+    quiet: bool,
+    dataset: Any,
+    embedder: Any,
+    on_pass: Callable[[dict], None] | None,
+    report: bool,
+) -> RunResult:
+    from memkit.embed import get_embedder
+
     ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
     units_dir = out / "units" / _resume_key(config, ds)
     units_dir.mkdir(parents=True, exist_ok=True)

@@ -198,13 +198,15 @@ def sweep(
     base: Mapping[str, Mapping[str, Any]] | None = None,
     embedder: Any = "wordllama",
     consolidator: str = "heuristic",
+    consolidator_options: Mapping[str, Any] | None = None,
     scopes: Sequence[str] | None = None,
     margin: float = MARGIN,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> SweepResult:
     """Score every grid point; see the module docstring for what each costs.
 
-    `progress(done, total, what)` is called after each replayed scope."""
+    `progress(done, total, what)` is called after each replayed scope;
+    `consolidator_options` are `get_consolidator` keyword arguments (api_base, ...)."""
     from memkit.embed import get_embedder
 
     base = base or {}
@@ -237,7 +239,9 @@ def sweep(
         matcher = Matcher(dataset.facts)
         from memkit.consolidate import get_consolidator
 
-        opts = {"gold": oracle_gold(dataset, matcher)} if consolidator == "oracle" else {}
+        opts = dict(consolidator_options or {})
+        if consolidator == "oracle":
+            opts["gold"] = oracle_gold(dataset, matcher)
         for i, point in enumerate(points):
             p = _params(point, base)
             cons = get_consolidator(consolidator, **opts)

@@ -17,6 +17,7 @@ decoding (their refusals are `ToolError`s) but share `utf8_problem`.
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 from memkit.errors import ConfigError
@@ -32,8 +33,14 @@ LIMIT_MIN, LIMIT_MAX = -(2**31), 2**31 - 1
 no store holds 2**31 rows of one scope)."""
 
 
+_REPR = reprlib.Repr()  # attributes, not keywords: Python 3.11
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+
+
 def _show(value: Any, n: int = 80) -> str:
-    r = repr(value)
+    """A short repr that never builds the whole repr of a 10 MB string or list."""
+    r = _REPR.repr(value)
     return r if len(r) <= n else r[: n - 3] + "..."
 
 

@@ -384,11 +384,23 @@ def preflight(
         _reachable(model, api_base, api_key, timeout)
 
 
+_unpriced: set[str] = set()
+"""Models LiteLLM's price map does not price (a lookup that fails is not repeated)."""
+
+
 def _cost(lm: Any, resp: Any, model: str) -> tuple[float, str | None]:
-    try:
-        return float(lm.completion_cost(completion_response=resp, model=model)), None
-    except Exception as e:
-        return 0.0, f"no price for {model!r} in litellm's bundled map ({type(e).__name__})"
+    """USD of one answer: LiteLLM's own figure on the response when it made one
+    (computing it again costs ~ms of CPU per call), else the price map."""
+    known = (getattr(resp, "_hidden_params", None) or {}).get("response_cost")
+    if isinstance(known, int | float) and not isinstance(known, bool):
+        return float(known), None
+    note = f"no price for {model!r} in litellm's bundled map"
+    if model not in _unpriced:
+        try:
+            return float(lm.completion_cost(completion_response=resp, model=model)), None
+        except Exception:
+            _unpriced.add(model)
+    return 0.0, note
 
 
 def _usage(resp: Any) -> tuple[int, int]:

@@ -144,9 +144,20 @@ class Call:
 class StubServer:
     """Threaded HTTP server; use as a context manager. `.url` is the api_base."""
 
-    def __init__(self, behaviours: Mapping[str, Script] | None = None, *, default: Script = None):
+    def __init__(
+        self,
+        behaviours: Mapping[str, Script] | None = None,
+        *,
+        default: Script = None,
+        api_key: str | None = None,
+    ):
         self.behaviours: dict[str, Script] = dict(behaviours or {})
         self.default = default
+        self.api_key = api_key
+        """When set, a request without `Authorization: Bearer <api_key>` gets 401
+        (a gateway that checks keys); `GET /models` answers too (reachability)."""
+        self.auth_seen: list[str | None] = []
+        """The Authorization header of every request (GET and POST), in order."""
         self.calls: list[Call] = []
         self.in_flight: dict[str, int] = {}
         self.max_in_flight: dict[str, int] = {}
@@ -240,9 +251,38 @@ def _make_handler(server: StubServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: object) -> None:  # keep test output quiet
             pass
 
+        def _refused(self) -> bool:
+            """Record the Authorization header; answer 401 when it is not the server's key."""
+            auth = self.headers.get("Authorization")
+            with server._lock:
+                server.auth_seen.append(auth)
+            if server.api_key is None or auth == f"Bearer {server.api_key}":
+                return False
+            self._json(401, {"error": {"message": "stub: bad key", "type": "auth", "code": None}})
+            return True
+
+        def _json(self, code: int, obj: Any) -> None:
+            payload = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:
+            if self._refused():
+                return
+            if self.path.rstrip("/").endswith("/models"):
+                models = [{"id": m, "object": "model"} for m in server.behaviours]
+                self._json(200, {"object": "list", "data": models})
+            else:
+                self._json(404, {"error": {"message": "stub: no such path", "code": None}})
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b"{}"
+            if self._refused():
+                return
             try:
                 body = json.loads(raw)
             except ValueError:
@@ -287,3 +327,37 @@ def _make_handler(server: StubServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(payload)
 
     return Handler
+
+
+def _serve(argv: list[str] | None = None) -> None:
+    """`python tests/stub_openai.py --latency 0.5 [--rate-429 0.1]`: serve every model
+    `{"changes": []}` after the latency (one request in 1/rate gets a 429 with
+    Retry-After), print the api_base on stdout, run until stdin closes. Used by
+    `memkit bench harness --latency` to keep the server out of the measured process."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="stub_openai")
+    p.add_argument("--latency", type=float, default=0.5)
+    p.add_argument("--rate-429", type=float, default=0.0)
+    p.add_argument("--retry-after", type=float, default=1.0)
+    a = p.parse_args(argv)
+    every = round(1 / a.rate_429) if a.rate_429 > 0 else 0
+    count = [0]
+    lock = threading.Lock()
+
+    def answer(body: dict[str, Any]) -> Behaviour:
+        with lock:
+            count[0] += 1
+            n = count[0]
+        if every and n % every == 0:
+            return rate_limited(a.retry_after)
+        return slow(a.latency)
+
+    with StubServer(default=answer) as srv:
+        print(srv.url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    _serve()

@@ -16,3 +16,14 @@ def test_bench_harness_json(tmp_path, capsys):
     assert out["probes"] == 5 and out["floor_sweep_points"] == 3
     assert out["passes"] == 8  # one per eligible run (a6 failed: nothing staged)
     assert out["passes_per_s"] > 0 and out["store_mode_s"] >= 0
+
+
+def test_bench_harness_latency_mode_json(capsys):
+    """The provider-scale mode runs against its loopback server and reports every level."""
+    args = ["--latency", "0.05", "--levels", "1,4", "--scopes", "4", "--runs", "1"]
+    assert main([*args, "--rss-scopes", "0", "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["concurrency"]: r for r in out["levels"]}
+    assert set(rows) == {1, 4} and all(r["passes"] == 4 for r in rows.values())
+    assert rows[1]["in_flight_max"] == 1 and rows[4]["ideal_passes_per_s"] == 80.0
+    assert all(r["cpu_ms_per_pass"] > 0 and r["share_of_ideal"] > 0 for r in rows.values())

@@ -94,7 +94,7 @@ def test_429_with_retry_after_loses_no_pass(eight, tmp_path):
 
     with StubServer({"paced": every_third}) as srv:
         cfg = _cfg(root, srv, tmp_path, concurrency=8)
-        run_eval(cfg, tmp_path / "r", quiet=True, dataset=ds, report=False)
+        run_eval(cfg, tmp_path / "r", quiet=True, dataset=ds)
         sent = len(srv.calls)
     out = tmp_path / "r"
     passes = read_jsonl(out / "passes.jsonl")
@@ -113,3 +113,5 @@ def test_429_with_retry_after_loses_no_pass(eight, tmp_path):
     assert 1 <= lim["in_flight_min"] <= lim["in_flight_median"] <= lim["in_flight_max"] <= 8
     failures = json.loads((out / "manifest.json").read_text())["providers"]["failures"]
     assert failures[f"pipeline:{MODEL}"]["fails_run"] is False
+    report = (out / "report.md").read_text()  # the report shows what was achieved
+    assert "Provider concurrency achieved" in report and "retry_wait_s" in report

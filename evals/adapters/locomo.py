@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -50,6 +49,7 @@ from evals.adapters.shared import (
     make_dataset,
     require,
     root_run,
+    utc_timestamp,
     words,
 )
 from evals.datasets import Dataset, GoldFact, Pair, Probe, Transcript
@@ -156,12 +156,7 @@ def _locomo_conversation(
     turn_ids: set[str] = set()
     for num, key in sessions:
         when = c.get(f"{key}_date_time")
-        try:
-            ts = datetime.strptime(when, _LOCOMO_DATE).replace(tzinfo=UTC).timestamp()
-        except (TypeError, ValueError):
-            raise DatasetError(
-                str(file), n, f"conversation.{key}_date_time", f"unparsable date {when!r}"
-            ) from None
+        ts = utc_timestamp(when, _LOCOMO_DATE, file, n, f"conversation.{key}_date_time")
         messages, dias = [], []
         for j, turn in enumerate(c[key]):
             speaker = turn.get("speaker")

@@ -27,12 +27,18 @@ for a reader model (kept in probe meta only).
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from evals.adapters.shared import find_data, load_json, make_dataset, require, root_run
+from evals.adapters.shared import (
+    find_data,
+    load_json,
+    make_dataset,
+    require,
+    root_run,
+    utc_timestamp,
+)
 from evals.datasets import Dataset, GoldFact, Probe, Transcript
 from memkit.checks import check_optional_int
 from memkit.errors import ConfigError, DatasetError
@@ -137,12 +143,7 @@ def _lme_question(rec: Any, file: Path, n: int) -> tuple[list[Transcript], list[
     facts: list[GoldFact] = []
     used: set[str] = set()
     for i, (sid, date, turns) in enumerate(zip(sids, dates, sessions, strict=True)):
-        try:
-            ts = datetime.strptime(date, _LME_DATE).replace(tzinfo=UTC).timestamp()
-        except (TypeError, ValueError):
-            raise DatasetError(
-                str(file), n, f"haystack_dates[{i}]", f"unparsable date {date!r}"
-            ) from None
+        ts = utc_timestamp(date, _LME_DATE, file, n, f"haystack_dates[{i}]")
         run_id = f"{scope}:{sid}" if sid not in used else f"{scope}:{sid}#{i}"
         used.add(sid)
         messages = []

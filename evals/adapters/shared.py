@@ -13,6 +13,7 @@ import functools
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -214,3 +215,12 @@ def tool_chat(
             msg["tool_call_id"] = ids[0] if isinstance(ids, list) and ids else ids
         out.append(msg)
     return out
+
+
+def utc_timestamp(value: Any, fmt: str, file: Path, n: int, at: str) -> float:
+    """`value` parsed with `fmt` as UTC epoch seconds, else a DatasetError naming the
+    file, record and field."""
+    try:
+        return datetime.strptime(value, fmt).replace(tzinfo=UTC).timestamp()
+    except (TypeError, ValueError):
+        raise DatasetError(str(file), n, at, f"unparsable date {value!r}") from None
