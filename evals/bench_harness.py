@@ -319,16 +319,19 @@ def latency_main(a: argparse.Namespace) -> int:
         return 0
     print(
         f"loopback latency {a.latency} s, 429 share {a.rate_429:g}, "
-        f"{a.scopes} synthetic scopes x {a.runs} passes"
+        f"{a.scopes} synthetic scopes x {a.runs} passes; {out['cpus']} CPUs, load average "
+        f"{out['load_avg_1m_before']} before / {out['load_avg_1m_after']} after"
     )
     print(
-        "| concurrency | passes/s | ideal | share of ideal | harness CPU ms/pass | most in flight |"
+        "| concurrency | passes/s | ideal | share of ideal | harness CPU ms/pass "
+        "| CPU-bound passes/s | most in flight |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for r in out["levels"]:
         print(
             f"| {r['concurrency']} | {r['passes_per_s']:.1f} | {r['ideal_passes_per_s']:.1f} | "
-            f"{r['share_of_ideal']:.2f} | {r['cpu_ms_per_pass']:.1f} | {r['in_flight_max']} |"
+            f"{r['share_of_ideal']:.2f} | {r['cpu_ms_per_pass']:.1f} | "
+            f"{r['cpu_bound_passes_per_s']} | {r['in_flight_max']} |"
         )
     at32 = [r for r in out["levels"] if r["concurrency"] == 32]
     if at32 and a.latency == 0.5:

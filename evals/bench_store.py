@@ -390,6 +390,13 @@ def render(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    args_in = sys.argv[1:] if argv is None else list(argv)
+    if any(a == "--backend" or a.startswith("--backend=") for a in args_in):
+        from evals import bench_backends  # SQLite and Postgres side by side
+
+        return bench_backends.main(args_in)
     ap = argparse.ArgumentParser(prog="memkit bench store", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated row counts")
     ap.add_argument(
