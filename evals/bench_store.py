@@ -6,6 +6,13 @@ For each size (live rows in one scope, 256-d vectors) the same run measures:
 * FAISS `IndexFlatIP` exact search of the same vectors (k = limit, 1 thread),
   query by query alternating with the store's recall on one BLAS thread;
 * a row-by-row scan baseline (Python loop over SQLite rows, decode BLOB, cosine);
+* a bare numpy baseline of vector recall (one matmul over the same vectors,
+  argpartition top-k, the floor), query by query alternating with the
+  store's recall, one BLAS thread each;
+* keyword-path recall (the store with no embedder, the same query texts),
+  beside the vector path's p50, with the one-time build of its index;
+* `remember_many` end to end in batches of 1,000 (one WordLlama call per
+  batch), beside single `remember` end to end;
 * remember throughput with fold-in (half restatements of stored rows, half
   new), twice: end to end (WordLlama embeds each write) and store-only (the
   same embedder answering from vectors computed before the clock starts), so
@@ -111,7 +118,7 @@ class _Precomputed:
 
 
 _WRITES, _ROUNDS = 1000, 3
-_WRITES_NEEDED = _ROUNDS * 2 * (_WRITES - _WRITES // 2)
+_WRITES_NEEDED = _ROUNDS * 3 * (_WRITES - _WRITES // 2)
 """Fresh texts the remember rounds take beyond the stored rows."""
 
 TextSource = Callable[[random.Random, int], list[str]]
@@ -284,6 +291,31 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
                 run(i)
                 times.append(time.perf_counter() - t)
 
+    npy, rec_np = [], []
+    sides = (
+        (lambda i: store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i]), rec_np),
+        (lambda i: _numpy_recall(vecs, qs[i]), npy),
+    )
+    with _one_blas_thread():  # alternating, one BLAS thread on both sides
+        for i in range(queries):
+            for run, times in sides if i % 2 else sides[::-1]:
+                t = time.perf_counter()
+                run(i)
+                times.append(time.perf_counter() - t)
+
+    store.embedder = None  # no query embedding: recall answers on the keyword path
+    t = time.perf_counter()
+    store.recall("bench", qtexts[0], LIMIT)  # builds the keyword index once
+    kw_build = time.perf_counter() - t
+    log(f"  {n:>7} keyword index built in {kw_build:.2f}s")
+    kw = []
+    for i in range(queries):
+        t = time.perf_counter()
+        hits = store.recall("bench", qtexts[i], LIMIT)
+        kw.append(time.perf_counter() - t)
+        assert hits and hits[0].path == "keyword"
+    store.embedder = emb
+
     scan_q = max(3, min(queries, 2_000_000 // n))
     for i in range(scan_q):
         t = time.perf_counter()
@@ -310,6 +342,13 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
         folded += f
         store.embedder = emb
         bare.append(_bare_rate(str(tmp / f"bare-{n}.db"), batch, vecs[0]))
+    many = []
+    for _ in range(rounds):  # remember_many, end to end: one embedding call per batch
+        batch = _write_batch(rng, nrng, texts, writes, source)
+        t = time.perf_counter()
+        res = store.remember_many("bench", batch)
+        many.append(len(batch) / (time.perf_counter() - t))
+        folded += sum(r.folded for r in res)
     store.close()
     os.remove(path)
 
@@ -330,9 +369,23 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
         "bare_sqlite_per_s": _overall(bare),
         "fold_scan_per_s": fold_scan,
         "folded": folded,
-        "writes": 2 * rounds * writes,
+        "writes": 3 * rounds * writes,
         "index_build_s": build,
+        "keyword": _pct(kw),
+        "keyword_build_s": kw_build,
+        "numpy": _pct(npy),
+        "recall_vs_numpy": _pct(rec_np),
+        "remember_many_per_s": _overall(many),
     }
+
+
+def _numpy_recall(vecs: np.ndarray, q: np.ndarray, floor: float = 0.25) -> np.ndarray:
+    """The bare baseline of vector recall: one matmul, top-k by argpartition, floor."""
+    s = vecs @ q
+    k = min(LIMIT, s.size)
+    top = np.argpartition(-s, k - 1)[:k]
+    top = top[np.argsort(-s[top])]
+    return top[s[top] >= floor]
 
 
 def _one_blas_thread():
@@ -386,10 +439,33 @@ def render(rows: list[dict]) -> str:
             f"| {r['folded']:,}/{r['writes']:,} "
             f"| {r['index_build_s']:.2f} |"
         )
+    lines += [
+        "",
+        "| live rows | keyword recall p50/p95 ms | keyword/vector (p50) "
+        "| bare numpy scan p50 ms | recall/numpy (p50) | remember_many/s end to end "
+        "(batches of 1,000) | batch/single (end to end) | keyword index build s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['n']:,} | {r['keyword'][0]:.2f} / {r['keyword'][1]:.2f} "
+            f"| {r['keyword'][0] / r['recall'][0]:.2f}x "
+            f"| {r['numpy'][0]:.2f} | {r['recall_vs_numpy'][0] / r['numpy'][0]:.2f}x "
+            f"| {r['remember_many_per_s']:,.0f} "
+            f"| {r['remember_many_per_s'] / r['remember_per_s']:.1f}x "
+            f"| {r['keyword_build_s']:.2f} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    args_in = sys.argv[1:] if argv is None else list(argv)
+    if any(a == "--backend" or a.startswith("--backend=") for a in args_in):
+        from evals import bench_backends  # SQLite and Postgres side by side
+
+        return bench_backends.main(args_in)
     ap = argparse.ArgumentParser(prog="memkit bench store", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated row counts")
     ap.add_argument(

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from evals import registry
-from evals.aggregate import UNIT_BUILDERS, Values, unit_values
+from evals.aggregate import COLUMNS, UNIT_BUILDERS, Values, unit_values
 from evals.runfolder import DIGITS, read_jsonl
 from memkit.errors import ConfigError
 
@@ -117,18 +117,5 @@ def compare_runs(
         )
     return pd.DataFrame.from_records(
         recs,
-        columns=[
-            "metric",
-            "a",
-            "b",
-            "value",
-            "lo",
-            "hi",
-            "n",
-            "clusters",
-            "method",
-            "unit",
-            "direction",
-            "definition",
-        ],
+        columns=["metric", "a", "b", *COLUMNS[2:]],
     )

@@ -585,7 +585,7 @@ def evidence_account(
     """How much of a run the staged evidence keeps: the same staging code with every
     bound lifted gives what was offered (non-system messages, each with all its
     tool calls and full arguments), the rollout what the bounds kept."""
-    from memkit.consolidate.stage import evidence_messages
+    from memkit.consolidate import evidence_messages
 
     unbounded = dataclasses.replace(
         params,

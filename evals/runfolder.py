@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import jsonlines
 import pandas as pd
 
 from memkit.errors import ConfigError
@@ -40,17 +41,21 @@ def dumps(obj: Any) -> str:
 
 def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(dumps({"version": RUN_VERSION, **r}) + "\n")
+    with jsonlines.open(tmp, "w", dumps=dumps) as out:
+        out.write_all({"version": RUN_VERSION, **r} for r in rows)
     os.replace(tmp, path)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON Lines file ([] when absent); a bad line raises
+    ConfigError naming file:line."""
     if not path.is_file():
         return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    with jsonlines.open(path) as lines:
+        try:
+            return list(lines.iter(type=dict, skip_empty=True))
+        except jsonlines.InvalidLineError as e:
+            raise ConfigError(f"{path}:{e.lineno}: {e}") from None
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -21,6 +21,7 @@ from memkit.errors import (
     ProviderError,
     RequestTooLarge,
     StaleSnapshot,
+    SubmitRefused,
     ToolError,
     TranscriptError,
 )
@@ -30,6 +31,7 @@ from memkit.params import (
     FoldParams,
     RecallParams,
     RedactionParams,
+    WorkerParams,
 )
 from memkit.text import trigram_similarity, truncate_bytes, truncate_middle, word_set
 from memkit.types import (
@@ -60,9 +62,7 @@ _LAZY: dict[str, str] = {
     "PassRecord": "memkit.worker",
     "PassResult": "memkit.consolidate",
     "SQLiteStore": "memkit.store",
-    "SubmitRefused": "memkit.worker",
     "WordLlamaEmbedder": "memkit.embed",
-    "WorkerParams": "memkit.worker",
     "afinish_run": "memkit.worker",
     "assemble_block": "memkit.assemble",
     "block_for_run": "memkit.assemble",

@@ -11,7 +11,9 @@
     ├── ProviderError          the model call failed (after our bounded retries)
     │   └── RequestTooLarge    shaping could not fit the request; no provider call made
     ├── TranscriptError        a malformed transcript handed to staging
-    └── DatasetError           a bad dataset record; names file, line and field
+    ├── DatasetError           a bad dataset record; names file, line and field
+    ├── SubmitRefused          the consolidation worker was full or closed (evidence stays pending)
+    └── SchemaError            a database written by a newer memkit
 
 Messages always name the offending value, so a log line is enough to act on.
 """
@@ -91,7 +93,7 @@ class ProposalError(MemkitError, ValueError):
 
     def __init__(self, code: str, message: str):
         if code not in PROPOSAL_CODES:
-            raise ValueError(f"unknown proposal error code {code!r}")
+            raise ConfigError(f"unknown proposal error code {code!r}")
         self.code = code
         super().__init__(f"[{code}] {message}")
 
@@ -137,3 +139,19 @@ class DatasetError(MemkitError, ValueError):
         if field:
             loc = f"{loc}:{field}"
         super().__init__(f"{loc}: {message}")
+
+
+class SubmitRefused(MemkitError):
+    """The worker was full or closed; the scope's evidence stays pending."""
+
+    def __init__(self, scope_id: str, rollout_id: str | None):
+        self.scope_id = scope_id
+        self.rollout_id = rollout_id
+        super().__init__(
+            f"consolidation worker refused scope {scope_id!r} (full or closed); "
+            f"rollout {rollout_id!r} stays pending"
+        )
+
+
+class SchemaError(MemkitError, RuntimeError):
+    """The database's schema is newer than this memkit knows (open it with a newer one)."""

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from memkit.errors import ConfigError
 from memkit.text import trigrams
 
 HITS = 10
@@ -83,9 +84,9 @@ class GramIndex:
 
     def __init__(self, floor: float = 0.0, hits: int = HITS) -> None:
         if not 0.0 <= floor <= 1.0:
-            raise ValueError(f"floor {floor!r} outside [0, 1]")
+            raise ConfigError(f"floor {floor!r} outside [0, 1]")
         if hits < 1:
-            raise ValueError(f"hits {hits!r} must be >= 1")
+            raise ConfigError(f"hits {hits!r} must be >= 1")
         self.floor, self.hits = float(floor), int(hits)
         self._vocab: dict[str, int] = {}
         self._rank = array("q")  # gram id -> place in the order (smaller = earlier)
@@ -243,7 +244,7 @@ class GramIndex:
         (which must be > 0 and >= the index's floor), scored exactly on the
         grams each row holds now."""
         if not threshold >= self.floor or threshold <= 0:
-            raise ValueError(
+            raise ConfigError(
                 f"threshold {threshold!r}: this index serves thresholds > 0 and >= {self.floor}"
             )
         n = len(grams)

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from memkit.errors import ProviderError
+from memkit.errors import ConfigError, ProviderError
 
 RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server", "timeout", "connection"})
 """Attempt outcomes our retry loop tries again; anything else fails at once."""
@@ -152,7 +152,7 @@ class ModelLimit:
 
     def __init__(self, ceiling: int, clock: Callable[[], float] = time.perf_counter):
         if ceiling < 1:
-            raise ValueError(f"concurrency must be >= 1, got {ceiling!r}")
+            raise ConfigError(f"concurrency must be >= 1, got {ceiling!r}")
         self.ceiling = self.limit = ceiling
         self.in_flight = 0
         self._clock = clock

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from memkit.errors import ConfigError
+
 DAY = 86_400.0
 
 
@@ -98,3 +100,39 @@ class ConsolidationParams:
     """(memkit) A rollout that was part of this many passes whose answer was
     invalid (a parse or validation code, never a provider error) is parked: it
     leaves the pending queue until `SQLiteStore.requeue`. 0 turns parking off."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerParams:
+    """Scheduler tunables (SPEC §8); the defaults are the reference values."""
+
+    capacity: int = 64
+    """Scopes admitted at once (waiting, retrying and running all count)."""
+    max_concurrent: int = 4
+    """Passes in flight; the effective bound is min(max_concurrent, capacity)."""
+    window_s: float = 0.2
+    """Coalescing window: a newly admitted scope is due this long after submit."""
+    pass_timeout_s: float = 60.0
+    """Bound on one pass; a caller's earlier cancellation still wins."""
+    retry_delay_s: float = 5.0
+    """Delay before the single retry of a timed-out pass (holds no slot)."""
+    full_batch: int = 4
+    """A pass consuming this many rollouts means more may be pending: continue."""
+
+    def __post_init__(self) -> None:
+        for name in ("capacity", "max_concurrent", "full_batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"WorkerParams.{name} must be an int >= 1, got {value!r}")
+        for name in ("window_s", "retry_delay_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
+                raise ConfigError(f"WorkerParams.{name} must be a number >= 0, got {value!r}")
+        t = self.pass_timeout_s
+        if not isinstance(t, int | float) or isinstance(t, bool) or not t > 0:
+            raise ConfigError(f"WorkerParams.pass_timeout_s must be a number > 0, got {t!r}")
+
+    @property
+    def concurrency(self) -> int:
+        """Passes allowed in flight: min(max_concurrent, capacity)."""
+        return min(self.max_concurrent, self.capacity)

@@ -14,6 +14,8 @@ store a database or a schema of its own (`?options=-csearch_path%3Dmine,public`)
 
 from __future__ import annotations
 
+from memkit.errors import SchemaError
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
         1,
@@ -84,7 +86,7 @@ def migrate(conn) -> int:
         row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
         current = row[0] or 0
         if current > SCHEMA_VERSION:
-            raise RuntimeError(
+            raise SchemaError(
                 f"database schema version {current} is newer than this memkit ({SCHEMA_VERSION})"
             )
         for version, ddl in MIGRATIONS:

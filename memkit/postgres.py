@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from memkit import checks as ck
 from memkit import rank
 from memkit.embed import Embedder, get_embedder, normalize_rows
 from memkit.errors import (
@@ -97,6 +98,8 @@ class PostgresStore:
     snapshot = SQLiteStore.snapshot
     _item = SQLiteStore._item
     _check_write = staticmethod(SQLiteStore._check_write)
+    _check_commit = staticmethod(SQLiteStore._check_commit)
+    _check_rollout = SQLiteStore._check_rollout
     _redact = SQLiteStore._redact
     _embed = SQLiteStore._embed
 
@@ -416,9 +419,10 @@ class PostgresStore:
         """Insert a successor (same scope and kind, seen_count 1) and retire the old
         row to it, in one transaction. `tags=None` keeps the old tags. Returns the
         successor id; NotFound unless the id is live in this scope."""
-        if not isinstance(content, str) or not content.strip():
-            raise ConfigError(f"update content must be a non-blank string, got {content!r:.80}")
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
         self._check_write("fact", content, confidence)
+        ck.check_optional_tags(tags)
         content, tag_list = self._redact(content, tags or ())
         (vec,) = self._embed([content])
         with self._write(scope_id) as w:
@@ -439,6 +443,8 @@ class PostgresStore:
 
     def retract(self, scope_id: str, memory_id: str) -> None:
         """Soft-delete: superseded_by = own id. NotFound unless live in this scope."""
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
         with self._write(scope_id) as w:
             old = self._live_row(scope_id, memory_id)
             if old is None:
@@ -686,6 +692,8 @@ class PostgresStore:
 
     def get(self, scope_id: str, memory_id: str) -> Memory:
         """Any row of this scope, live or not (with its embedding); NotFound otherwise."""
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
         with self._lock:
             r = self._conn.execute(
                 f"SELECT {COLS}, embedding FROM memories WHERE id = %s AND scope_id = %s",
@@ -699,6 +707,8 @@ class PostgresStore:
     def history(self, scope_id: str, memory_id: str) -> list[Memory]:
         """Every row linked to this one by update/merge (predecessors and successors,
         transitively), oldest first. NotFound if the id is missing or foreign."""
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
         with self._lock:
             c = self._conn
             start = c.execute(
@@ -733,6 +743,8 @@ class PostgresStore:
 
     def live(self, scope_id: str, *, limit: int | None = None) -> list[Memory]:
         """Live rows of a scope, most recently confirmed first."""
+        ck.check_scope(scope_id)
+        ck.check_optional_int(limit, "limit")
         sql = (
             f"SELECT {COLS} FROM memories WHERE scope_id = %s AND superseded_by IS NULL "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC"
@@ -740,12 +752,14 @@ class PostgresStore:
         args: tuple = (scope_id,)
         if limit is not None:
             sql += " LIMIT %s"
-            args += (max(int(limit), 0),)
+            args += (max(limit, 0),)
         with self._lock:
             return [Row._make(r).memory() for r in self._conn.execute(sql, args)]
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
         """Row counts (live, retired, retracted, embedded, per kind) and rollout counts."""
+        if scope_id is not None:
+            ck.check_scope(scope_id)
         where, args = ("WHERE scope_id = %s", (scope_id,)) if scope_id is not None else ("", ())
         live_where = f"{where} {'AND' if where else 'WHERE'} superseded_by IS NULL"
         with self._lock:
@@ -787,7 +801,9 @@ class PostgresStore:
     # -- consolidation, store side (SPEC §7) --------------------------------------------
 
     def stage_rollout(self, rollout: Rollout) -> bool:
-        """Persist a rollout; False (no change) when that id is already staged."""
+        """Persist a rollout; False (no change) when that id is already staged (checked
+        and redacted as in `SQLiteStore.stage_rollout`)."""
+        messages_json, final = self._check_rollout(rollout)
         with self._lock:
             staged_at = rollout.staged_at if rollout.staged_at is not None else float(self.clock())
             cur = self._conn.execute(
@@ -797,8 +813,8 @@ class PostgresStore:
                     rollout.id,
                     rollout.scope_id,
                     rollout.run_id,
-                    json.dumps(list(rollout.messages), ensure_ascii=False),
-                    rollout.final,
+                    messages_json,
+                    final,
                     staged_at,
                 ),
             )
@@ -806,12 +822,14 @@ class PostgresStore:
 
     def pending_rollouts(self, scope_id: str, limit: int = 4) -> list[Rollout]:
         """Unconsumed rollouts of a scope, oldest first."""
+        ck.check_scope(scope_id)
+        ck.check_int(limit, "limit")
         with self._lock:
             rows = self._conn.execute(
                 "SELECT id, scope_id, messages, final, staged_at, consumed_at, run_id "
                 "FROM rollouts WHERE scope_id = %s AND consumed_at IS NULL "
                 "ORDER BY staged_at, seq LIMIT %s",
-                (scope_id, max(int(limit), 0)),
+                (scope_id, max(limit, 0)),
             ).fetchall()
         return [
             Rollout(
@@ -837,6 +855,7 @@ class PostgresStore:
         """Apply one validated consolidation pass atomically (SPEC §7.7): the checks,
         their order and the changes of `SQLiteStore.commit_pass`, in one
         transaction holding the scope's lock (rollouts are locked FOR UPDATE)."""
+        self._check_commit(scope_id, rollout_ids, snapshot, params)
         rollout_ids = list(rollout_ids)
         snapshot = list(snapshot)
         invalid: ProposalError | None = None

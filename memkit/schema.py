@@ -2,12 +2,17 @@
 
 `PRAGMA user_version` records how many migrations a database has applied;
 opening a store applies the missing ones in order, each in its own
-transaction. Never edit a shipped migration: append a new one.
+transaction. Never edit a shipped migration: append a new one (the next free
+number when you merge), then pin its hash and refresh the schema snapshot
+(`tests/test_schema.py` says how). Leaves out down-migrations: a database is
+only ever moved forward.
 """
 
 from __future__ import annotations
 
 import sqlite3
+
+from memkit.errors import SchemaError
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -107,22 +112,30 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply missing migrations (connection must be in autocommit mode); return version."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        current = conn.execute("PRAGMA user_version").fetchone()[0]
-        if current > SCHEMA_VERSION:
-            raise RuntimeError(
-                f"database schema version {current} is newer than this memkit ({SCHEMA_VERSION})"
-            )
-        for version, ddl in MIGRATIONS:
-            if version > current:
+    """Apply the missing migrations in order, each in its own `BEGIN IMMEDIATE`
+    transaction with the `user_version` bump that records it (connection in
+    autocommit mode); return the schema version. A failing migration rolls
+    back alone: the ones before it stay applied. Several processes may open a
+    store at once: each transaction re-reads the version under the write lock."""
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            if current > SCHEMA_VERSION:
+                raise SchemaError(
+                    f"database schema version {current} is newer than this memkit "
+                    f"({SCHEMA_VERSION})"
+                )
+            pending = [(v, ddl) for v, ddl in MIGRATIONS if v > current]
+            if pending:
+                version, ddl = pending[0]
                 for stmt in ddl.split(";"):
                     if stmt.strip():
                         conn.execute(stmt)
                 conn.execute(f"PRAGMA user_version = {version}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return SCHEMA_VERSION
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if not pending:
+            return SCHEMA_VERSION

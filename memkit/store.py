@@ -879,18 +879,7 @@ class SQLiteStore:
         exactly these rollouts are marked consumed. Any failure mutates
         nothing. Returns what was applied, typed changes included.
         """
-        ck.check_scope(scope_id)
-        if not isinstance(rollout_ids, list | tuple):
-            raise ConfigError(f"rollout_ids={rollout_ids!r:.80}: must be a list of ids")
-        for rid in rollout_ids:
-            if not isinstance(rid, str):
-                raise ProposalError("rollout_ids", f"rollout id {rid!r:.80} is not a string")
-        if not isinstance(snapshot, list | tuple) or not all(
-            isinstance(m, Memory) and isinstance(m.id, str) and isinstance(m.scope_id, str)
-            for m in snapshot
-        ):
-            raise ConfigError(f"snapshot={snapshot!r:.80}: must be a list of Memory rows")
-        ck.check_type(params, "params", ConsolidationParams)
+        self._check_commit(scope_id, rollout_ids, snapshot, params)
         rollout_ids = list(rollout_ids)
         snapshot = list(snapshot)
         invalid: ProposalError | None = None
@@ -961,6 +950,22 @@ class SQLiteStore:
         return CommitResult(
             added=tuple(added), retired=tuple(retired), consumed=tuple(rollout_ids), changes=typed
         )
+
+    @staticmethod
+    def _check_commit(scope_id: Any, rollout_ids: Any, snapshot: Any, params: Any) -> None:
+        """commit_pass's argument types (values are the proposal rules' business)."""
+        ck.check_scope(scope_id)
+        if not isinstance(rollout_ids, list | tuple):
+            raise ConfigError(f"rollout_ids={rollout_ids!r:.80}: must be a list of ids")
+        for rid in rollout_ids:
+            if not isinstance(rid, str):
+                raise ProposalError("rollout_ids", f"rollout id {rid!r:.80} is not a string")
+        if not isinstance(snapshot, list | tuple) or not all(
+            isinstance(m, Memory) and isinstance(m.id, str) and isinstance(m.scope_id, str)
+            for m in snapshot
+        ):
+            raise ConfigError(f"snapshot={snapshot!r:.80}: must be a list of Memory rows")
+        ck.check_type(params, "params", ConsolidationParams)
 
     @staticmethod
     def _check_pass(w: Write, scope_id: str, rollout_ids: list[str], snapshot: list[Memory]):

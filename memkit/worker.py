@@ -37,50 +37,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, Protocol
 
-from memkit.errors import ConfigError, MemkitError, ProposalError, ProviderError
-from memkit.params import ConsolidationParams
+from memkit.errors import ConfigError, ProposalError, ProviderError, SubmitRefused
+from memkit.params import ConsolidationParams, WorkerParams
 
 log = logging.getLogger("memkit.worker")
 
 TIMEOUT = "timeout"
 """Error code of a pass that exceeded its bound (or whose provider timed out)."""
 SUCCESS_OUTCOMES = ("committed", "nothing_pending")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerParams:
-    """Scheduler tunables (SPEC §8); the defaults are the reference values."""
-
-    capacity: int = 64
-    """Scopes admitted at once (waiting, retrying and running all count)."""
-    max_concurrent: int = 4
-    """Passes in flight; the effective bound is min(max_concurrent, capacity)."""
-    window_s: float = 0.2
-    """Coalescing window: a newly admitted scope is due this long after submit."""
-    pass_timeout_s: float = 60.0
-    """Bound on one pass; a caller's earlier cancellation still wins."""
-    retry_delay_s: float = 5.0
-    """Delay before the single retry of a timed-out pass (holds no slot)."""
-    full_batch: int = 4
-    """A pass consuming this many rollouts means more may be pending: continue."""
-
-    def __post_init__(self) -> None:
-        for name in ("capacity", "max_concurrent", "full_batch"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"WorkerParams.{name} must be an int >= 1, got {value!r}")
-        for name in ("window_s", "retry_delay_s"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
-                raise ConfigError(f"WorkerParams.{name} must be a number >= 0, got {value!r}")
-        t = self.pass_timeout_s
-        if not isinstance(t, int | float) or isinstance(t, bool) or not t > 0:
-            raise ConfigError(f"WorkerParams.pass_timeout_s must be a number > 0, got {t!r}")
-
-    @property
-    def concurrency(self) -> int:
-        """Passes allowed in flight: min(max_concurrent, capacity)."""
-        return min(self.max_concurrent, self.capacity)
 
 
 class PassLike(Protocol):
@@ -508,18 +472,6 @@ def _store_picker(store: Any) -> Callable[[str], Any]:
 # -- the host's finish-run entry point ----------------------------------------
 
 
-class SubmitRefused(MemkitError):
-    """The worker was full or closed; the scope's evidence stays pending."""
-
-    def __init__(self, scope_id: str, rollout_id: str | None):
-        self.scope_id = scope_id
-        self.rollout_id = rollout_id
-        super().__init__(
-            f"consolidation worker refused scope {scope_id!r} (full or closed); "
-            f"rollout {rollout_id!r} stays pending"
-        )
-
-
 Consolidation = Literal["submitted", "refused", "sync", "skipped"]
 
 
@@ -654,16 +606,14 @@ def finish_run(
     """
     if worker is None and consolidator is not None and _in_loop():
         raise ConfigError("finish_run without a worker inside a running loop: use afinish_run")
-    errors: list[BaseException] = []
-    result, sync = _begin(store, run, worker, consolidator, params, errors)
-    if sync:
-        from memkit.consolidate import run_pass
-
-        try:
-            pass_result = asyncio.run(
-                run_pass(store, result.scope_id, consolidator, params, on_error=errors.append)
-            )
-            result = _sync_outcome(result, pass_result)
-        except Exception as exc:
-            errors.append(exc)
-    return _close(result, errors, on_error)
+    done = afinish_run(
+        store, run, worker=worker, consolidator=consolidator, params=params, on_error=on_error
+    )
+    if worker is None and consolidator is not None:
+        return asyncio.run(done)  # one synchronous pass
+    try:  # nothing to await (stage and submit only): run the coroutine to its end here
+        done.send(None)
+    except StopIteration as finished:
+        return finished.value
+    done.close()
+    raise ConfigError("finish_run: staging or submitting awaited; use afinish_run")

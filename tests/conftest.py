@@ -51,30 +51,19 @@ def pg_server_dsn():
     """DSN of a Postgres server with pgvector, alive for the whole session."""
     if pg_opted_out():
         pytest.skip("Postgres half opted out (MEMKIT_TEST_PG=0)")
-    dsn = os.environ.get("MEMKIT_TEST_PG_DSN")
-    if dsn:
+    given = os.environ.get("MEMKIT_TEST_PG_DSN")
+    from evals.bench_backends import local_postgres  # missing pgserver fails, never skips
+
+    with local_postgres(given) as dsn:  # a private server is stopped even when tests fail
+        if not given:
+            import psycopg
+
+            with psycopg.connect(dsn, autocommit=True) as c:
+                # Test speed only: commits skip the WAL fsync (a server crash could lose
+                # the last commits, never consistency; no test crashes the server).
+                c.execute("ALTER SYSTEM SET synchronous_commit = off")
+                c.execute("SELECT pg_reload_conf()")
         yield dsn
-        return
-    import tempfile
-
-    import pgserver  # the dev extra installs it; missing is a failure, not a skip
-
-    # Not under pytest's tmp dirs: run as root, pgserver drops to its own user, which
-    # cannot enter those (mode 0700). cleanup_mode "delete" removes the directory.
-    server = pgserver.get_server(tempfile.mkdtemp(prefix="memkit-pg-"), cleanup_mode="delete")
-    try:
-        dsn = server.get_uri()
-        import psycopg
-
-        with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            # Test speed only: commits skip the WAL fsync (a server crash could lose the
-            # last commits, never consistency; no test crashes the server).
-            c.execute("ALTER SYSTEM SET synchronous_commit = off")
-            c.execute("SELECT pg_reload_conf()")
-        yield dsn
-    finally:
-        server.cleanup()  # stops the server (and deletes its data) even when tests failed
 
 
 def with_schema(dsn: str, schema: str) -> str:

@@ -27,14 +27,22 @@ def fake_row(n: int) -> dict:
         "folded": 3000,
         "writes": 6000,
         "index_build_s": 0.5,
+        "keyword": (2.0, 3.0),
+        "keyword_build_s": 1.5,
+        "numpy": (0.8, 0.9),
+        "recall_vs_numpy": (1.0, 1.1),
+        "remember_many_per_s": 15000.0,
     }
 
 
 def test_table_rows_have_as_many_cells_as_the_header():
-    lines = bench_store.render([fake_row(1000), fake_row(100_000)]).splitlines()
-    widths = {line.count("|") for line in lines}
-    assert len(widths) == 1
-    last = lines[-1]
+    first, second = bench_store.render([fake_row(1000), fake_row(100_000)]).split("\n\n")
+    for table in (first, second):
+        assert len({line.count("|") for line in table.splitlines()}) == 1
+    assert second.splitlines()[-1] == (
+        "| 100,000 | 2.00 / 3.00 | 2.00x | 0.80 | 1.25x | 15,000 | 10.0x | 1.50 |"
+    )
+    last = first.splitlines()[-1]
     assert "| 100,000 |" in last and "2.40x" in last
     assert "2,500 (2,400-2,600) | 10,000 | 0.25 | 2.5 | 1,000x |" in last
 
@@ -63,8 +71,9 @@ def test_precomputed_embedder_answers_from_its_table_only():
 @pytest.mark.skipif(importlib.util.find_spec("faiss") is None, reason="faiss-cpu is a bench extra")
 def test_tiny_run_folds_half_the_writes(tmp_path):
     row = bench_store.bench_size(300, 5, tmp_path, lambda msg: None)
-    assert row["n"] == 300 and row["writes"] == 6000
-    assert abs(row["folded"] - 3000) <= 30  # restatements fold, fresh texts rarely do
+    assert row["n"] == 300 and row["writes"] == 9000  # single, store-only, remember_many
+    assert abs(row["folded"] - 4500) <= 45  # restatements fold, fresh texts rarely do
+    assert row["remember_many_per_s"] > 0 and row["keyword"][0] > 0 and row["numpy"][0] > 0
     assert row["remember_store_per_s"] > 0 and row["index_build_s"] >= 0
     assert row["bare_sqlite_per_s"] > 0 and row["fold_scan_per_s"] > 0
 

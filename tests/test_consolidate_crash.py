@@ -3,7 +3,7 @@
 A "zygote" child imports memkit once and, on each request, forks a worker that
 opens the store, says so, and commits passes in a loop (the oracle writes two
 marker memories per rollout). The test SIGKILLs the worker after a random
-5-80 ms, then checks on the database: every staged rollout is either consumed
+5-80 ms (Postgres: 5-300 ms), then checks on the database: every staged rollout is either consumed
 with both of its memories present exactly once, or pending with none of them.
 Forking from a warm zygote keeps 60 kills within a few seconds. Runs on both
 backends (`store_url`); on Postgres the kill drops the connection mid-transaction.
@@ -133,6 +133,9 @@ def test_sigkill_never_leaves_half_a_pass(tmp_path, store_url):
         cwd=str(REPO),
     )
     rng = random.Random(20261202)
+    # A pass on Postgres is a few server round trips, each slower under load: a wider
+    # window keeps most kills inside passes there too.
+    window = 0.300 if is_postgres_url(db) else 0.080
     progress = []
     try:
         assert z.stdout.readline().strip() == "ready", z.stderr.read()
@@ -146,7 +149,7 @@ def test_sigkill_never_leaves_half_a_pass(tmp_path, store_url):
             opened = z.stdout.readline().split()
             assert opened[:1] == ["open"], (opened, z.stderr.read())
             pid = int(opened[1])
-            time.sleep(rng.uniform(0.005, 0.080))
+            time.sleep(rng.uniform(0.005, window))
             os.kill(pid, signal.SIGKILL)
             reaped = z.stdout.readline().strip()
             assert reaped.startswith("reaped"), reaped

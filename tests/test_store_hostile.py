@@ -169,3 +169,26 @@ def test_stage_run_checks_its_parameters(store, kw):
     with pytest.raises(ConfigError, match=next(iter(kw))):
         stage_run(store, run, **kw)
     assert _state(store) == before
+
+
+PER_METHOD = list({c[0]: c for c in reversed(CASES)}.values())  # one case of each method
+
+
+@pytest.mark.parametrize("method, call, argument", PER_METHOD, ids=[c[0] for c in PER_METHOD])
+def test_postgres_refuses_the_same(make_store, backend, method, call, argument):
+    """Both backends share the checks; here the Postgres half (SQLite is above, with
+    `PRAGMA integrity_check` on the file)."""
+    if backend != "postgres":
+        pytest.skip("the SQLite half is test_bad_arguments_are_memkit_errors_...")
+    s = make_store(embedder="hashing")
+    s.remember("s", "The deploy script is ops/deploy.sh", tags=["ops"])
+    s.stage_rollout(build_rollout("s", [{"role": "user", "content": "hi"}], "ok", run_id="r"))
+
+    def state():
+        return s.stats(), s.live("s"), s.pending_rollouts("s", 100)
+
+    before = state()
+    with pytest.raises(MemkitError) as e:
+        call(s)
+    assert argument in str(e.value), str(e.value)
+    assert state() == before

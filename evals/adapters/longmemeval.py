@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from evals.adapters.shared import (
+    check_limit,
     find_data,
     load_json,
     make_dataset,
@@ -40,7 +41,6 @@ from evals.adapters.shared import (
     utc_timestamp,
 )
 from evals.datasets import Dataset, GoldFact, Probe, Transcript
-from memkit.checks import check_optional_int
 from memkit.errors import ConfigError, DatasetError
 
 _LME_DATE = "%Y/%m/%d (%a) %H:%M"
@@ -86,7 +86,7 @@ def load_longmemeval(
     parts. Probes keep `question_type` (also as `group`), `answer` (as a
     string), `question_date`, `answer_session_ids` and `abstention` in `meta`.
     """
-    check_optional_int(limit, "limit", lo=0)
+    check_limit(limit)
     files = _lme_files(path, variant)
     transcripts: list[Transcript] = []
     facts: list[GoldFact] = []

@@ -29,9 +29,14 @@ from evals.datasets import (
     iso_utc,
     parse_json_document,
 )
-from memkit.checks import check_optional_int
-from memkit.errors import DatasetError
+from memkit.errors import ConfigError, DatasetError
 from memkit.text import word_set
+
+
+def check_limit(limit: Any) -> None:
+    """An adapter's `limit`: None or an int >= 0 (not "5", 2.5 or True)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ConfigError(f"limit must be None or an integer >= 0, got {limit!r:.80}")
 
 
 def find_data(
@@ -41,7 +46,7 @@ def find_data(
 
     Every adapter calls this first, so it also checks the adapter's `limit`
     (None or an int >= 0; "5" or 2.5 is a ConfigError, not a late TypeError)."""
-    check_optional_int(limit, "limit", lo=0)
+    check_limit(limit)
     p = dataset_path(path)
     if p.is_file():
         return [p]

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import jsonlines
+
 from memkit import llm
 from memkit.consolidate.cache import ResponseCache, cache_key
 from memkit.consolidate.heuristic import HeuristicConsolidator
@@ -176,14 +178,12 @@ class ReplayConsolidator:
         if not path.is_file():
             raise ConfigError(f"replay: no attempts.jsonl in {str(self.run_dir)!r}")
         self._answers: dict[tuple[str, int], tuple[str, str]] = {}
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError as e:
-                    raise ConfigError(f"replay: {path}:{lineno} is not JSON ({e})") from None
+        with jsonlines.open(path) as lines:
+            try:
+                records = list(lines.iter(type=dict, skip_empty=True))
+            except jsonlines.InvalidLineError as e:
+                raise ConfigError(f"replay: {path}:{e.lineno}: {e}") from None
+            for rec in records:
                 raw = rec.get("raw_response")
                 if raw is None or "request_hash" not in rec:
                     continue
