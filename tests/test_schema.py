@@ -23,6 +23,7 @@ PINNED = {
     1: "cb44e8b4ca8cde7899f3badea95cc98d0b4895f7deb4f1edd66195754a91c276",
     2: "60be2ddf2bd7005235b899282041d7258e91411cd988b9408752590b60ecb355",
     3: "cf9df6ff3ccfc9925c4bcd05f1fad8626986db7fd8bbf1fa4fd6476a8d012658",
+    4: "ffddd6941546e97deec8229b5e6716e6cb1f56b5d1c190f2b81da3c6902e0c38",
 }
 """sha256 of each shipped migration's DDL text."""
 
