@@ -36,6 +36,7 @@ __all__ = [
     "consolidation_payload",
     "fenced",
     "first_time",
+    "gate",
     "rate_limited",
     "reply",
     "server_error",
@@ -96,6 +97,28 @@ def server_error(code: int = 500) -> Behaviour:
 def slow(delay_s: float, content: str = '{"changes": []}') -> Behaviour:
     """A valid answer that arrives only after `delay_s` seconds."""
     return Behaviour("reply", content, delay_s=delay_s)
+
+
+def gate(
+    n: int, then: Behaviour, *, timeout_s: float = 60.0
+) -> Callable[[dict[str, Any]], Behaviour]:
+    """A script holding each of the first `n` requests until all `n` have arrived.
+
+    It makes "n requests were in flight at once" a fact the test can assert
+    however slow the machine is; `timeout_s` keeps a harness that never sends
+    `n` at once from hanging (the assert on `max_in_flight` then fails).
+    """
+    cond = threading.Condition()
+    arrived = [0]
+
+    def script(body: dict[str, Any]) -> Behaviour:
+        with cond:
+            arrived[0] += 1
+            cond.notify_all()
+            cond.wait_for(lambda: arrived[0] >= n, timeout=timeout_s)
+        return then
+
+    return script
 
 
 def truncated(content: str = '{"changes": []}') -> Behaviour:
@@ -288,12 +311,11 @@ def _make_handler(server: StubServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {}
             model = str(body.get("model", ""))
-            b = server._next(model, body)
-            with server._lock:
+            with server._lock:  # in flight from arrival, so a script that waits counts
                 now = server.in_flight[model] = server.in_flight.get(model, 0) + 1
                 server.max_in_flight[model] = max(server.max_in_flight.get(model, 0), now)
             try:
-                self._answer(model, b)
+                self._answer(model, server._next(model, body))
             finally:
                 with server._lock:
                     server.in_flight[model] -= 1
