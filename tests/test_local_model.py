@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "bundled" / "transcripts.jsonl"
 SCOPES = {"lab-notes": 2, "homefin": 2}
 """Scope -> passes run in it (4 in all: a handful, ~1-2 min of CPU)."""
-PARAMS = ConsolidationParams(request_bytes=16_000, output_tokens=384, timeout_s=600.0)
+PARAMS = ConsolidationParams(request_bytes=12_000, output_tokens=384, timeout_s=600.0)
 """A request the model's 8,192-token context holds with room for the answer."""
 
 
@@ -49,10 +49,9 @@ def test_passes_through_the_real_model():
     ls.check_extra()  # loud under make test-local: the extra must be there
     ls.bundled_model()
     store = SQLiteStore.open(":memory:", embedder=None)
-    staged = {s: {r.rollout_id for r in map(lambda run: stage_run(store, run), _runs(s)) if r}
-              for s in SCOPES}  # fmt: skip
+    staged = {s: {r.id for r in (stage_run(store, run) for run in _runs(s)) if r} for s in SCOPES}
     results = []
-    with ls.running(ls._check_port(0)) as srv:
+    with ls.running(ls._check_port(0), threads=2) as srv:
         pid = srv.pid
         for json_mode in (False, True):
             c = get_consolidator(
@@ -87,8 +86,8 @@ def test_passes_through_the_real_model():
     # nothing pending lost: every staged rollout is consumed, pending or parked, once
     for scope, ids in staged.items():
         consumed = [i for r in results if r.scope_id == scope for i in r.consumed]
-        pending = [r.rollout_id for r in store.pending_rollouts(scope, limit=1000)]
-        parked = [r.rollout_id for r in store.parked_rollouts(scope)]
+        pending = [r.id for r in store.pending_rollouts(scope, limit=1000)]
+        parked = [r.id for r in store.parked_rollouts(scope)]
         both = consumed + pending + parked
         assert sorted(both) == sorted(ids), scope
     store.close()
