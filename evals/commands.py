@@ -145,6 +145,21 @@ def _provider_flags(p: argparse.ArgumentParser) -> None:
         "--response-format", metavar="JSON", help="a response_format object, sent as given"
     )
     g.add_argument(
+        "--structured-output",
+        choices=("json_schema", "json_object"),
+        help="send memkit's proposal JSON Schema as response_format: json_schema (OpenAI's "
+        "form; vLLM, Ollama, llama-server) or json_object (+schema: llama-cpp-python's server)",
+    )
+    g.add_argument(
+        "--context-tokens",
+        type=int,
+        help="the model's context in tokens: requests are shaped to fit it with the answer "
+        "(default: LiteLLM's model map, else the SPEC's 60,000 bytes)",
+    )
+    g.add_argument(
+        "--max-request-bytes", type=int, help="shape requests to at most this many bytes"
+    )
+    g.add_argument(
         "--model-seed", type=int, help="the provider's sampling seed (--seed is the bootstrap's)"
     )
     g.add_argument("--timeout", type=float, help="seconds per request (default 60)")
@@ -181,6 +196,9 @@ def _model_options(
         "response_format": None if a.response_format is None else _json_arg(a.response_format),
         "seed": a.model_seed,
         "timeout": a.timeout,
+        "structured_output": a.structured_output,
+        "context_tokens": a.context_tokens,
+        "max_request_bytes": a.max_request_bytes,
     }
     llms = [s for s in specs if is_llm(s)]
     given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
