@@ -145,6 +145,21 @@ def _provider_flags(p: argparse.ArgumentParser) -> None:
         "--response-format", metavar="JSON", help="a response_format object, sent as given"
     )
     g.add_argument(
+        "--structured-output",
+        choices=("json_schema", "json_object"),
+        help="send memkit's proposal JSON Schema as response_format: json_schema (OpenAI's "
+        "form; vLLM, Ollama, llama-server) or json_object (+schema: llama-cpp-python's server)",
+    )
+    g.add_argument(
+        "--context-tokens",
+        type=int,
+        help="the model's context in tokens: requests are shaped to fit it with the answer "
+        "(default: LiteLLM's model map, else the SPEC's 60,000 bytes)",
+    )
+    g.add_argument(
+        "--max-request-bytes", type=int, help="shape requests to at most this many bytes"
+    )
+    g.add_argument(
         "--model-seed", type=int, help="the provider's sampling seed (--seed is the bootstrap's)"
     )
     g.add_argument("--timeout", type=float, help="seconds per request (default 60)")
@@ -181,6 +196,9 @@ def _model_options(
         "response_format": None if a.response_format is None else _json_arg(a.response_format),
         "seed": a.model_seed,
         "timeout": a.timeout,
+        "structured_output": a.structured_output,
+        "context_tokens": a.context_tokens,
+        "max_request_bytes": a.max_request_bytes,
     }
     llms = [s for s in specs if is_llm(s)]
     given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
@@ -309,6 +327,18 @@ def _run_parser() -> argparse.ArgumentParser:
         help="store mode: which rows a curated fact's write lands on (default latest_row)",
     )
     p.add_argument("--no-report", action="store_true", help="skip report.md/report.html")
+    p.add_argument(
+        "--local-server",
+        action="store_true",
+        help="start the bundled local model server (the `local` extra) for this run, point the "
+        "litellm consolidators at it (e.g. litellm:hosted_vllm/smollm2-135m) and stop it after",
+    )
+    p.add_argument(
+        "--local-server-port",
+        type=int,
+        default=8090,
+        help="its port on 127.0.0.1 (default %(default)s; the response cache keys on it)",
+    )
     return p
 
 
@@ -317,12 +347,10 @@ def run_main(argv: list[str]) -> int:
     """Run an evaluation (store mode and/or pipeline mode) into a run folder."""
     a = _run_parser().parse_args(argv)
     from evals.checks import check_metric
-    from evals.providers import below_floors, parse_floors
-    from evals.runner import _resume_key, preflight, run_eval
-    from evals.runs import default_name, prepare_run_dir
+    from evals.providers import parse_floors
+    from evals.runs import default_name
 
-    floors = parse_floors(a.fail_under)
-    for m in floors:
+    for m in parse_floors(a.fail_under):
         check_metric(m)
     exp = _experiment(a)
     if exp and len(exp.datasets) > 1 and not (a.dataset or a.preset):
@@ -333,6 +361,36 @@ def run_main(argv: list[str]) -> int:
             slug = re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_.") or "dataset"
             codes.append(run_main([*argv, "--dataset", spec, "--out", str(root / slug)]))
         return max(codes)
+    if a.local_server:
+        return _with_local_server(a, argv, exp)
+    return _run_one(a, argv, exp)
+
+
+def _with_local_server(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
+    """`--local-server`: one run against a server started for it and stopped after it."""
+    from memkit import local_server
+    from memkit.errors import LocalServerError
+
+    specs = a.consolidator or (exp.consolidators if exp else ())
+    if not any(str(c).startswith("litellm:") for c in specs):
+        raise ConfigError("--local-server serves litellm:<model> consolidators; none is given")
+    if a.api_base:
+        raise ConfigError("--local-server gives the run its --api-base; pass only one of them")
+    try:
+        with local_server.running(a.local_server_port) as srv:
+            a.api_base = srv.api_base
+            return _run_one(a, argv, exp)
+    except LocalServerError as e:
+        raise RunFailed(str(e)) from None
+
+
+def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
+    """One run folder (run_main after the experiment's datasets are split)."""
+    from evals.providers import below_floors, parse_floors
+    from evals.runner import _resume_key, preflight, run_eval
+    from evals.runs import default_name, prepare_run_dir
+
+    floors = parse_floors(a.fail_under)
     extra: dict[str, Any] = {
         "name": a.name or (exp.name if exp else None),
         "replicates": a.replicates or (exp.replicates if exp else None),

@@ -26,7 +26,17 @@ DEFAULT_MAX_FAILURE_SHARE = 0.5
 
 REQUEST_OPTIONS = ("temperature", "max_tokens", "seed", "timeout", "response_format")
 """Per-model options sent with every request (LiteLLM kwargs)."""
-MODEL_OPTIONS = ("api_base", "api_key_env", "json_mode", "concurrency", *REQUEST_OPTIONS)
+SHAPING_OPTIONS = ("structured_output", "max_request_bytes", "context_tokens")
+"""Per-model options the consolidator itself applies: the proposal schema as
+`response_format`, and the request budget (`memkit.consolidate.budget`)."""
+MODEL_OPTIONS = (
+    "api_base",
+    "api_key_env",
+    "json_mode",
+    "concurrency",
+    *REQUEST_OPTIONS,
+    *SHAPING_OPTIONS,
+)
 """Every per-model option a user may set (CLI flags and the experiment file)."""
 MOCK_KEYS = ("mock_response", "mock_timeout")
 
@@ -47,6 +57,19 @@ def validate_options(spec: str, opts: Mapping[str, Any]) -> None:
             f"{spec}: unknown model option(s) {', '.join(unknown)} "
             f"(known: {', '.join(MODEL_OPTIONS)})"
         )
+    from memkit.proposal import RESPONSE_FORMS
+
+    form = opts.get("structured_output")
+    if form is not None and form not in RESPONSE_FORMS:
+        raise ConfigError(
+            f"{spec}: structured_output must be one of {', '.join(RESPONSE_FORMS)}, got {form!r}"
+        )
+    if form is not None and opts.get("response_format") is not None:
+        raise ConfigError(f"{spec}: give structured_output or response_format, not both")
+    for key in ("max_request_bytes", "context_tokens"):
+        n = opts.get(key)
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise ConfigError(f"{spec}: {key} must be an integer >= 1, got {n!r}")
 
 
 def consolidator_kwargs(spec: str, opts: Mapping[str, Any], concurrency: int) -> dict[str, Any]:
@@ -68,6 +91,11 @@ def consolidator_kwargs(spec: str, opts: Mapping[str, Any], concurrency: int) ->
         kw["json_mode"] = bool(opts["json_mode"])
     if extra:
         kw["extra"] = extra
+    for k in SHAPING_OPTIONS:
+        if opts.get(k) is not None:
+            kw[k] = opts[k]
+    if "structured_output" in kw:
+        kw.pop("json_mode", None)  # the schema is the response_format
     if opts.get("api_base"):
         kw["api_base"] = opts["api_base"]
     var = opts.get("api_key_env")

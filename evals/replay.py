@@ -708,6 +708,9 @@ async def replay_pipeline_scope(
                 "snapshot_ids": snap,
                 "changes": _jsonable(list(field_of(res, "changes") or ())),
                 "parked": list(field_of(res, "parked") or ()),
+                "request_bytes": field_of(res, "request_bytes"),
+                "excerpt_size": field_of(res, "excerpt_size"),
+                "request_budget": field_of(res, "request_budget"),
                 "wall_s": wall,
             }
             out.passes.append(prow)

@@ -1,6 +1,7 @@
 """The `memkit` command: `memkit store ...` plus the commands other packages plug in.
 
-The library owns only `memkit store` (inspection of a store file). Every
+The library owns `memkit store` (inspection of a store file) and `memkit
+local-server` (a local model server, with the `local` extra). Every
 other command (`eval`, `bench`, `report`) is registered by the evaluation
 suite as an entry point in the `memkit.commands` group (see pyproject.toml),
 so `memkit/` never names the suite: without it installed, `memkit` says
@@ -26,9 +27,9 @@ Command = Callable[[list[str]], int]
 
 
 def _builtin() -> dict[str, Command]:
-    from memkit import store_cli
+    from memkit import local_server, store_cli
 
-    return {"store": store_cli.main}
+    return {"store": store_cli.main, "local-server": local_server.main}
 
 
 def _plugins() -> dict[str, metadata.EntryPoint]:

@@ -13,7 +13,8 @@
     ├── TranscriptError        a malformed transcript handed to staging
     ├── DatasetError           a bad dataset record; names file, line and field
     ├── SubmitRefused          the consolidation worker was full or closed (evidence stays pending)
-    └── SchemaError            a database written by a newer memkit
+    ├── SchemaError            a database written by a newer memkit
+    └── LocalServerError       the local model server (`memkit local-server`) failed to start/stop
 
 Messages always name the offending value, so a log line is enough to act on.
 """
@@ -155,3 +156,8 @@ class SubmitRefused(MemkitError):
 
 class SchemaError(MemkitError, RuntimeError):
     """The database's schema is newer than this memkit knows (open it with a newer one)."""
+
+
+class LocalServerError(MemkitError, RuntimeError):
+    """The local model server could not start or stop: the `local` extra is missing,
+    the port is taken, or the process died or never answered (the message says which)."""

@@ -121,9 +121,32 @@ class CallAttempt:
     latency_s: float = 0.0
     retry_after_s: float | None = None
     error: str | None = None
+    response_format: str | None = None
+    """What constrained the answer: None, "json_object" (JSON mode), "json_object+schema"
+    (llama-cpp-python's schema form) or "json_schema" (OpenAI's), see `format_label`."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def format_label(response_format: Any) -> str | None:
+    """A short name for the `response_format` a request carried (recorded per attempt)."""
+    if not isinstance(response_format, Mapping):
+        return None
+    kind = str(response_format.get("type"))
+    if kind == "json_object" and response_format.get("schema") is not None:
+        return "json_object+schema"
+    return kind
+
+
+def context_tokens(model: str) -> int | None:
+    """The model's input context in tokens when LiteLLM's bundled model map knows it."""
+    try:
+        info = litellm().get_model_info(model=model)
+    except Exception:
+        return None
+    n = info.get("max_input_tokens") or info.get("max_tokens")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 @dataclass(frozen=True)
@@ -472,6 +495,7 @@ async def acomplete(
         kwargs["api_base"] = api_base
     if api_key:
         kwargs["api_key"] = api_key
+    label = format_label(kwargs.get("response_format"))
     attempts: list[CallAttempt] = []
     limit = model_limit(model, concurrency)
     for n in range(1, max(1, retry.max_attempts) + 1):
@@ -501,6 +525,7 @@ async def acomplete(
                     latency_s=latency,
                     retry_after_s=after,
                     error=f"{type(exc).__name__}: {str(exc)[:300]}",
+                    response_format=label,
                 )
             )
         else:
@@ -522,6 +547,7 @@ async def acomplete(
                     cost_usd=cost,
                     cost_note=note,
                     latency_s=latency,
+                    response_format=label,
                 )
             )
             return Completion(text=text or "", model=model, attempts=tuple(attempts))

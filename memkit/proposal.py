@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memkit.checks import utf8_problem
-from memkit.errors import PROPOSAL_CODES, ProposalError
+from memkit.errors import PROPOSAL_CODES, ConfigError, ProposalError
 from memkit.params import ConsolidationParams
 from memkit.types import CONFIDENCE_INFERRED, KINDS, Change, Entry, Memory, op_of
 
@@ -36,6 +36,9 @@ CODES: tuple[str, ...] = PROPOSAL_CODES
 
 __all__ = [
     "CODES",
+    "PROPOSAL_SCHEMA",
+    "PROPOSAL_SCHEMA_NAME",
+    "RESPONSE_FORMS",
     "Change",
     "Entry",
     "Parsed",
@@ -43,6 +46,7 @@ __all__ = [
     "change_to_json",
     "entry_scope",
     "parse_response",
+    "proposal_response_format",
     "raw_op",
     "unknown_ids",
     "validate_batch",
@@ -121,6 +125,83 @@ def parse_response(text: str | None, lenient: bool = False) -> Parsed:
             except ProposalError:
                 continue
         raise
+
+
+# --- the answer's JSON Schema (structured output, a per-model option) ------------
+
+_BOUNDS = ConsolidationParams()
+PROPOSAL_SCHEMA_NAME = "memkit_proposal"
+PROPOSAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "changes": {
+            "type": "array",
+            "maxItems": _BOUNDS.max_changes,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "ids": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "maxItems": _BOUNDS.max_ids,
+                    },
+                    "entry": {
+                        "anyOf": [
+                            {"type": "null"},
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "kind": {"type": "string", "enum": list(KINDS)},
+                                    "content": {"type": "string", "minLength": 1},
+                                    "tags": {
+                                        "type": "array",
+                                        "items": {"type": "string"},
+                                        "maxItems": _BOUNDS.max_tags,
+                                    },
+                                    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                                },
+                                "required": ["kind", "content"],
+                                "additionalProperties": False,
+                            },
+                        ]
+                    },
+                },
+                "required": ["ids", "entry"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["changes"],
+    "additionalProperties": False,
+}
+"""The shape of a proposal as a JSON Schema, for constrained decoding only.
+
+It states the SPEC §7.1 change object with the validator's count bounds
+(changes, ids, tags); byte bounds, blank content, unknown ids and scopes are
+left to `parse_response` + `validate_changes`, which stay the judges: an
+answer decoded under this schema is parsed and validated like any other.
+"""
+
+RESPONSE_FORMS: tuple[str, ...] = ("json_schema", "json_object")
+"""How a server takes the schema: OpenAI's `json_schema` form (OpenAI, vLLM,
+Ollama, llama.cpp's own llama-server) or `json_object` + `schema`, the only
+form llama-cpp-python's server turns into a grammar (it ignores any other
+`type`, and its request model refuses `json_schema`)."""
+
+
+def proposal_response_format(form: str) -> dict[str, Any]:
+    """The `response_format` request field carrying PROPOSAL_SCHEMA in `form` (a fresh copy)."""
+    schema = json.loads(json.dumps(PROPOSAL_SCHEMA))
+    if form == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": PROPOSAL_SCHEMA_NAME, "schema": schema},
+        }
+    if form == "json_object":
+        return {"type": "json_object", "schema": schema}
+    raise ConfigError(
+        f"structured output form must be one of {', '.join(RESPONSE_FORMS)}, got {form!r}"
+    )
 
 
 # --- helpers shared with evaluations ---------------------------------------------

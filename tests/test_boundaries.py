@@ -95,6 +95,7 @@ DOCUMENTED = {
     "memkit.embed",
     "memkit.errors",
     "memkit.llm",
+    "memkit.local_server",
     "memkit.params",
     "memkit.proposal",
     "memkit.store",

@@ -52,6 +52,7 @@ COMMANDS = [
     ["bench", "assemble"],
     ["bench", "harness"],
     ["store"],
+    ["local-server"],
 ]
 
 

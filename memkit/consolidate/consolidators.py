@@ -16,12 +16,15 @@ from typing import Any
 import jsonlines
 
 from memkit import llm
+from memkit.consolidate.budget import request_budget
 from memkit.consolidate.cache import ResponseCache, cache_key
 from memkit.consolidate.heuristic import HeuristicConsolidator
 from memkit.consolidate.reply import Consolidator, Reply, local_reply
 from memkit.consolidate.request import ConsolidationRequest
 from memkit.errors import ConfigError, ProviderError
 from memkit.llm import CallAttempt, RetryPolicy
+from memkit.params import ConsolidationParams
+from memkit.proposal import proposal_response_format
 
 REPLAYABLE = ("rate_limit", "server", "timeout")
 """Provider failures a cache entry replays: what the provider did to this request.
@@ -36,7 +39,14 @@ class LiteLLMConsolidator:
     (None = ask LiteLLM), `max_attempts`, `retry_cap_s`, `base_delay_s`,
     `concurrency` (per model), and any extra litellm kwargs in `extra`
     (e.g. `temperature`, `mock_response`). Output tokens and the timeout come
-    from the request's ConsolidationParams.
+    from the request's ConsolidationParams (`extra["max_tokens"]` wins).
+
+    `structured_output` ("json_schema" or "json_object",
+    `memkit.proposal.RESPONSE_FORMS`) sends the proposal JSON Schema as
+    `response_format` (instead of JSON mode); each attempt records it.
+    `max_request_bytes` / `context_tokens` lower the request budget
+    (`request_budget`, `memkit.consolidate.budget`); without either, a context
+    LiteLLM's model map knows is used.
     """
 
     def __init__(
@@ -54,6 +64,9 @@ class LiteLLMConsolidator:
         concurrency: int = 4,
         extra: Mapping[str, Any] | None = None,
         sleep: Callable[[float], Any] | None = None,
+        structured_output: str | None = None,
+        max_request_bytes: int | None = None,
+        context_tokens: int | None = None,
     ):
         if not model:
             raise ConfigError(
@@ -68,9 +81,35 @@ class LiteLLMConsolidator:
         self.retry = RetryPolicy(max_attempts, retry_cap_s, base_delay_s)
         self.concurrency = concurrency
         self.extra = dict(extra or {})
+        self.structured_output = structured_output
+        if structured_output is not None:
+            if "response_format" in self.extra:
+                raise ConfigError(
+                    f"{self.name}: give structured_output or response_format, not both"
+                )
+            self.extra["response_format"] = proposal_response_format(structured_output)
+            self.json_mode = False  # the schema is the response_format
+        self.max_request_bytes = _positive(self.name, "max_request_bytes", max_request_bytes)
+        self.context_tokens = _positive(self.name, "context_tokens", context_tokens)
+        self._known_context: list[int | None] = []
         self._sleep = sleep
         self.provider_calls = 0
         """HTTP requests actually sent (cache hits excluded)."""
+
+    def request_budget(self, params: ConsolidationParams, system_prompt: str) -> int:
+        """Bytes this model's shaped request may have (SPEC §7.3's limit or lower)."""
+        context = self.context_tokens
+        if context is None and self.max_request_bytes is None:
+            if not self._known_context:  # LiteLLM's model map, asked once
+                self._known_context.append(llm.context_tokens(self.model))
+            context = self._known_context[0]
+        return request_budget(
+            params.request_bytes,
+            output_tokens=int(self.extra.get("max_tokens") or params.output_tokens),
+            system_prompt=system_prompt,
+            max_request_bytes=self.max_request_bytes,
+            context_tokens=context,
+        )
 
     def _call_params(self, request: ConsolidationRequest, json_mode: bool) -> dict[str, Any]:
         """What can change an answer (the cache key): not the timeout, not the key."""
@@ -127,6 +166,14 @@ class LiteLLMConsolidator:
                 key, {"text": done.text, "attempts": [a.to_dict() for a in done.attempts]}
             )
         return Reply(text=done.text, model=self.model, attempts=done.attempts)
+
+
+def _positive(name: str, option: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name}: {option} must be an integer >= 1, got {value!r}")
+    return value
 
 
 def _replay(hit: Mapping[str, Any], model: str) -> Reply:

@@ -23,7 +23,12 @@ from typing import Any, Protocol
 
 from memkit.consolidate.judge import judge
 from memkit.consolidate.reply import Consolidator, Reply
-from memkit.consolidate.request import ConsolidationRequest, evidence_text, prepare_request
+from memkit.consolidate.request import (
+    NATIVE_PROMPT,
+    ConsolidationRequest,
+    evidence_text,
+    prepare_request,
+)
 from memkit.consolidate.result import Attempt, PassResult
 from memkit.errors import ANSWER_CODES, ProposalError, ProviderError, RequestTooLarge
 from memkit.llm import CallAttempt
@@ -77,6 +82,7 @@ def _attempts(
             retry_after_s=c.retry_after_s,
             cached=cached,
             error=c.error,
+            response_format=c.response_format,
         )
         for i, c in enumerate(calls)
     ]
@@ -132,6 +138,7 @@ async def run_pass(
             request_hash=request.request_hash if request else None,
             request_bytes=byte_len(request.user_text) if request else 0,
             excerpt_size=request.excerpt_size if request else None,
+            request_budget=request.params.request_bytes if request else None,
             parse_mode=parse_mode,
             parked=parked,
         )
@@ -148,7 +155,9 @@ async def run_pass(
                 query=evidence_text(rollouts) if params.snapshot_policy == "relevant" else "",
             )
         )
-        request = prepare_request(scope_id, rollouts, snapshot, params, replicate=replicate)
+        request = prepare_request(
+            scope_id, rollouts, snapshot, _budgeted(consolidator, params), replicate=replicate
+        )
         try:
             reply: Reply = await consolidator.propose(request)
         except ProviderError as e:
@@ -196,6 +205,7 @@ async def run_pass(
             request_hash=request.request_hash,
             request_bytes=byte_len(request.user_text),
             excerpt_size=request.excerpt_size,
+            request_budget=request.params.request_bytes,
             parse_mode=parse_mode,
         )
     except asyncio.CancelledError:
@@ -204,6 +214,17 @@ async def run_pass(
         if not isinstance(exc, ProposalError | ProviderError):
             log.exception("unexpected error in consolidation pass for %r", scope_id)
         return failed(exc)
+
+
+def _budgeted(consolidator: Consolidator, params: ConsolidationParams) -> ConsolidationParams:
+    """`params` with the consolidator's own request budget, when it has one (memkit
+    extension of SPEC §7.3: a model with a small context takes smaller requests).
+    Raises RequestTooLarge when the model's context leaves no room at all."""
+    budget = getattr(consolidator, "request_budget", None)
+    if budget is None:
+        return params
+    limit = budget(params, NATIVE_PROMPT)
+    return params if limit == params.request_bytes else replace(params, request_bytes=limit)
 
 
 def _record_failure(

@@ -57,6 +57,10 @@ class Attempt:
     retry_after_s: float | None = None
     cached: bool = False
     error: str | None = None
+    response_format: str | None = None
+    """What constrained decoding (`memkit.llm.format_label`): None when the request
+    carried no response_format, e.g. "json_object+schema" when it carried the
+    proposal schema; strict parsing still judges the answer either way."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +87,7 @@ class Attempt:
             "retry_after_s": self.retry_after_s,
             "cached": self.cached,
             "error": self.error,
+            "response_format": self.response_format,
         }
 
 
@@ -107,6 +112,9 @@ class PassResult:
     request_hash: str | None = None
     request_bytes: int = 0
     excerpt_size: int | None = None
+    request_budget: int | None = None
+    """(memkit) The byte limit the request was shaped to: SPEC §7.3's 60,000 or the
+    model's lower budget (`memkit.consolidate.budget`)."""
     parse_mode: Literal["strict", "repaired", "failed"] | None = None
     parked: tuple[str, ...] = ()
     """(memkit) Rollouts this failed pass parked (their `park_after`-th invalid answer)."""
@@ -137,6 +145,7 @@ class PassResult:
             "request_hash": self.request_hash,
             "request_bytes": self.request_bytes,
             "excerpt_size": self.excerpt_size,
+            "request_budget": self.request_budget,
             "parse_mode": self.parse_mode,
             "parked": list(self.parked),
         }
