@@ -960,9 +960,6 @@ class SQLStore:
             self._bulk_rows(w, rows)
             w.reload(scope_id)  # cheaper than patching every row
 
-    def _bulk_rows(self, w: Write, rows: Iterable[tuple]) -> None:
-        raise NotImplementedError
-
 
 class SQLiteStore(SQLStore):
     """The reference memory store on one SQLite file. Open with `SQLiteStore.open(path)`.
