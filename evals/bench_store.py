@@ -215,7 +215,7 @@ def _fold_scan_rate(store, path: str, batch: list[str]) -> float:
         t0 = time.perf_counter()
         best = _fold_scan(conn, "bench", grams, t, cutoff)
         spent += time.perf_counter() - t0
-        with store._write() as w:  # the store's own decision, inside its write path
+        with store._write("bench") as w:  # the store's own decision, in its write path
             target = store._fold_target(w, "bench", "fact", grams, now)
         if (target and jaccard(grams, trigrams(target.content))) != (best and best[0]):
             raise AssertionError(f"fold-in index and scan disagree on {text!r}")

@@ -66,6 +66,22 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             ON rollouts (scope_id, staged_at, seq) WHERE consumed_at IS NULL;
         """,
     ),
+    (
+        2,
+        """
+        -- (memkit, SPEC §7.8 extension, as SQLite migration 4) A rollout that was part
+        -- of `park_after` passes whose answer was invalid is parked: it leaves the
+        -- pending queue and keeps its evidence.
+        ALTER TABLE rollouts ADD COLUMN failed_passes integer NOT NULL DEFAULT 0;
+        ALTER TABLE rollouts ADD COLUMN parked_at double precision;
+        DROP INDEX rollouts_pending;
+        CREATE INDEX rollouts_pending ON rollouts (scope_id, staged_at, seq)
+            WHERE consumed_at IS NULL AND parked_at IS NULL;
+        -- The column SQLite's rows carry (a trigram count), so both backends'
+        -- statements are one text (memkit.store_rows).
+        ALTER TABLE memories ADD COLUMN ngrams integer NOT NULL DEFAULT 0;
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when schema_version < n."""
 

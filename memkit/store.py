@@ -1,18 +1,22 @@
-"""SQLiteStore: the reference store (SPEC §1-4) and the store side of consolidation (§7).
+"""The store (SPEC §1-4) and the store side of consolidation (§7), on any backend.
 
 This module reads as the SPEC's rules: what a write folds into (§3), how
 recall chooses its path and ranks (§4, the arithmetic in `memkit.rank`), and
-what a consolidation commit checks and applies (§7.7). It leaves out the
-machinery: the in-memory indexes and the one write path that keeps them
-true across connections are `memkit.store_index`, the row record and its
-SQL statements `memkit.store_rows`, the schema `memkit.schema`.
+what a consolidation commit checks and applies (§7.7). They live once, in
+`SQLStore`, whose SQL runs unchanged on both backends: `SQLiteStore` (here)
+and `memkit.postgres.PostgresStore` add only how to connect, and a connection
+(`memkit.store_db`) adds what differs between the engines (write locks,
+change numbers, how a vector is stored). It leaves out the machinery: the
+in-memory indexes and the one write path that keeps them true across
+connections are `memkit.store_index`, the row record and its SQL statements
+`memkit.store_rows`, the schema `memkit.schema`.
 
 Design choices, each for a measured reason:
 
-* WAL, autocommit connection, explicit `BEGIN IMMEDIATE` for every write
-  (`store_index.Write`), so fold detection and the write it decides are one
-  transaction even across processes (SPEC §3.7), and readers never block
-  writers.
+* WAL, autocommit connection, an explicit write transaction for every write
+  (`store_index.Write`: `BEGIN IMMEDIATE` on SQLite, the scope's row lock on
+  Postgres), so fold detection and the write it decides are one transaction
+  even across processes (SPEC §3.7), and readers never block writers.
 * Fold-in never compares against every row: an in-memory trigram index per
   (scope, kind) (`memkit.gram_index`, exact by l-prefix filtering) scores the
   few candidates exactly; SQLite then confirms they are live and in window.
@@ -60,6 +64,7 @@ from memkit.params import (
 from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
 from memkit.schema import SCHEMA_VERSION, migrate
+from memkit.store_db import SQLiteDb
 from memkit.store_index import Indexes, LiveRow, Write
 from memkit.store_rows import COLS, Row
 from memkit.text import jaccard, keywords, trigrams
@@ -100,18 +105,19 @@ class _Item(NamedTuple):
     grams: frozenset[str]
 
 
-class SQLiteStore:
-    """The reference memory store. Open with `SQLiteStore.open(path)`.
+class SQLStore:
+    """The memory store's rules over one connection of either backend (see the
+    module docstring); open one with `SQLiteStore.open` or `PostgresStore.open`.
 
-    Thread-safe (one lock around the connection). Several processes may share
-    one database file; writes serialise on SQLite's write lock.
+    Thread-safe (one lock around the connection).
     """
 
     supports_curation: bool = True
+    backend: str = "sqlite"
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Any,
         *,
         path: str,
         embedder: Embedder | None,
@@ -130,88 +136,12 @@ class SQLiteStore:
         self.new_id: Callable[[], str] = _new_id
         """Row id factory; evaluations inject a deterministic one so replays reproduce."""
 
-    # -- lifecycle --------------------------------------------------------------
-
-    @classmethod
-    def open(
-        cls,
-        path: str = ":memory:",
-        *,
-        embedder: str | Embedder | None = "wordllama",
-        clock: Callable[[], float] = time.time,
-        fold: FoldParams = FoldParams(),
-        redaction: RedactionParams = RedactionParams(),
-        read_only: bool = False,
-    ) -> SQLiteStore:
-        """Open (creating and migrating) a store.
-
-        The embedder's name and dimension are recorded on first use; opening
-        with another one raises EmbedderMismatch. `embedder=None` opens any
-        store keyword-only: nothing is embedded, new rows carry no vector.
-        `read_only=True` opens an existing store of this schema version and
-        never writes to the file; anything else (missing, empty, foreign,
-        corrupt, older or newer schema) is a ConfigError and the file is untouched.
-        """
-        if not isinstance(path, str | os.PathLike) or not str(path).strip():
-            raise ConfigError(f"path={path!r:.80}: must be a non-blank str or path")
-        ck.check_text(str(path), "path")
-        if not callable(clock):
-            raise ConfigError(f"clock={clock!r:.80}: must be callable")
-        ck.check_type(fold, "fold", FoldParams)
-        ck.check_type(redaction, "redaction", RedactionParams)
-        emb = get_embedder(embedder)
-        if read_only:
-            conn = _connect_read_only(str(path), emb)
-            return cls(
-                conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction
-            )
-        conn = sqlite3.connect(
-            str(path), isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1e3
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            if str(path) != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            # Checkpoint every ~64 MB of WAL, not SQLite's default ~4 MB. A checkpoint
-            # takes ~35 ms, mostly two fsyncs; at 4000 pages (one per ~600 writes)
-            # that was ~50 us of every remember. At 16000 the fsyncs come a quarter
-            # as often and the hot index pages fold together: in one process
-            # alternating with 4000 pages (and migration 3), +8% remembers/s at
-            # 100k rows. The price is a WAL file of up to ~64 MB beside a busy
-            # store. (A background checkpoint thread measured worse: it contends
-            # for the disk.)
-            conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_PAGES}")
-            migrate(conn)
-            cls._check_embedder(conn, emb, str(path))
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction)
-
-    @staticmethod
-    def _check_embedder(conn: sqlite3.Connection, emb: Embedder | None, path: str) -> None:
-        if emb is None:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if _recorded_embedder(conn, emb, path) is None:
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder', ?), "
-                    "('embedder_dim', ?)",
-                    (emb.name, str(int(emb.dim))),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
     def close(self) -> None:
         with self._lock:
             self._conn.close()
             self._ix.forget()
 
-    def __enter__(self) -> SQLiteStore:
+    def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -219,9 +149,9 @@ class SQLiteStore:
 
     # -- helpers ------------------------------------------------------------------
 
-    def _write(self) -> Write:
-        """The one write path: every writer runs inside `with self._write() as w`."""
-        return Write(self._lock, self._ix)
+    def _write(self, scope_id: str) -> Write:
+        """The one write path: every writer runs inside `with self._write(scope) as w`."""
+        return Write(self._lock, self._ix, scope_id)
 
     def _embed(self, texts: Sequence[str]) -> list[np.ndarray | None]:
         """Embed in one call, outside the lock; failure is not an error (SPEC §3.2):
@@ -350,7 +280,7 @@ class SQLiteStore:
         out: list[RememberResult] = []
         if not items:
             return out
-        with self._write() as w:
+        with self._write(scope_id) as w:
             for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())
                 target = self._fold_target(w, scope_id, it.kind, it.grams, now)
@@ -406,7 +336,7 @@ class SQLiteStore:
         content, tag_list = self._redact(content, tags or ())
         grams = trigrams(content)
         (vec,) = self._embed([content])
-        with self._write() as w:
+        with self._write(scope_id) as w:
             old = sql.live_row(w.conn, scope_id, memory_id)
             if old is None:
                 raise NotFound(memory_id, scope_id)
@@ -440,7 +370,7 @@ class SQLiteStore:
         """Soft-delete: superseded_by = own id. NotFound unless live in this scope."""
         ck.check_scope(scope_id)
         ck.check_id(memory_id)
-        with self._write() as w:
+        with self._write(scope_id) as w:
             old = sql.live_row(w.conn, scope_id, memory_id)
             if old is None:
                 raise NotFound(memory_id, scope_id)
@@ -505,6 +435,10 @@ class SQLiteStore:
             keep = np.lexsort((-rowid, -ts))[:cap]
             mat, rowid, conf = mat[keep], rowid[keep], conf[keep]
             last_seen, recency = last_seen[keep], recency[keep]
+        return self._ranked(scope_id, q, mat, rowid, conf, last_seen, recency, limit, params)
+
+    def _ranked(self, scope_id, q, mat, rowid, conf, last_seen, recency, limit, params):
+        """The vector path's answer over these candidates (SPEC §4.3 ranking)."""
         cos = rank.cosine_scores(q, mat)
         now = float(self.clock())
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, max(limit, 0))
@@ -537,7 +471,7 @@ class SQLiteStore:
             rows = sql.rows(
                 self._conn,
                 "WHERE scope_id = ? AND superseded_by IS NULL "
-                "ORDER BY last_seen_at DESC, rowid DESC LIMIT ?",
+                "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC LIMIT ?",
                 (scope_id, lim),
             )
             return [
@@ -565,7 +499,7 @@ class SQLiteStore:
             ).fetchone()
         if r is None:
             raise NotFound(memory_id, scope_id)
-        emb = None if r[-1] is None else np.frombuffer(r[-1], dtype=np.float32).copy()
+        emb = None if r[-1] is None else self._conn.unvec(r[-1]).copy()
         return Row._make(r[:-1]).memory(emb)
 
     def history(self, scope_id: str, memory_id: str) -> list[Memory]:
@@ -607,7 +541,8 @@ class SQLiteStore:
         ck.check_scope(scope_id)
         ck.check_optional_int(limit, "limit")
         where = (
-            "WHERE scope_id = ? AND superseded_by IS NULL ORDER BY last_seen_at DESC, rowid DESC"
+            "WHERE scope_id = ? AND superseded_by IS NULL "
+            "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC"
         )
         args: tuple = (scope_id,)
         if limit is not None:
@@ -617,10 +552,11 @@ class SQLiteStore:
             return [r.memory() for r in sql.rows(self._conn, where, args)]
 
     def scopes(self) -> list[str]:
-        """Every scope id with at least one row, sorted."""
+        """Every scope id with at least one row, sorted (by code point on both backends)."""
         with self._lock:
-            rows = self._conn.execute("SELECT DISTINCT scope_id FROM memories ORDER BY 1")
-            return [r[0] for r in rows]
+            return sorted(
+                r[0] for r in self._conn.execute("SELECT DISTINCT scope_id FROM memories")
+            )
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
         """Row counts (live, retired, retracted, embedded, per kind) and rollout counts
@@ -632,9 +568,9 @@ class SQLiteStore:
             c = self._conn
             total, live, retracted, embedded, scopes = c.execute(
                 "SELECT COUNT(*), "
-                "COALESCE(SUM(superseded_by IS NULL), 0), "
-                "COALESCE(SUM(superseded_by = id), 0), "
-                "COALESCE(SUM(superseded_by IS NULL AND embedding IS NOT NULL), 0), "
+                "COUNT(*) FILTER (WHERE superseded_by IS NULL), "
+                "COUNT(*) FILTER (WHERE superseded_by = id), "
+                "COUNT(*) FILTER (WHERE superseded_by IS NULL AND embedding IS NOT NULL), "
                 f"COUNT(DISTINCT scope_id) FROM memories {where}",
                 args,
             ).fetchone()
@@ -646,9 +582,9 @@ class SQLiteStore:
                 ).fetchall()
             )
             pending, consumed, parked = c.execute(
-                "SELECT COALESCE(SUM(consumed_at IS NULL AND parked_at IS NULL), 0), "
-                "COALESCE(SUM(consumed_at IS NOT NULL), 0), "
-                "COALESCE(SUM(consumed_at IS NULL AND parked_at IS NOT NULL), 0) "
+                "SELECT COUNT(*) FILTER (WHERE consumed_at IS NULL AND parked_at IS NULL), "
+                "COUNT(*) FILTER (WHERE consumed_at IS NOT NULL), "
+                "COUNT(*) FILTER (WHERE consumed_at IS NULL AND parked_at IS NOT NULL) "
                 f"FROM rollouts {where}",
                 args,
             ).fetchone()
@@ -684,8 +620,8 @@ class SQLiteStore:
         with self._lock:
             staged_at = rollout.staged_at if rollout.staged_at is not None else float(self.clock())
             cur = self._conn.execute(
-                "INSERT OR IGNORE INTO rollouts (id, scope_id, run_id, messages, final, "
-                "staged_at, consumed_at) VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO rollouts (id, scope_id, run_id, messages, final, staged_at, "
+                "consumed_at) VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (id) DO NOTHING",
                 (
                     rollout.id,
                     rollout.scope_id,
@@ -777,7 +713,7 @@ class SQLiteStore:
         """
         ck.check_scope(scope_id)
         ck.check_id(rollout_id, "rollout_id")
-        with self._write() as w:
+        with self._write(scope_id) as w:
             cur = w.conn.execute(
                 "UPDATE rollouts SET parked_at = NULL, failed_passes = 0 WHERE id = ? "
                 "AND scope_id = ? AND consumed_at IS NULL AND parked_at IS NOT NULL",
@@ -814,7 +750,7 @@ class SQLiteStore:
             return ()
         ph = ",".join("?" * len(ids))
         mine = f"id IN ({ph}) AND scope_id = ? AND consumed_at IS NULL AND parked_at IS NULL"
-        with self._write() as w:
+        with self._write(scope_id) as w:
             w.conn.execute(
                 f"UPDATE rollouts SET failed_passes = failed_passes + 1 WHERE {mine}",
                 (*ids, scope_id),
@@ -903,7 +839,7 @@ class SQLiteStore:
         ]
         vecs = iter(self._embed([content for _e, content, _t in entries]))
         new_rows = iter(entries)
-        with self._write() as w:
+        with self._write(scope_id) as w:
             self._check_pass(w, scope_id, rollout_ids, snapshot)
             if invalid is not None:
                 raise invalid
@@ -993,6 +929,81 @@ class SQLiteStore:
             ):
                 raise StaleSnapshot(f"snapshot memory {m.id!r} changed since the snapshot")
 
+
+class SQLiteStore(SQLStore):
+    """The reference memory store on one SQLite file. Open with `SQLiteStore.open(path)`.
+
+    Thread-safe (one lock around the connection). Several processes may share
+    one database file; writes serialise on SQLite's write lock.
+    """
+
+    # -- lifecycle --------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str = ":memory:",
+        *,
+        embedder: str | Embedder | None = "wordllama",
+        clock: Callable[[], float] = time.time,
+        fold: FoldParams = FoldParams(),
+        redaction: RedactionParams = RedactionParams(),
+        read_only: bool = False,
+    ) -> SQLiteStore:
+        """Open (creating and migrating) a store.
+
+        The embedder's name and dimension are recorded on first use; opening
+        with another one raises EmbedderMismatch. `embedder=None` opens any
+        store keyword-only: nothing is embedded, new rows carry no vector.
+        `read_only=True` opens an existing store of this schema version and
+        never writes to the file; anything else (missing, empty, foreign,
+        corrupt, older or newer schema) is a ConfigError and the file is untouched.
+        """
+        if not isinstance(path, str | os.PathLike) or not str(path).strip():
+            raise ConfigError(f"path={path!r:.80}: must be a non-blank str or path")
+        ck.check_text(str(path), "path")
+        if not callable(clock):
+            raise ConfigError(f"clock={clock!r:.80}: must be callable")
+        ck.check_type(fold, "fold", FoldParams)
+        ck.check_type(redaction, "redaction", RedactionParams)
+        emb = get_embedder(embedder)
+        if read_only:
+            conn = _connect_read_only(str(path), emb)
+            return cls(
+                conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction
+            )
+        conn = sqlite3.connect(
+            str(path),
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=_BUSY_TIMEOUT_MS / 1e3,
+            factory=SQLiteDb,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            if str(path) != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # Checkpoint every ~64 MB of WAL, not SQLite's default ~4 MB. A checkpoint
+            # takes ~35 ms, mostly two fsyncs; at 4000 pages (one per ~600 writes)
+            # that was ~50 us of every remember. At 16000 the fsyncs come a quarter
+            # as often and the hot index pages fold together: in one process
+            # alternating with 4000 pages (and migration 3), +8% remembers/s at
+            # 100k rows. The price is a WAL file of up to ~64 MB beside a busy
+            # store. (A background checkpoint thread measured worse: it contends
+            # for the disk.)
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_PAGES}")
+            migrate(conn)
+            cls._check_embedder(conn, emb, str(path))
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction)
+
+    @staticmethod
+    def _check_embedder(conn: SQLiteDb, emb: Embedder | None, path: str) -> None:
+        record_embedder(conn, emb, path)
+
     # -- bulk load (benchmarks) ------------------------------------------------------------
 
     def _bulk_load(
@@ -1011,7 +1022,7 @@ class SQLiteStore:
         now = float(self.clock())
         if embeddings is not None:
             embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
-        with self._write() as w:
+        with self._write(scope_id) as w:
             c = w.conn
             start = c.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
             c.executemany(
@@ -1039,7 +1050,26 @@ class SQLiteStore:
             w.reload(scope_id)
 
 
-def _recorded_embedder(conn: sqlite3.Connection, emb: Embedder, path: str) -> str | None:
+def record_embedder(conn: Any, emb: Embedder | None, where: str) -> None:
+    """Record `emb` as the store's embedder on first use, under the store-wide write
+    lock; EmbedderMismatch if another one is recorded (either backend's connection)."""
+    if emb is None:
+        return
+    conn.begin_write(None)
+    try:
+        if check_recorded_embedder(conn, emb, where) is None:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('embedder', ?), ('embedder_dim', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (emb.name, str(int(emb.dim))),
+            )
+        conn.end_write(True)
+    except BaseException:
+        conn.end_write(False)
+        raise
+
+
+def check_recorded_embedder(conn: Any, emb: Embedder, path: str) -> str | None:
     """The embedder name the store records (None: none yet); EmbedderMismatch if not `emb`."""
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     name, dim = meta.get("embedder"), meta.get("embedder_dim")
@@ -1063,7 +1093,9 @@ def _connect_read_only(path: str, emb: Embedder | None) -> sqlite3.Connection:
     # SQLite creates no -shm/-wal either. With a -wal (a live writer), read through it.
     live = Path(path + "-wal").exists()
     uri = Path(path).resolve().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(
+        uri, uri=True, isolation_level=None, check_same_thread=False, factory=SQLiteDb
+    )
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -1075,7 +1107,7 @@ def _connect_read_only(path: str, emb: Embedder | None) -> sqlite3.Connection:
                 f"{SCHEMA_VERSION}; open it read-write with this memkit to migrate"
             )
         if emb is not None:
-            _recorded_embedder(conn, emb, path)
+            check_recorded_embedder(conn, emb, path)
     except sqlite3.DatabaseError as e:
         conn.close()
         raise ConfigError(f"{path!r} is not a memkit store ({e})") from None

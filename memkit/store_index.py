@@ -3,13 +3,16 @@
 Three indexes serve the hot paths of one connection: a float32 matrix of the
 live embedded rows per scope (vector recall), a `GramIndex` per (scope, kind)
 (fold-in) and a `KeywordIndex` per scope (the keyword path). All load
-lazily from SQLite and follow other connections' and processes' writes
+lazily from the table and follow other connections' and processes' writes
 through `change_seq`: every write stamps the rows it touches with a number
 above all earlier ones, so catching up reads only the rows changed since.
+Numbers count per file on SQLite and per scope on Postgres (`memkit.store_db`:
+the connection says which), so the indexes remember how far they caught up
+per file or per scope.
 
 Every writer goes through `Write`, one context manager:
 
-    with Write(lock, indexes) as w:      # lock, BEGIN IMMEDIATE, catch up, w.seq
+    with Write(lock, indexes, scope) as w:  # lock, begin_write, catch up, w.seq
         ...SQL on w.conn stamping change_seq = w.seq...
         w.put(LiveRow(...)); w.drop(scope, kind, rowid)   # collected, not applied
     # COMMIT, then the collected patches are applied in order; on any error
@@ -21,7 +24,7 @@ wrote itself exactly as one write after another would.
 
 Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.rank`);
 approximate search (vectors are exact brute force, no ANN; the gram index is
-exact); persistence (indexes are rebuilt from SQLite in each process, on a
+exact); persistence (indexes are rebuilt from the table in each process, on a
 scope's first use); and memory bounds (a scope's index holds all its live rows).
 """
 
@@ -29,10 +32,10 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -148,19 +151,21 @@ class ScopeVectors:
         self.n = last
 
     @classmethod
-    def load(cls, conn: sqlite3.Connection, scope_id: str, dim: int) -> ScopeVectors:
+    def load(cls, conn: Any, scope_id: str, dim: int) -> ScopeVectors:
+        """The scope's live embedded rows, in rowid order on either backend (so
+        both lay the matrix out alike). `conn` is a `memkit.store_db` connection."""
         rows = conn.execute(
             "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM memories "
-            "WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL",
+            "WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL "
+            "ORDER BY rowid",
             (scope_id,),
         ).fetchall()
         if not dim and rows:
-            dim = len(rows[0][4]) // 4
+            dim = conn.unvec(rows[0][4]).shape[0]
         sv = cls(dim=dim)
         sv.grow(len(rows) + len(rows) // 4)  # headroom: no 2x copy on the next write
-        blobs = [r[4] for r in rows]
-        if rows and all(len(b) == 4 * dim for b in blobs):
-            mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim)
+        mat = conn.matrix([r[4] for r in rows], dim) if rows else None
+        if mat is not None:
             sv.cols[:, : len(rows)] = normalize_rows(mat.copy()).T
             sv.n = len(rows)
             sv.rowid[: sv.n] = [r[0] for r in rows]
@@ -172,7 +177,7 @@ class ScopeVectors:
             sv.pos = {int(r[0]): i for i, r in enumerate(rows)}
         else:
             for r in rows:
-                v = np.frombuffer(r[4], dtype=np.float32)
+                v = conn.unvec(r[4])
                 sv.put(int(r[0]), normalize_rows(v.copy())[0], r[1], r[2], r[3])
         return sv
 
@@ -183,16 +188,27 @@ class ScopeVectors:
 class Indexes:
     """Every in-memory index of one connection, and how far they have caught up."""
 
-    def __init__(self, conn: sqlite3.Connection, dim: int):
+    def __init__(self, conn: Any, dim: int):
         self.conn = conn
+        """A `memkit.store_db` connection (SQLiteDb or PgDb)."""
         self.dim = dim
         self.vectors: dict[str, ScopeVectors] = {}
         self.grams: dict[tuple[str, str], GramIndex] = {}
         self.keywords: dict[str, KeywordIndex] = {}
-        self.seen_seq: int = conn.execute(
-            "SELECT COALESCE(MAX(change_seq), 0) FROM memories"
-        ).fetchone()[0]
-        """Every change up to this change_seq is reflected in the indexes."""
+        self.seen: dict[str | None, int] = {}
+        """Per numbering (the file: None; or a scope): every change up to this
+        change_seq is reflected in the indexes."""
+        if not conn.per_scope:
+            self.seen[None] = conn.top(None)
+
+    def key(self, scope_id: str) -> str | None:
+        """The numbering a scope's changes belong to."""
+        return scope_id if self.conn.per_scope else None
+
+    def _loaded(self, key: str | None) -> bool:
+        if key is None:
+            return bool(self.vectors or self.grams or self.keywords)
+        return key in self.vectors or key in self.keywords or any(k[0] == key for k in self.grams)
 
     def put(self, p: LiveRow) -> None:
         sv = self.vectors.get(p.scope_id)
@@ -231,39 +247,44 @@ class Indexes:
         for key in [k for k in self.grams if k[0] == scope_id]:
             del self.grams[key]
 
-    def catch_up(self) -> int:
-        """Apply rows other connections changed since we last looked; return the
-        highest change_seq now reflected. Inside a write transaction this is every
-        change, so the writer's own rows take the next number."""
+    def catch_up(self, scope_id: str, top: int | None = None) -> int:
+        """Apply rows other connections changed (in the scope's numbering) since we
+        last looked; return the highest change_seq now reflected. `top` is the
+        highest committed number when the caller knows it (a write, under its
+        lock: then this is every change, and the writer's rows take the next)."""
         c = self.conn
-        top = c.execute("SELECT COALESCE(MAX(change_seq), 0) FROM memories").fetchone()[0]
-        if top == self.seen_seq:
+        key = self.key(scope_id)
+        if top is None:
+            top = c.top(key)
+        seen = self.seen.get(key, 0)
+        if top == seen:
             return top
-        if top < self.seen_seq or not (self.vectors or self.grams or self.keywords):
-            self.forget()
-            self.seen_seq = top
+        if top < seen or not self._loaded(key):
+            self.forget(key)
+            self.seen[key] = top
             return top
+        where, args = ("change_seq > ?", [seen]) if key is None else (
+            "scope_id = ? AND change_seq > ?", [key, seen]
+        )  # fmt: skip
         rows = c.execute(
             "SELECT change_seq, rowid, scope_id, kind, content, tags, superseded_by, confidence, "
-            "last_seen_at, created_at, embedding FROM memories WHERE change_seq > ? "
+            f"last_seen_at, created_at, embedding FROM memories WHERE {where} "
             "ORDER BY change_seq LIMIT ?",
-            (self.seen_seq, SYNC_MAX + 1),
+            (*args, SYNC_MAX + 1),
         ).fetchall()
         if len(rows) > SYNC_MAX:
-            self.forget()
-            self.seen_seq = top
+            self.forget(key)
+            self.seen[key] = top
             return top
-        for _seq, rowid, scope_id, kind, content, tags, successor, conf, seen, made, blob in rows:
+        for _seq, rowid, scope, kind, content, tags, successor, conf, seen_at, made, emb in rows:
             if successor is not None:
-                self.drop(scope_id, kind, rowid)
+                self.drop(scope, kind, rowid)
                 continue
-            vec = (
-                None if blob is None else normalize_rows(np.frombuffer(blob, np.float32).copy())[0]
-            )
+            vec = None if emb is None else normalize_rows(c.unvec(emb).copy())[0]
             tag_list = json.loads(tags) if tags else []
-            self.put(LiveRow(scope_id, kind, rowid, content, tag_list, vec, conf, seen, made))
-        self.seen_seq = max([top, *(r[0] for r in rows)])
-        return self.seen_seq
+            self.put(LiveRow(scope, kind, rowid, content, tag_list, vec, conf, seen_at, made))
+        self.seen[key] = max([top, *(r[0] for r in rows)])
+        return self.seen[key]
 
     def grams_of(self, scope_id: str, kind: str, threshold: float) -> GramIndex:
         """The (scope, kind) trigram index serving `threshold`, built from SQLite on
@@ -283,7 +304,7 @@ class Indexes:
 
     def keywords_of(self, scope_id: str) -> KeywordIndex:
         """The scope's keyword index, caught up with other connections' writes."""
-        self.catch_up()
+        self.catch_up(scope_id)
         ki = self.keywords.get(scope_id)
         if ki is None:
             ki = self.keywords[scope_id] = KeywordIndex.build(
@@ -298,7 +319,7 @@ class Indexes:
 
     def vectors_of(self, scope_id: str) -> ScopeVectors:
         """The scope's live embedded rows, caught up with other connections' writes."""
-        self.catch_up()
+        self.catch_up(scope_id)
         sv = self.vectors.get(scope_id)
         if sv is None:
             sv = self.vectors[scope_id] = ScopeVectors.load(self.conn, scope_id, self.dim)
@@ -309,14 +330,16 @@ class Indexes:
 
 
 class Write:
-    """One write transaction: lock, `BEGIN IMMEDIATE`, catch up, `seq`; collect
-    index patches; `COMMIT`; apply them. See the module docstring."""
+    """One write transaction of a scope: lock, `begin_write`, catch up, `seq`;
+    collect index patches; commit; apply them. See the module docstring."""
 
-    def __init__(self, lock: threading.RLock, indexes: Indexes):
+    def __init__(self, lock: threading.RLock, indexes: Indexes, scope_id: str):
         self._lock = lock
         self._indexes = indexes
         self.conn = indexes.conn
+        self.scope_id = scope_id
         self.seq = 0
+        self._top = 0
         self._patches: list[LiveRow | Drop | Reload] = []
         self._touched: dict[tuple[str, str], set[int]] = {}
         self._overlay: dict[tuple[str, str], GramIndex] = {}
@@ -324,11 +347,12 @@ class Write:
     def __enter__(self) -> Write:
         self._lock.acquire()
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
+            top = self.conn.begin_write(self.scope_id)
             try:
-                self.seq = self._indexes.catch_up() + 1
+                self._top = self._indexes.catch_up(self.scope_id, top)
+                self.seq = self._top + 1
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                self.conn.end_write(False)
                 raise
         except BaseException:
             self._lock.release()
@@ -339,12 +363,13 @@ class Write:
         try:
             if exc_type is None:
                 try:
-                    self.conn.execute("COMMIT")
+                    self.conn.end_write(True)
                 except BaseException:
                     self._rollback()
                     raise
                 ix = self._indexes
-                ix.seen_seq = self.seq
+                # a write that changed no row stamped nothing: its number is not taken
+                ix.seen[ix.key(self.scope_id)] = self.seq if self._patches else self._top
                 for p in self._patches:
                     if isinstance(p, LiveRow):
                         ix.put(p)
@@ -358,7 +383,7 @@ class Write:
             self._lock.release()
 
     def _rollback(self) -> None:
-        self.conn.execute("ROLLBACK")
+        self.conn.end_write(False)
         # An index loaded inside this write may hold its rows: reload those scopes.
         for scope_id in {key[0] for key in self._touched}:
             self._indexes.forget(scope_id)

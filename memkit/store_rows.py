@@ -3,16 +3,16 @@ rules share (insert, retire, look up).
 
 Leaves out every rule: which row to fold into, what recall ranks, what a
 pass may change are `memkit.store`'s. Leaves out transactions too: each
-function runs on the connection it is given, inside the caller's write.
+function runs on the connection it is given (a `memkit.store_db` connection
+of either backend: the SQL is written once), inside the caller's write.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,9 +27,12 @@ COLS = (
 CHUNK = 900
 """Bound parameters per `IN (...)` (SQLite's default limit is 999)."""
 
+Conn = Any
+"""A `memkit.store_db` connection: `SQLiteDb` or `memkit.postgres.PgDb`."""
+
 
 class Row(NamedTuple):
-    """One `memories` row as SQLite returns `SELECT {COLS}`."""
+    """One `memories` row as `SELECT {COLS}` returns it."""
 
     rowid: int
     id: str
@@ -70,12 +73,12 @@ class Row(NamedTuple):
         )
 
 
-def rows(conn: sqlite3.Connection, where: str, args: Sequence = ()) -> list[Row]:
+def rows(conn: Conn, where: str, args: Sequence = ()) -> list[Row]:
     """`SELECT {COLS} FROM memories {where}` as Rows."""
     return [Row._make(r) for r in conn.execute(f"SELECT {COLS} FROM memories {where}", args)]
 
 
-def by_rowid(conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Row]:
+def by_rowid(conn: Conn, rowids: Iterable[int]) -> dict[int, Row]:
     """The rows with these rowids (any scope, any state), by rowid alone: with
     scope/kind/live terms in SQL the planner scans the scope's live index instead."""
     ids = [int(x) for x in rowids]
@@ -88,15 +91,11 @@ def by_rowid(conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Row]:
     return out
 
 
-def live_row(conn: sqlite3.Connection, scope_id: str, memory_id: str) -> Row | None:
+def live_row(conn: Conn, scope_id: str, memory_id: str) -> Row | None:
     found = rows(
         conn, "WHERE id = ? AND scope_id = ? AND superseded_by IS NULL", (memory_id, scope_id)
     )
     return found[0] if found else None
-
-
-def blob(vec: np.ndarray | None) -> bytes | None:
-    return None if vec is None else np.asarray(vec, dtype=np.float32).tobytes()
 
 
 def nan(x: float | None) -> float:
@@ -104,7 +103,7 @@ def nan(x: float | None) -> float:
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Conn,
     memory_id: str,
     scope_id: str,
     kind: str,
@@ -121,7 +120,7 @@ def insert(
     cur = conn.execute(
         "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, source_run_id, "
         "created_at, seen_count, last_seen_at, superseded_by, embedding, ngrams, change_seq) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, ?, ?, ?) RETURNING rowid",
         (
             memory_id,
             scope_id,
@@ -132,16 +131,16 @@ def insert(
             source_run_id,
             now,
             now,
-            blob(vec),
+            conn.vec(vec),
             n_grams,
             seq,
         ),
     )
-    return int(cur.lastrowid)
+    return int(cur.fetchall()[0][0])
 
 
 def fold_into(
-    conn: sqlite3.Connection,
+    conn: Conn,
     rowid: int,
     content: str,
     tags: Sequence[str],
@@ -163,7 +162,7 @@ def fold_into(
             confidence,
             content,
             json.dumps(list(tags), ensure_ascii=False),
-            blob(vec),
+            conn.vec(vec),
             n_grams,
             source_run_id,
             seq,
@@ -172,7 +171,7 @@ def fold_into(
     )
 
 
-def retire(conn: sqlite3.Connection, rowid: int, successor: str, seq: int) -> None:
+def retire(conn: Conn, rowid: int, successor: str, seq: int) -> None:
     """Point a row at its successor (itself: retracted)."""
     conn.execute(
         "UPDATE memories SET superseded_by = ?, change_seq = ? WHERE rowid = ?",

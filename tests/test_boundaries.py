@@ -82,6 +82,7 @@ STORE_MODULES = {
     "memkit.store",
     "memkit.store_index",
     "memkit.store_rows",
+    "memkit.store_db",
     "memkit.schema",
     "memkit.store_copy",
 }

@@ -53,9 +53,9 @@ POISONED = OracleConsolidator(_poisoned, name="poisoned")
 
 
 @pytest.fixture
-def store():
-    with SQLiteStore.open(":memory:", embedder=None) as s:
-        yield s
+def store(make_store):
+    """Parking on the test's backend (the conformance fixture: SQLite and Postgres)."""
+    return make_store(embedder=None)
 
 
 def _pending(store, scope=S):
@@ -196,6 +196,33 @@ def test_a_store_from_before_parking_migrates_with_its_queue(tmp_path):
         (r,) = store.pending_rollouts(S)
         assert (r.id, r.failed_passes, r.parked_at) == ("b" * 64, 0, None)
         assert store.stats(S)["rollouts_parked"] == 0
+
+
+def test_a_postgres_store_from_before_parking_migrates_with_its_queue(pg_dsn):
+    import psycopg
+
+    from memkit.pg_schema import MIGRATIONS
+    from memkit.postgres import PostgresStore
+
+    with psycopg.connect(pg_dsn, autocommit=True) as c:  # a store at migration 1
+        c.execute("DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version")
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
+        for stmt in MIGRATIONS[0][1].split(";"):
+            if stmt.strip():
+                c.execute(stmt)
+        c.execute("INSERT INTO schema_version VALUES (1)")
+        c.execute(
+            "INSERT INTO rollouts (id, scope_id, run_id, messages, final, staged_at) "
+            "VALUES (%s, 's', 'r', '[]', '', 1.0)",
+            ("b" * 64,),
+        )
+    with PostgresStore.open(pg_dsn, embedder=None) as store:
+        (r,) = store.pending_rollouts(S)
+        assert (r.id, r.failed_passes, r.parked_at) == ("b" * 64, 0, None)
+        assert store.record_failed_pass(S, [r.id], "parse", ConsolidationParams(park_after=1))
+        assert [p.id for p in store.parked_rollouts(S)] == [r.id]
+        assert store.stats(S)["rollouts_parked"] == 1
 
 
 def test_rollout_type_defaults():

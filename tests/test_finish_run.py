@@ -1,6 +1,6 @@
 """Finishing a run (SPEC §7 staging, §8) on the real store and consolidation pipeline.
 
-Stores are real `SQLiteStore`s (no embedder); the consolidator is scripted, so
+Stores are real stores of both backends (no embedder); the consolidator is scripted, so
 nothing here touches a model, and every scenario runs in well under a second.
 """
 
@@ -15,7 +15,6 @@ import pytest
 from memkit.consolidate import Reply
 from memkit.errors import ConfigError, ProviderError, TranscriptError
 from memkit.llm import CallAttempt
-from memkit.store import SQLiteStore
 from memkit.worker import (
     ConsolidationWorker,
     PassRecord,
@@ -84,11 +83,9 @@ class Scripted:
 
 
 @pytest.fixture
-def stores():
-    opened = {s: SQLiteStore.open(":memory:", embedder=None) for s in ("a", "b")}
-    yield opened
-    for st in opened.values():
-        st.close()
+def stores(make_store):
+    """Two stores of the test's backend (SQLite and Postgres: the conformance fixture)."""
+    return {s: make_store(embedder=None) for s in ("a", "b")}
 
 
 def pending(store, scope) -> int:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import test_store_helpers as helpers
 from test_store_helpers import Clock, remember_unfolded
 
-from memkit.errors import AlreadyConsumed, ProposalError, StaleSnapshot
+from memkit.errors import AlreadyConsumed, MemkitError, ProposalError, StaleSnapshot
 from memkit.params import ConsolidationParams
+from memkit.redact import redact
 from memkit.stores import open_store
 from memkit.types import CommitResult, Rollout
 
@@ -80,6 +84,66 @@ def test_pending_default_limit_is_four(store, clock):
         store.stage_rollout(rollout(n))
         clock.advance(1)
     assert [r.id for r in store.pending_rollouts("s")] == [rid(n) for n in range(4)]
+
+
+# One check and one redaction for both backends (`_check_rollout`): every bad field
+# is a MemkitError naming it, and nothing reaches the table.
+BAD_ROLLOUTS = [
+    ("not-a-rollout", lambda r: {"id": r.id, "scope_id": "s"}, "rollout must be Rollout"),
+    ("id-upper", lambda r: replace(r, id="A" * 64), "rollout.id"),
+    ("id-short", lambda r: replace(r, id="a" * 63), "rollout.id"),
+    ("id-long", lambda r: replace(r, id="a" * 65), "rollout.id"),
+    ("id-none", lambda r: replace(r, id=None), "rollout.id"),
+    ("scope-blank", lambda r: replace(r, scope_id="  "), "rollout.scope_id"),
+    ("scope-int", lambda r: replace(r, scope_id=3), "rollout.scope_id"),
+    ("run-id", lambda r: replace(r, run_id={}), "rollout.run_id"),
+    ("final-surrogate", lambda r: replace(r, final="x \ud800"), "rollout.final"),
+    ("final-bytes", lambda r: replace(r, final=b"ok"), "rollout.final"),
+    ("staged-at", lambda r: replace(r, staged_at="now"), "rollout.staged_at"),
+    ("staged-at-bool", lambda r: replace(r, staged_at=True), "rollout.staged_at"),
+    ("messages-str", lambda r: replace(r, messages="hi"), "rollout.messages"),
+    ("message-str", lambda r: replace(r, messages=("hi",)), "rollout.messages[0]"),
+    ("message-bytes", lambda r: replace(r, messages=({"content": b"x"},)), "rollout.messages"),
+    ("message-nan", lambda r: replace(r, messages=({"n": float("nan")},)), "rollout.messages"),
+]
+
+
+@pytest.mark.parametrize(
+    "bad, field", [b[1:] for b in BAD_ROLLOUTS], ids=[b[0] for b in BAD_ROLLOUTS]
+)
+def test_a_bad_rollout_is_refused_naming_the_field_and_nothing_is_staged(store, bad, field):
+    store.stage_rollout(rollout(2))
+    before = dump(store)
+    with pytest.raises(MemkitError) as e:
+        store.stage_rollout(bad(rollout(1)))
+    assert field in str(e.value), str(e.value)
+    assert dump(store) == before
+    assert [r.id for r in store.pending_rollouts("s", 10)] == [rid(2)]
+    assert store.stage_rollout(replace(rollout(1), id="a" * 64))  # the bound is accepted
+
+
+sys.path.insert(0, str(Path(__file__).parent))
+from secret_corpus import SECRETS  # noqa: E402
+
+
+def test_staging_redacts_every_secret_of_the_corpus_as_redact_does(store):
+    """Messages (text contents) and the final answer are redacted with the store's
+    settings: exactly `memkit.redact.redact`'s output, on either backend, and no
+    secret reaches the table."""
+    params = store.redaction
+    for i, (name, text, _needle) in enumerate(SECRETS):
+        msgs = ({"role": "user", "content": f"config:\n{text}"}, {"role": "tool", "content": 7})
+        assert store.stage_rollout(Rollout(rid(1000 + i), "s", msgs, text, run_id=name))
+    got = {r.run_id: r for r in store.pending_rollouts("s", 10**6)}
+    assert len(got) == len(SECRETS)
+    for name, text, _needle in SECRETS:
+        r = got[name]
+        assert r.messages[0]["content"] == redact(f"config:\n{text}", params), name
+        assert r.messages[1] == {"role": "tool", "content": 7}
+        assert r.final == redact(text, params), name
+    raw = repr(dump(store))
+    leaked = [name for name, _text, needle in SECRETS if needle in raw]
+    assert leaked == []
 
 
 # --- snapshot ------------------------------------------------------------------------------------

@@ -1,33 +1,38 @@
-"""In-memory indexes follow other connections' writes (change_seq), and migrations 2-3."""
+"""In-memory indexes follow other connections' writes (change_seq) on both backends,
+and SQLite's migrations 2-3."""
 
 from __future__ import annotations
 
 import sqlite3
 
 import pytest
-from test_store_helpers import T0, Clock, TableEmbedder
+from test_store_helpers import T0, Clock, TableEmbedder, _raw_connection
 
 import memkit.store_index as store_index
 from memkit.gram_index import GramIndex
 from memkit.schema import MIGRATIONS, SCHEMA_VERSION
 from memkit.store import SQLiteStore
+from memkit.stores import open_store
 
 W1 = "The staging deploy runs ./deploy.sh --env staging from the ops box"
 W2 = "The staging deploy runs ./deploy.sh --env staging from the ops box."
 W3 = "the staging deploy runs ./deploy.sh --env staging from the ops box!"
 
 
-def pair(tmp_path, **kw):
-    path = str(tmp_path / "m.db")
+@pytest.fixture
+def pair(store_url):
+    """Two connections to one store of the test's backend."""
     clock = Clock()
     emb = TableEmbedder({W1: [1, 0, 0, 0], W2: [1, 0, 0, 0], "other": [0, 1, 0, 0]})
-    a = SQLiteStore.open(path, embedder=emb, clock=clock, **kw)
-    b = SQLiteStore.open(path, embedder=emb, clock=clock, **kw)
-    return a, b
+    a = open_store(store_url, embedder=emb, clock=clock)
+    b = open_store(store_url, embedder=emb, clock=clock)
+    yield a, b
+    a.close()
+    b.close()
 
 
-def test_fold_in_sees_a_row_another_connection_wrote_after_the_index_loaded(tmp_path):
-    a, b = pair(tmp_path)
+def test_fold_in_sees_a_row_another_connection_wrote_after_the_index_loaded(pair):
+    a, b = pair
     a.remember("s", "unrelated warm-up fact about invoices")  # a's trigram index is built
     first = b.remember("s", W1)
     again = a.remember("s", W2)
@@ -35,16 +40,16 @@ def test_fold_in_sees_a_row_another_connection_wrote_after_the_index_loaded(tmp_
     assert a.get("s", first.id).seen_count == 2
 
 
-def test_fold_in_never_targets_a_row_another_connection_retracted(tmp_path):
-    a, b = pair(tmp_path)
+def test_fold_in_never_targets_a_row_another_connection_retracted(pair):
+    a, b = pair
     r = a.remember("s", W1)
     b.retract("s", r.id)
     again = a.remember("s", W2)
     assert not again.folded and again.id != r.id
 
 
-def test_fold_in_follows_another_connections_rewording(tmp_path):
-    a, b = pair(tmp_path)
+def test_fold_in_follows_another_connections_rewording(pair):
+    a, b = pair
     r = a.remember("s", "weekly budget review happens on monday mornings")
     b_id = b.update("s", r.id, W1)  # successor with new words; a's index knew the old ones
     assert a.remember("s", "weekly budget review happens on monday mornings!").folded is False
@@ -52,17 +57,17 @@ def test_fold_in_follows_another_connections_rewording(tmp_path):
     assert folded.folded and folded.id == b_id
 
 
-def test_vector_recall_drops_a_row_another_connection_retracted(tmp_path):
-    a, b = pair(tmp_path)
+def test_vector_recall_drops_a_row_another_connection_retracted(pair):
+    a, b = pair
     r = a.remember("s", W1)
     assert [h.id for h in a.recall("s", W1)] == [r.id]  # vector cache loaded
     b.retract("s", r.id)
     assert a.recall("s", W1) == []
 
 
-def test_many_foreign_changes_reload_the_indexes_instead(tmp_path, monkeypatch):
+def test_many_foreign_changes_reload_the_indexes_instead(pair, monkeypatch):
     monkeypatch.setattr(store_index, "SYNC_MAX", 3)
-    a, b = pair(tmp_path)
+    a, b = pair
     a.remember("s", "warm-up fact about invoices")
     a.recall("s", W1)
     for i in range(5):
@@ -73,8 +78,8 @@ def test_many_foreign_changes_reload_the_indexes_instead(tmp_path, monkeypatch):
     assert [h.id for h in a.recall("s", W1)][:1] == [first.id]
 
 
-def test_own_writes_need_no_reload(tmp_path, monkeypatch):
-    a, _ = pair(tmp_path)
+def test_own_writes_need_no_reload(pair, monkeypatch):
+    a, _ = pair
     a.remember("s", "warm-up fact about invoices")
     builds = []
     real = GramIndex.build.__func__
@@ -86,8 +91,24 @@ def test_own_writes_need_no_reload(tmp_path, monkeypatch):
     assert builds == []  # patched in place, never rebuilt
 
 
-def test_a_rolled_back_write_leaves_the_indexes_consistent(tmp_path):
-    a, _ = pair(tmp_path)
+def test_a_write_that_changes_no_row_keeps_the_indexes(pair, monkeypatch):
+    """A write of rollouts only (here: counting a failed pass) stamps no memory row;
+    it must not look like a foreign change that forces the indexes to reload."""
+    a, _ = pair
+    a.remember("s", "warm-up fact about invoices")
+    builds = []
+    real = GramIndex.build.__func__
+    monkeypatch.setattr(
+        GramIndex, "build", classmethod(lambda c, *x, **k: builds.append(1) or real(c, *x, **k))
+    )
+    a.record_failed_pass("s", ["f" * 64], "parse")
+    a.remember("s", W1)
+    assert a.remember("s", W2).folded
+    assert builds == []
+
+
+def test_a_rolled_back_write_leaves_the_indexes_consistent(pair):
+    a, _ = pair
     r = a.remember("s", W1)
     snap = a.snapshot("s")
     a.retract("s", r.id)  # the snapshot is now stale: commit_pass rolls back
@@ -97,14 +118,17 @@ def test_a_rolled_back_write_leaves_the_indexes_consistent(tmp_path):
     assert not again.folded  # the retracted row did not come back into the index
 
 
-def test_change_seq_rises_with_every_write(tmp_path):
-    a, b = pair(tmp_path)
+def test_change_seq_rises_with_every_write(pair):
+    a, b = pair
     r = a.remember("s", W1)
     b.remember("s", W2)  # fold: same row, new stamp
 
     def seq() -> int:
-        c = sqlite3.connect(a.path)
-        return c.execute("SELECT change_seq FROM memories WHERE id = ?", (r.id,)).fetchone()[0]
+        c = _raw_connection(a.path)
+        try:
+            return c.execute("SELECT change_seq FROM memories WHERE id = ?", (r.id,)).fetchone()[0]
+        finally:
+            c.close()
 
     s1 = seq()
     a.retract("s", r.id)

@@ -883,3 +883,49 @@ def test_random_interleavings_keep_every_bound_and_lose_no_accepted_evidence(
         await task
 
     run(main())
+
+
+# --- the glue on a real store of either backend -------------------------------------
+
+
+def test_for_store_drains_every_scope_of_a_real_store(make_store):
+    """`ConsolidationWorker.for_store` over one shared store (SQLite and Postgres):
+    passes of several scopes in flight at once, continuations past a full batch,
+    every staged rollout consumed exactly once with its lesson written."""
+    from memkit.consolidate import OracleConsolidator, build_rollout
+
+    store = make_store(embedder=None)
+    scopes = ("p", "q", "r")
+    for scope in scopes:
+        for i in range(6):  # more than one full batch (4): the worker continues
+            msgs = [{"role": "user", "content": f"{scope} evidence {i}"}]
+            store.stage_rollout(build_rollout(scope, msgs, "ok", run_id=f"{scope}-{i}"))
+
+    def gold(request):
+        return [
+            {"ids": [], "entry": {"content": f"lesson of {r.run_id}"}} for r in request.rollouts
+        ]
+
+    records: list[PassRecord] = []
+
+    async def main():
+        w = ConsolidationWorker.for_store(
+            store, OracleConsolidator(gold), FAST, max_concurrent=3, on_pass=records.append
+        )
+        task = asyncio.create_task(w.run())
+        for scope in scopes:
+            assert w.submit(scope)
+        await w.wait_idle()
+        await w.shutdown()
+        await task
+
+    run(main(), timeout=30)
+    committed = [r for r in records if r.outcome == "committed"]
+    assert sorted(r.consumed for r in committed) == [2, 2, 2, 4, 4, 4]
+    assert [r.scope_id for r in committed if r.next == "continue"] != []
+    for scope in scopes:
+        assert store.pending_rollouts(scope, 100) == []
+        assert sorted(m.content for m in store.live(scope)) == sorted(
+            f"lesson of {scope}-{i}" for i in range(6)
+        )
+    assert store.stats()["rollouts_consumed"] == 18

@@ -1,0 +1,70 @@
+"""The SQL edge both stores share: one small connection interface, two engines.
+
+`memkit.store.SQLStore` holds every SPEC rule and writes each statement once,
+with `?` placeholders, in the SQL that SQLite (3.35+) and Postgres both
+accept (`RETURNING`, `ON CONFLICT ... DO NOTHING`, `NULLS LAST`, `FILTER`,
+`IN (?, ...)`). A connection (`SQLiteDb` here, `memkit.postgres.PgDb` there)
+adds only what differs between the engines:
+
+* **Where a write's lock and change number come from** (`begin_write`).
+  SQLite takes the file's write lock (`BEGIN IMMEDIATE`) and numbers changes
+  across the whole file, so `top` ignores the scope; Postgres locks the
+  scope's row in `scopes` and numbers each scope's changes on their own
+  (`per_scope`), so writers of other scopes never wait. Either way a write
+  first learns the highest committed number, catches its indexes up to it,
+  and stamps its rows with the next one. `begin_write(None)` takes the
+  store-wide lock (recording the embedder).
+* **How an embedding is stored** (`vec` to write, `unvec` / `matrix` to
+  read): a float32 blob, or a pgvector `vector`.
+
+`SQLiteDb` is a `sqlite3.Connection` (`sqlite3.connect(..., factory=SQLiteDb)`),
+so `execute` is SQLite's own: nothing is added on the hot path. Leaves out
+every rule, index and transaction policy (`memkit.store`, `memkit.store_index`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+class SQLiteDb(sqlite3.Connection):
+    """A SQLite connection with the engine-specific parts the store needs."""
+
+    per_scope = False
+    """Change numbers count across the file: one write lock serves every scope."""
+
+    def begin_write(self, scope_id: str | None) -> int:
+        """Start a write holding the file's write lock; the highest committed
+        change number (the write stamps the next one)."""
+        self.execute("BEGIN IMMEDIATE")
+        try:
+            return self.top(scope_id)
+        except BaseException:
+            self.execute("ROLLBACK")
+            raise
+
+    def end_write(self, commit: bool) -> None:
+        self.execute("COMMIT" if commit else "ROLLBACK")
+
+    def top(self, scope_id: str | None) -> int:
+        """The highest committed change number (of the file: `scope_id` is unused)."""
+        return self.execute("SELECT COALESCE(MAX(change_seq), 0) FROM memories").fetchone()[0]
+
+    @staticmethod
+    def vec(v: np.ndarray | None) -> bytes | None:
+        return None if v is None else np.asarray(v, dtype=np.float32).tobytes()
+
+    @staticmethod
+    def unvec(value: Any) -> np.ndarray:
+        return np.frombuffer(value, dtype=np.float32)
+
+    @staticmethod
+    def matrix(values: Sequence[Any], dim: int) -> np.ndarray | None:
+        """The stored vectors as one (n, dim) float32 array; None unless all have `dim`."""
+        if not all(len(b) == 4 * dim for b in values):
+            return None
+        return np.frombuffer(b"".join(values), dtype=np.float32).reshape(len(values), dim)
