@@ -12,7 +12,8 @@ Wall-clock seconds; the embedder is loaded (and its cache warmed) beforehand.
 OpenAI-compatible server in its own process (`tests/stub_openai.py`) answers
 `{"changes": []}` after S seconds (optionally a 429 with Retry-After to a
 share of requests), and pipeline runs of a synthetic dataset (`--scopes`,
-default 64, `--runs` passes each) go through LiteLLM at each `--levels`
+default 64, at least `--runs` passes each and enough for `--min-ideal-s`
+of ideal wall time) go through LiteLLM at each `--levels`
 concurrency. Per level: achieved passes/s beside the ideal
 `min(concurrency, scopes) / latency`, their ratio (goal >= 0.9 at 32 with
 0.5 s), the harness process's own CPU seconds per pass and the most requests
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -74,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--runs", type=int, default=2, help="latency mode: runs (passes) per scope (default 2)"
+    )
+    p.add_argument(
+        "--min-ideal-s",
+        type=float,
+        default=8.0,
+        help="latency mode: each level runs enough passes per scope (at least --runs) "
+        "for this many seconds of ideal wall time (default %(default)s)",
     )
     p.add_argument(
         "--rss-scopes",
@@ -277,6 +286,15 @@ def _peak_rss(root: Path, url: str, log) -> dict:
     return {"exit": done.returncode, "passes": passes, "wall_s": round(wall, 1), "peak_rss": rss}
 
 
+def runs_for(concurrency: int, scopes: int, latency: float, runs: int, min_ideal_s: float) -> int:
+    """Passes per scope at one level: at least `runs`, and enough for `min_ideal_s`
+    of ideal wall time, so the run's start-up and its last stragglers (a scope's
+    passes are sequential) do not decide the ratio (at 32 with 2 passes per scope
+    the ideal run is 2 s, ~0.4 s of it start-up)."""
+    ideal_rate = min(concurrency, scopes) / latency
+    return max(runs, math.ceil(min_ideal_s * ideal_rate / scopes))
+
+
 def latency_main(a: argparse.Namespace) -> int:
     """`--latency`: the harness at provider scale (module docstring)."""
     import os
@@ -299,14 +317,18 @@ def latency_main(a: argparse.Namespace) -> int:
         "load_avg_1m_before": round(os.getloadavg()[0], 1),
     }
     with tempfile.TemporaryDirectory() as tmp, Loopback(a.latency, a.rate_429) as srv:
-        root = write_synthetic(Path(tmp) / "syn", scopes=a.scopes, runs=a.runs)
-        ds = load_dataset(root)
+        datasets: dict[int, tuple[Path, object]] = {}
         small = write_synthetic(Path(tmp) / "warm", scopes=2, runs=1)
         log("warming LiteLLM (import and first calls) ...")
         _level(small, load_dataset(small), srv.url, 2, a.latency, 2)
         rows = []
         for c in levels:
-            log(f"concurrency {c}: {a.scopes} scopes x {a.runs} passes at {a.latency} s ...")
+            runs = runs_for(c, a.scopes, a.latency, a.runs, a.min_ideal_s)
+            if runs not in datasets:
+                root = write_synthetic(Path(tmp) / f"syn{runs}", scopes=a.scopes, runs=runs)
+                datasets[runs] = (root, load_dataset(root))
+            root, ds = datasets[runs]
+            log(f"concurrency {c}: {a.scopes} scopes x {runs} passes at {a.latency} s ...")
             rows.append(_level(root, ds, srv.url, c, a.latency, a.scopes))
         out["levels"] = rows
         out["load_avg_1m_after"] = round(os.getloadavg()[0], 1)
@@ -319,17 +341,19 @@ def latency_main(a: argparse.Namespace) -> int:
         return 0
     print(
         f"loopback latency {a.latency} s, 429 share {a.rate_429:g}, "
-        f"{a.scopes} synthetic scopes x {a.runs} passes; {out['cpus']} CPUs, load average "
+        f"{a.scopes} synthetic scopes, >= {a.runs} passes each and >= {a.min_ideal_s:g} s of "
+        f"ideal wall per level; {out['cpus']} CPUs, load average "
         f"{out['load_avg_1m_before']} before / {out['load_avg_1m_after']} after"
     )
     print(
-        "| concurrency | passes/s | ideal | share of ideal | harness CPU ms/pass "
+        "| concurrency | passes | passes/s | ideal | share of ideal | harness CPU ms/pass "
         "| CPU-bound passes/s | most in flight |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in out["levels"]:
         print(
-            f"| {r['concurrency']} | {r['passes_per_s']:.1f} | {r['ideal_passes_per_s']:.1f} | "
+            f"| {r['concurrency']} | {r['passes']} | {r['passes_per_s']:.1f} | "
+            f"{r['ideal_passes_per_s']:.1f} | "
             f"{r['share_of_ideal']:.2f} | {r['cpu_ms_per_pass']:.1f} | "
             f"{r['cpu_bound_passes_per_s']} | {r['in_flight_max']} |"
         )

@@ -326,6 +326,8 @@ class StopOnFatal:
             raise ModelStopped(self.stopped[self.system])
         try:
             return await self.inner.propose(request)
+        except llm.ModelClosed as e:  # queued behind the request that stopped the model
+            raise ModelStopped(self.stopped.get(self.system, str(e))) from e
         except ProviderError as e:
             if getattr(e, "kind", None) not in llm.FATAL or self.system in self.stopped:
                 raise
@@ -334,6 +336,9 @@ class StopOnFatal:
                 + (str(e).split("\n", 1)[0][:240])
             )
             self.stopped[self.system] = reason
+            model = getattr(self.inner, "model", None)
+            if model:  # requests of other scopes already waiting for a slot stay unsent
+                await llm.model_limit(model).close(reason)
             import sys
 
             print(f"{self.system}: stopped: {reason}", file=sys.stderr, flush=True)

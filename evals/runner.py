@@ -272,6 +272,14 @@ def _resume_key(config: RunConfig, ds: Any) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+OPEN_SCOPES_PER_REQUEST = 2
+"""Scopes open per request slot. With exactly `concurrency` scopes open, each
+scope's own CPU between two requests (commit, probes, staging, shaping) left its
+slot idle: 0.68 of the ideal at concurrency 32 (`memkit bench harness --latency
+0.5`). A second open scope per slot has its next request ready when one returns;
+the model's requests in flight stay bounded by memkit.llm's one limit."""
+
+
 def _concurrency(spec: str, config: RunConfig) -> int:
     from evals.providers import concurrency_of
 
@@ -390,10 +398,10 @@ def _run(
             progress.step(f"store {s.scope_id}")
 
     # pipeline mode: one task per (consolidator, replicate, scope). A model's
-    # units hold one of `concurrency` slots while open (a scope's passes run in
-    # order, different scopes in parallel; open stores stay few whatever the
-    # number of scopes); its requests in flight are bounded by memkit.llm's
-    # one limit per model, which 429s lower.
+    # units hold one of OPEN_SCOPES_PER_REQUEST * `concurrency` slots while open
+    # (a scope's passes run in order, different scopes in parallel; open stores
+    # stay bounded whatever the number of scopes); its requests in flight are
+    # bounded by memkit.llm's one limit per model, which 429s lower.
     stopped: dict[str, str] = {}
     limits: dict[str, dict[str, Any]] = {}
 
@@ -405,7 +413,7 @@ def _run(
             cons = _consolidator(spec, config, ds, matcher)
             if spec.startswith("litellm:"):
                 cons = StopOnFatal(cons, f"pipeline:{spec}", stopped, quiet)
-            slots = asyncio.Semaphore(_concurrency(spec, config))
+            slots = asyncio.Semaphore(OPEN_SCOPES_PER_REQUEST * _concurrency(spec, config))
             for rep in range(config.replicates):
                 for s in scopes:
                     name = _unit_name(f"pipeline:{spec}", rep, s.scope_id)

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from memkit.errors import ConfigError, ProviderError
+from memkit.errors import ConfigError, MemkitError, ProviderError
 
 RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server", "timeout", "connection"})
 """Attempt outcomes our retry loop tries again; anything else fails at once."""
@@ -162,6 +162,13 @@ class Completion:
         return self.attempts[-1]
 
 
+class ModelClosed(MemkitError):
+    """A request was not sent: its caller closed the model's limit (`ModelLimit.close`)
+    while the request waited for a slot. `attempts` are those made before."""
+
+    attempts: tuple[CallAttempt, ...] = ()
+
+
 class ModelLimit:
     """The one place that decides how many requests a model has in flight.
 
@@ -192,16 +199,28 @@ class ModelLimit:
         """Sum of request durations: busy_s / wall is the mean achieved concurrency."""
         self.first_start: float | None = None
         self.last_end: float | None = None
+        self.closed: str | None = None
 
     def set_ceiling(self, ceiling: int) -> None:
         self.ceiling = ceiling
         self.limit = min(self.limit, ceiling) if self.rate_limited else ceiling
 
+    async def close(self, reason: str) -> None:
+        """No request waiting for a slot, or asking later, is sent (it raises
+        ModelClosed). For a caller that has given up on the model (the eval stops a
+        model at its first fatal error); never done by this module itself, since a
+        long-lived worker must go on after one bad request."""
+        async with self._cond:
+            self.closed = reason
+            self._cond.notify_all()
+
     async def acquire(self) -> int:
         """Wait for a slot; returns the request's ticket (its start order)."""
         t0 = self._clock()
         async with self._cond:
-            await self._cond.wait_for(lambda: self.in_flight < self.limit)
+            await self._cond.wait_for(lambda: self.closed or self.in_flight < self.limit)
+            if self.closed:
+                raise ModelClosed(f"not sent: {self.closed}")
             self.in_flight += 1
             ticket = self._started
             self._started += 1
@@ -480,7 +499,11 @@ async def acomplete(
     attempts: list[CallAttempt] = []
     limit = model_limit(model, concurrency)
     for n in range(1, max(1, retry.max_attempts) + 1):
-        ticket = await limit.acquire()
+        try:
+            ticket = await limit.acquire()
+        except ModelClosed as exc:
+            exc.attempts = tuple(attempts)
+            raise
         t0 = clock()
         try:
             # The SDK timeout bounds the HTTP call; wait_for is a backstop for

@@ -21,9 +21,21 @@ def test_bench_harness_json(tmp_path, capsys):
 def test_bench_harness_latency_mode_json(capsys):
     """The provider-scale mode runs against its loopback server and reports every level."""
     args = ["--latency", "0.05", "--levels", "1,4", "--scopes", "4", "--runs", "1"]
+    args += ["--min-ideal-s", "0"]
     assert main([*args, "--rss-scopes", "0", "--json", "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = {r["concurrency"]: r for r in out["levels"]}
     assert set(rows) == {1, 4} and all(r["passes"] == 4 for r in rows.values())
     assert rows[1]["in_flight_max"] == 1 and rows[4]["ideal_passes_per_s"] == 80.0
     assert all(r["cpu_ms_per_pass"] > 0 and r["share_of_ideal"] > 0 for r in rows.values())
+
+
+def test_levels_run_long_enough_for_the_ideal_wall_time():
+    """Each level runs >= --runs passes per scope and >= --min-ideal-s of ideal wall."""
+    from evals.bench_harness import runs_for
+
+    assert runs_for(1, 64, 0.5, 2, 8.0) == 2  # 128 passes at 2/s: 64 s ideal already
+    assert runs_for(32, 64, 0.5, 2, 8.0) == 8  # 512 passes at 64/s: exactly 8 s
+    assert runs_for(32, 64, 0.5, 2, 8.01) == 9  # one past: a 9th pass per scope
+    assert runs_for(64, 64, 0.5, 2, 8.0) == 16
+    assert runs_for(128, 64, 0.5, 2, 8.0) == 16  # capped by the scopes, not the limit

@@ -459,6 +459,34 @@ def test_model_limit_halves_on_429_and_climbs_back_by_one():
     asyncio.run(main())
 
 
+def test_a_closed_limit_sends_none_of_its_queued_requests(srv):
+    """The eval stops a model at its first fatal error: requests of other scopes
+    already queued for a slot raise ModelClosed and never reach the server."""
+    from memkit import llm
+
+    msgs = [{"role": "user", "content": "x"}]
+
+    def call():
+        kw = {"api_base": srv.url, "api_key": "k", "json_mode": False, "concurrency": 1}
+        return asyncio.ensure_future(llm.acomplete("openai/paced", msgs, **kw))
+
+    before = len(srv.calls)  # the server is the module's
+
+    async def main():
+        first = call()
+        queued = [call() for _ in range(3)]
+        while len(srv.calls) == before:
+            await asyncio.sleep(0.01)
+        await llm.model_limit("openai/paced").close("stopped by the test")
+        await first  # the one in flight completes
+        for t in [*queued, call()]:  # queued, and any later request
+            with pytest.raises(llm.ModelClosed, match="stopped by the test"):
+                await t
+
+    asyncio.run(main())
+    assert len(srv.calls) == before + 1
+
+
 def test_one_limit_per_model_is_the_callers(srv):
     """No hidden second cap: 6 concurrent calls at concurrency 6 are all in flight."""
     from memkit import llm
