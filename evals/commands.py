@@ -326,6 +326,12 @@ def _run_parser() -> argparse.ArgumentParser:
         choices=("latest_row", "all_rows"),
         help="store mode: which rows a curated fact's write lands on (default latest_row)",
     )
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help="where each scope's fresh store lives: in memory (default) or postgresql://... "
+        "(a schema of its own per scope on that server, dropped afterwards; same results)",
+    )
     p.add_argument("--no-report", action="store_true", help="skip report.md/report.html")
     p.add_argument(
         "--record",
@@ -406,6 +412,7 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
         "concurrency": a.concurrency or (exp.concurrency if exp else None),
         "cache_dir": a.cache_dir,
         "curation": a.curation,
+        "store": a.store,
         "max_failure_share": a.max_failure_share,
     }
     if exp and exp.datasets and not (a.dataset or a.preset):

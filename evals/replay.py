@@ -379,16 +379,20 @@ class StoreModeResult:
     probing (`probe_s`); kept out of every deterministic file."""
 
 
-def _open_store(embedder: Any, clock: SimClock, fold: FoldParams, scope_id: str) -> Any:
-    """A fresh in-memory store on the simulated clock with deterministic row ids.
+def _open_store(
+    embedder: Any, clock: SimClock, fold: FoldParams, scope_id: str, url: str | None = None
+) -> Any:
+    """A fresh store on the simulated clock with deterministic row ids: in memory,
+    or (`url` = postgresql://...) a schema of its own on that server, dropped on
+    close (`memkit.stores.open_scratch_store`); both give the same results.
 
     Row ids appear in consolidation requests, so random ids would change every
     request hash and defeat the response cache; ids here are a hash of the
     scope and a counter, identical on every replay.
     """
-    from memkit.store import SQLiteStore
+    from memkit.stores import open_scratch_store
 
-    store = SQLiteStore.open(":memory:", embedder=embedder, clock=clock, fold=fold)
+    store = open_scratch_store(url, embedder=embedder, clock=clock, fold=fold)
     counter = itertools.count(1)
 
     def new_id() -> str:
@@ -413,12 +417,14 @@ def replay_store_scope(
     fold: FoldParams = FoldParams(),
     variants: Sequence[Variant] = (Variant(),),
     curation: str = "latest_row",
+    store_url: str | None = None,
 ) -> StoreModeResult:
-    """Store mode for one scope (see the module docstring)."""
+    """Store mode for one scope (see the module docstring); `store_url` as for
+    `_open_store` (None: in memory)."""
     if curation not in CURATION:
         raise ConfigError(f"curation must be one of {CURATION}, got {curation!r}")
     clock = SimClock()
-    store = _open_store(embedder, clock, fold, scope.scope_id)
+    store = _open_store(embedder, clock, fold, scope.scope_id, store_url)
     sid = scope.scope_id
     facts = {field_of(f, "fact_id"): f for f in scope.facts}
     predecessors = predecessors_of(scope.facts)
@@ -670,12 +676,14 @@ async def replay_pipeline_scope(
     semaphore: asyncio.Semaphore | None = None,
     on_pass: Callable[[dict], None] | None = None,
     replicate: int = 0,
+    store_url: str | None = None,
 ) -> PipelineResult:
-    """Pipeline mode for one scope (see the module docstring)."""
+    """Pipeline mode for one scope (see the module docstring); `store_url` as for
+    `_open_store` (None: in memory)."""
     from memkit.consolidate import run_pass, stage_run
 
     clock = SimClock()
-    store = _open_store(embedder, clock, fold, scope.scope_id)
+    store = _open_store(embedder, clock, fold, scope.scope_id, store_url)
     out = PipelineResult([], [], [], [])
     pending = list(scope.probes)
     done: set[str] = set()

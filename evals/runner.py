@@ -84,6 +84,7 @@ from evals.runfolder import (
 )
 from memkit.errors import ConfigError
 from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
+from memkit.stores import is_postgres_url, redacted_url
 
 PRESETS: dict[str, dict[str, Any]] = {
     "bundled": {
@@ -112,6 +113,10 @@ class RunConfig:
     fold: Mapping[str, Any] = field(default_factory=dict)
     consolidation: Mapping[str, Any] = field(default_factory=dict)
     curation: str = "latest_row"
+    store: str | None = None
+    """Where each scope's fresh store lives: None, in memory (SQLite); a
+    postgresql:// URL, a schema of its own on that server, dropped afterwards.
+    The results are the same (a test and the README say so)."""
     cache_dir: str | None = None
     model_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per consolidator spec, options for `get_consolidator` (api_base, ...)."""
@@ -130,11 +135,17 @@ class RunConfig:
             raise ConfigError(f"concurrency must be >= 1, got {self.concurrency!r}")
         if not self.store_mode and not self.consolidators:
             raise ConfigError("nothing to run: store mode off and no consolidators")
+        if self.store is not None and not is_postgres_url(self.store):
+            raise ConfigError(
+                f"store={redacted_url(self.store)!r}: want a postgresql:// URL "
+                "(the default, None, keeps each scope's store in memory)"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["consolidators"] = list(self.consolidators)
         d["scopes"] = None if self.scopes is None else list(self.scopes)
+        d["store"] = redacted_url(self.store)  # a password never reaches a run file
         d["model_options"] = {  # a key given directly never reaches a run file
             spec: {k: ("<redacted>" if k == "api_key" else v) for k, v in opts.items()}
             for spec, opts in self.model_options.items()
@@ -383,7 +394,12 @@ def _run(
             got = finished(name)
             if got is None:
                 r = replay_store_scope(
-                    s, embedder=emb, fold=fold, variants=(variant,), curation=config.curation
+                    s,
+                    embedder=emb,
+                    fold=fold,
+                    variants=(variant,),
+                    curation=config.curation,
+                    store_url=config.store,
                 )
                 got = {
                     "system": "store",
@@ -443,6 +459,7 @@ def _run(
                     variants=(variant,),
                     on_pass=on_pass,
                     replicate=rep,
+                    store_url=config.store,
                 )
             except ModelStopped:
                 progress.step(f"{spec} {s.scope_id} (stopped)")

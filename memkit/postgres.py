@@ -170,6 +170,37 @@ class PostgresStore(SQLStore):
         self.ann_counts = {"ann": 0, "exact_fallback": 0}
         """How often recall answered by ANN and how often it fell back to exact."""
         self._dim: int | None = None
+        self._scratch_schema: str | None = None
+        """Set by `scratch`: the schema this store owns and drops on close."""
+
+    @classmethod
+    def scratch(cls, dsn: str, **options: Any) -> PostgresStore:
+        """A new, empty store in a schema of its own in `dsn`'s database, dropped
+        (with every row) when the store is closed: for evaluations and tests
+        that want a fresh store per scope. `options` go to `open`."""
+        import psycopg
+
+        schema = f"memkit_scratch_{uuid.uuid4().hex[:16]}"
+        try:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                c.execute(f"CREATE SCHEMA {schema}")
+        except psycopg.Error as e:
+            raise ConfigError(f"cannot create a scratch schema in {safe_dsn(dsn)!r}: {e}") from e
+        try:
+            store = cls.open(dsn_with_schema(dsn, schema), **options)
+        except BaseException:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            raise
+        store._scratch_schema = schema
+        return store
+
+    def close(self) -> None:
+        with self._lock:
+            schema, self._scratch_schema = self._scratch_schema, None
+            if schema is not None and not self._conn.closed:
+                self._conn.conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        super().close()
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -209,7 +240,7 @@ class PostgresStore(SQLStore):
         try:
             conn = psycopg.connect(dsn, autocommit=True)
         except psycopg.Error as e:
-            raise ConfigError(f"cannot connect to Postgres store {_safe(dsn)!r}: {e}") from e
+            raise ConfigError(f"cannot connect to Postgres store {safe_dsn(dsn)!r}: {e}") from e
         try:
             db = PgDb(conn)
             if read_only:
@@ -217,11 +248,11 @@ class PostgresStore(SQLStore):
                 conn.execute("SET default_transaction_read_only = on")
                 register_vector(conn)
                 if emb is not None:
-                    check_recorded_embedder(db, emb, _safe(dsn))
+                    check_recorded_embedder(db, emb, safe_dsn(dsn))
             else:
                 migrate(conn)
                 register_vector(conn)
-                record_embedder(db, emb, _safe(dsn))
+                record_embedder(db, emb, safe_dsn(dsn))
             store = cls(
                 db,
                 dsn=dsn,
@@ -357,13 +388,21 @@ def _check_readable(conn: Any, dsn: str) -> None:
     """ConfigError unless the database holds a memkit store of this schema version."""
     row = conn.execute("SELECT to_regclass('schema_version'), to_regclass('memories')").fetchone()
     if row[0] is None or row[1] is None:
-        raise ConfigError(f"{_safe(dsn)!r} holds no memkit store (no memkit tables)")
+        raise ConfigError(f"{safe_dsn(dsn)!r} holds no memkit store (no memkit tables)")
     (version,) = conn.execute("SELECT max(version) FROM schema_version").fetchone()
     if version != SCHEMA_VERSION:
         raise ConfigError(
-            f"store {_safe(dsn)!r} has schema version {version}, this memkit reads "
+            f"store {safe_dsn(dsn)!r} has schema version {version}, this memkit reads "
             f"{SCHEMA_VERSION}; open it read-write with this memkit to migrate"
         )
+
+
+def dsn_with_schema(dsn: str, schema: str) -> str:
+    """`dsn` (a URI) with `search_path` set to `schema`, then public (where pgvector is)."""
+    from urllib.parse import quote
+
+    sep = "&" if "?" in dsn else "?"
+    return f"{dsn}{sep}options={quote(f'-csearch_path={schema},public')}"
 
 
 def _vec_text(v: np.ndarray) -> str:
@@ -371,7 +410,7 @@ def _vec_text(v: np.ndarray) -> str:
     return "[" + ",".join(map(repr, v.astype(np.float64).tolist())) + "]"
 
 
-def _safe(dsn: str) -> str:
+def safe_dsn(dsn: str) -> str:
     """The DSN without a password, for error messages."""
     try:
         from psycopg.conninfo import conninfo_to_dict, make_conninfo

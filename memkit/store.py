@@ -280,6 +280,8 @@ class SQLStore:
         out: list[RememberResult] = []
         if not items:
             return out
+        with self._lock:  # not under the write lock: other processes' writers go on
+            self._ix.warm_grams(scope_id, {it.kind for it in items}, self.fold.threshold)
         with self._write(scope_id) as w:
             for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())

@@ -3,8 +3,9 @@
 Any backend to any backend (`memkit.stores` URLs: a SQLite path or
 `sqlite:///...`, or `postgresql://...`). Lossless: ids, contents, tags,
 confidences, timestamps, seen counts, `superseded_by` links (so every history
-chain), embeddings (float32, bit for bit) and rollouts (evidence, staging and
-consumption times) arrive as they left, in their original order. After the
+chain), embeddings (float32, bit for bit) and rollouts (evidence, staging,
+consumption and parking: failed passes, parked time) arrive as they left, in
+their original order. After the
 copy, counts and content checksums of source and destination are compared;
 any difference is an error. A destination that already holds rows is refused
 unless `into_nonempty=True` (then the copied ids must be new to it).
@@ -34,7 +35,10 @@ MEM_COLS = (
     "id", "scope_id", "kind", "content", "tags", "confidence", "source_run_id",
     "created_at", "seen_count", "last_seen_at", "superseded_by", "embedding",
 )  # fmt: skip
-ROLLOUT_COLS = ("id", "scope_id", "run_id", "messages", "final", "staged_at", "consumed_at")
+ROLLOUT_COLS = (
+    "id", "scope_id", "run_id", "messages", "final", "staged_at", "consumed_at",
+    "failed_passes", "parked_at",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ class _SQLiteRaw(_Raw):
             )
             c.executemany(
                 "INSERT INTO rollouts (id, scope_id, run_id, messages, final, staged_at, "
-                "consumed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "consumed_at, failed_passes, parked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     (*(r[k] for k in ROLLOUT_COLS[:3]),
                      json.dumps(r["messages"], ensure_ascii=False),
@@ -209,7 +213,8 @@ class _PostgresRaw(_Raw):
                 )
                 cur.executemany(
                     "INSERT INTO rollouts (id, scope_id, run_id, messages, final, staged_at, "
-                    "consumed_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    "consumed_at, failed_passes, parked_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     [
                         (*(r[k] for k in ROLLOUT_COLS[:3]),
                          json.dumps(r["messages"], ensure_ascii=False),

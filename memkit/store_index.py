@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,8 +287,8 @@ class Indexes:
         return self.seen[key]
 
     def grams_of(self, scope_id: str, kind: str, threshold: float) -> GramIndex:
-        """The (scope, kind) trigram index serving `threshold`, built from SQLite on
-        first use. Call after `catch_up`."""
+        """The (scope, kind) trigram index serving `threshold`, built from the table
+        on first use. Call after `catch_up`."""
         gi = self.grams.get((scope_id, kind))
         if gi is None or gi.floor > threshold:  # built for a higher threshold
             gi = GramIndex.build(
@@ -301,6 +301,20 @@ class Indexes:
             )
             self.grams[(scope_id, kind)] = gi
         return gi
+
+    def warm_grams(self, scope_id: str, kinds: Iterable[str], threshold: float) -> None:
+        """Build the (scope, kind) trigram indexes a write will need before it takes
+        the write lock: a first build reads every live row of the scope (seconds at
+        100k rows), and other processes' writers would wait that long. Rows
+        committed meanwhile are applied again by the write's catch-up (puts and
+        drops are idempotent)."""
+        if threshold <= 0:
+            return  # the fold-in scan needs no index
+        missing = [k for k in kinds if (scope_id, k) not in self.grams]
+        if missing:
+            self.catch_up(scope_id)
+            for kind in missing:
+                self.grams_of(scope_id, kind, threshold)
 
     def keywords_of(self, scope_id: str) -> KeywordIndex:
         """The scope's keyword index, caught up with other connections' writes."""

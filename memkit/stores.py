@@ -3,6 +3,7 @@
 `postgresql://...` (or `postgres://`) opens a `PostgresStore`; `sqlite:///rel.db`,
 `sqlite:////abs/path.db`, `sqlite://` (in memory) or a plain path open a
 `SQLiteStore` (the SQLAlchemy spelling). Imports the backend it needs only.
+`open_scratch_store(url)` gives a fresh store that vanishes on close.
 """
 
 from __future__ import annotations
@@ -44,3 +45,27 @@ def open_store(url: str, **options: Any):
     from memkit.store import SQLiteStore
 
     return SQLiteStore.open(sqlite_path(url), **options)
+
+
+def open_scratch_store(url: str | None = None, **options: Any):
+    """A new, empty store that is gone after `close()`: in memory (SQLite) when
+    `url` is None or names SQLite; on a Postgres server, a schema of its own
+    in that database, dropped on close. `options` as for `open_store`."""
+    if url is not None and is_postgres_url(url):
+        from memkit.postgres import PostgresStore
+
+        return PostgresStore.scratch(str(url), **options)
+    if url is not None:
+        sqlite_path(url)  # an unknown scheme is refused, not replaced by memory
+    from memkit.store import SQLiteStore
+
+    return SQLiteStore.open(":memory:", **options)
+
+
+def redacted_url(url: str | None) -> str | None:
+    """A store URL fit for run files and messages: any password replaced by ***."""
+    if url is None or not is_postgres_url(url):
+        return url
+    from memkit.postgres import safe_dsn
+
+    return safe_dsn(str(url))

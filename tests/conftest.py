@@ -68,10 +68,9 @@ def pg_server_dsn():
 
 def with_schema(dsn: str, schema: str) -> str:
     """The DSN with `search_path` set to `schema` (then public, where pgvector lives)."""
-    from urllib.parse import quote
+    from memkit.postgres import dsn_with_schema
 
-    sep = "&" if "?" in dsn else "?"
-    return f"{dsn}{sep}options={quote(f'-csearch_path={schema},public')}"
+    return dsn_with_schema(dsn, schema)
 
 
 _PG_POOL: list[str] = []

@@ -9,23 +9,19 @@ leaves a rollout both parked and pending, and never loses one.
 from __future__ import annotations
 
 import os
-import random
-import signal
 import sqlite3
-import subprocess
-import sys
-import textwrap
-import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from crash_loops import SCOPE
+from kill_harness import assert_file_sound, kill_rounds, stage_runs
 
 from memkit import SQLiteStore
 from memkit.consolidate import OracleConsolidator, build_rollout, run_pass_sync
 from memkit.errors import ConfigError, ProviderError
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
+from memkit.stores import open_store
 from memkit.types import Rollout
 
 S = "s"
@@ -232,75 +228,18 @@ def test_rollout_type_defaults():
 
 # --- crash safety: SIGKILL while passes park ------------------------------------------
 
-REPO = Path(__file__).resolve().parents[1]
-KILLS = 30
-
-ZYGOTE = textwrap.dedent(
-    """
-    import asyncio, os, sys
-    from memkit import SQLiteStore
-    from memkit.consolidate import OracleConsolidator, run_pass
-
-    DB = sys.argv[1]
-
-    def gold(request):
-        # every eleventh run is poison: its batch fails until it is parked
-        if any(int(r.run_id.split("-")[1]) % 11 == 0 for r in request.rollouts):
-            return [{"ids": ["mem-invented"], "entry": None}]
-        return [{"ids": [], "entry": {"content": f"marker {r.run_id}"}} for r in request.rollouts]
-
-    async def loop():
-        store = SQLiteStore.open(DB, embedder=None)
-        model = OracleConsolidator(gold)
-        os.write(1, b"open\\n")  # the kill clock starts here, whatever the machine's load
-        while True:
-            res = await run_pass(store, "crash", model, on_error=lambda e: None)
-            if res.outcome == "error" and res.error_code != "unknown_id":
-                os.write(2, f"pass error: {res.error}\\n".encode())
-                os._exit(3)
-            if res.outcome == "nothing_pending":
-                await asyncio.sleep(0.001)
-
-    print("ready", flush=True)
-    for line in sys.stdin:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                asyncio.run(loop())
-            finally:
-                os._exit(4)
-        print(pid, flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(f"reaped {status}", flush=True)
-    """
-)
+KILLS_INSIDE = 30
+"""Kills that must land inside `commit_pass` or `record_failed_pass`."""
 
 
-def _stage_file(db: Path, start: int, n: int) -> dict[str, str]:
-    staged = {}
-    with SQLiteStore.open(str(db), embedder=None) as store:
-        for i in range(start, start + n):
-            run_id = f"run-{i:04d}"
-            r = build_rollout(
-                "crash", [{"role": "user", "content": f"evidence {i}"}], "", run_id=run_id
-            )
-            assert store.stage_rollout(r)
-            staged[r.id] = run_id
-    return staged
-
-
-def _check(db: Path, staged: dict[str, str]) -> tuple[int, int]:
+def _check(db: str, staged: dict[str, str]) -> tuple[int, int]:
     """Every staged rollout is in exactly one state, consistent with its counts and rows."""
-    con = sqlite3.connect(str(db))
-    try:
-        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    finally:
-        con.close()
-    with SQLiteStore.open(str(db), embedder=None) as store:
-        pending = {r.id: r for r in store.pending_rollouts("crash", 10**6)}
-        parked = {r.id: r for r in store.parked_rollouts("crash")}
-        markers = {m.content for m in store.live("crash")}
-        stats = store.stats("crash")
+    assert_file_sound(db)
+    with open_store(db, embedder=None) as store:
+        pending = {r.id: r for r in store.pending_rollouts(SCOPE, 10**6)}
+        parked = {r.id: r for r in store.parked_rollouts(SCOPE)}
+        markers = {m.content for m in store.live(SCOPE)}
+        stats = store.stats(SCOPE)
     consumed = {rid for rid, run in staged.items() if f"marker {run}" in markers}
     assert not set(pending) & set(parked), "a rollout is both parked and pending"
     assert not consumed & (set(pending) | set(parked))
@@ -316,46 +255,27 @@ def _check(db: Path, staged: dict[str, str]) -> tuple[int, int]:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_sigkill_while_parking_never_loses_or_duplicates_a_rollout(tmp_path):
-    db = tmp_path / "park.db"
-    staged = _stage_file(db, 0, 60)
-    script = tmp_path / "zygote.py"
-    script.write_text(ZYGOTE)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    z = subprocess.Popen(
-        [sys.executable, str(script), str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=str(REPO),
+def test_sigkill_while_parking_never_loses_or_duplicates_a_rollout(tmp_path, store_url):
+    db = store_url
+    staged = stage_runs(db, SCOPE, 0, 60)
+    state = [(0, 0)]
+
+    def after_round() -> None:
+        parked, consumed = _check(db, staged)
+        state.append((parked, consumed))
+        if len(staged) - parked - consumed < 40:
+            staged.update(stage_runs(db, SCOPE, len(staged), 60))
+
+    report = kill_rounds(
+        tmp_path,
+        db,
+        "crash_loops:parking_loop",
+        ("commit_pass", "record_failed_pass"),
+        after_round=after_round,
+        target_inside=KILLS_INSIDE,
+        max_kills=3 * KILLS_INSIDE,
+        seed=20261203,
     )
-    rng = random.Random(20261203)
-    parked = consumed = 0
-    try:
-        assert z.stdout.readline().strip() == "ready", z.stderr.read()
-        for _ in range(KILLS):
-            if len(staged) - parked - consumed < 40:
-                staged |= _stage_file(db, len(staged), 60)
-            z.stdin.write("go\n")
-            z.stdin.flush()
-            # the zygote prints the worker's pid, the worker "open" once it has the store
-            lines = [z.stdout.readline().strip(), z.stdout.readline().strip()]
-            if "open" not in lines:  # stop the zygote first: reading its stderr would block
-                z.kill()
-                raise AssertionError(f"worker did not start: {lines} {z.stderr.read()}")
-            pid = int(next(x for x in lines if x != "open"))
-            time.sleep(rng.uniform(0.005, 0.080))
-            os.kill(pid, signal.SIGKILL)
-            reaped = z.stdout.readline().strip()
-            assert reaped.startswith("reaped"), reaped
-            status = int(reaped.split()[1])
-            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, (
-                f"worker ended on its own (status {status}): {z.stderr.read()}"
-            )
-            parked, consumed = _check(db, staged)
-    finally:
-        z.stdin.close()
-        z.wait(timeout=10)
+    assert report.inside >= KILLS_INSIDE, f"only {report.inside} of {report.kills} kills inside"
+    parked, consumed = state[-1]
     assert parked > 0 and consumed > 0  # the kills landed while both kinds of pass ran

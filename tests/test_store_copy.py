@@ -10,13 +10,14 @@ from test_store_helpers import Clock
 from memkit.cli import main
 from memkit.consolidate import build_rollout
 from memkit.errors import EmbedderMismatch, MemkitError
+from memkit.params import ConsolidationParams
 from memkit.store_copy import copy_store
 from memkit.stores import open_store
 
 
 def _fill(url: str) -> dict:
-    """A store with folds, an update chain, a retraction, embeddings, another scope,
-    and rollouts both pending and consumed (by a committed pass)."""
+    """A store with folds, an update chain, a retraction, embeddings, another scope, and
+    rollouts pending (one failed pass), consumed (by a committed pass) and parked."""
     clock = Clock()
     with open_store(url, embedder="hashing", clock=clock) as s:
         a = s.remember("s", "The deploy script is ops/deploy.sh", tags=["ops", "ünï"]).id
@@ -27,13 +28,15 @@ def _fill(url: str) -> dict:
         gone = s.remember("s", "Prefers tea over coffee", kind="preference").id
         s.retract("s", gone)
         s.remember("t", "Another scope's fact", kind="learning")
-        r1, r2 = (
-            build_rollout("s", [{"role": "user", "content": f"ev {i}"}], "ok") for i in (1, 2)
+        r1, r2, r3 = (
+            build_rollout("s", [{"role": "user", "content": f"ev {i}"}], "ok") for i in (1, 2, 3)
         )
-        s.stage_rollout(r1)
-        s.stage_rollout(r2)
+        for r in (r1, r2, r3):
+            s.stage_rollout(r)
         snap = s.snapshot("s")
         s.commit_pass("s", [r1.id], snap, [{"ids": [], "entry": {"content": "From a pass"}}])
+        s.record_failed_pass("s", [r2.id], "parse")  # one failure, still pending
+        s.record_failed_pass("s", [r3.id], "parse", ConsolidationParams(park_after=1))  # parked
     return {"chain": [a, b, c], "gone": gone, "pending": r2.id}
 
 
@@ -43,7 +46,8 @@ def _state(url: str) -> dict:
         for scope in ("s", "t"):
             out[scope] = [(m, m.embedding) for m in s.live(scope)]
             out[f"{scope}-recall"] = [(h.id, h.score) for h in s.recall(scope, "deploy")]
-        out["pending"] = [r.id for r in s.pending_rollouts("s", 10)]
+        out["pending"] = [(r.id, r.failed_passes) for r in s.pending_rollouts("s", 10)]
+        out["parked"] = [(r.id, r.failed_passes, r.parked_at) for r in s.parked_rollouts("s")]
         return out
 
 
@@ -54,14 +58,15 @@ def _same(a: dict, b: dict) -> None:
         for (_, ea), (_, eb) in zip(a[scope], b[scope], strict=True):
             assert np.array_equal(ea, eb)
         assert a[f"{scope}-recall"] == b[f"{scope}-recall"]
-    assert a["pending"] == b["pending"]
+    assert a["pending"] == b["pending"] and a["parked"] == b["parked"]
+    assert len(a["parked"]) == 1 and a["pending"][0][1] == 1
 
 
 def test_copy_sqlite_to_postgres_and_back_is_lossless(tmp_path, pg_dsn):
     src, back = str(tmp_path / "src.db"), f"sqlite:///{tmp_path}/back.db"
     ids = _fill(src)
     rep = copy_store(src, pg_dsn)
-    assert (rep.memories, rep.rollouts, rep.scopes) == (6, 2, 2)
+    assert (rep.memories, rep.rollouts, rep.scopes) == (6, 3, 2)
     assert copy_store(pg_dsn, back).memories_sha256 == rep.memories_sha256
     want = _state(src)
     _same(want, _state(pg_dsn))
@@ -105,6 +110,6 @@ def test_cli_copy_reports_verified_counts(tmp_path, pg_dsn, capsys):
     _fill(src)
     assert main(["store", "copy", "--from", src, "--to", pg_dsn]) == 0
     out = capsys.readouterr().out
-    assert "copied 6 memories (2 scopes) and 2 rollouts; verified" in out
+    assert "copied 6 memories (2 scopes) and 3 rollouts; verified" in out
     assert main(["store", "copy", "--from", src, "--to", pg_dsn]) == 1
     assert "not empty" in capsys.readouterr().err
