@@ -295,7 +295,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "--consolidator",
         action="append",
         metavar="SPEC",
-        help="heuristic, oracle, litellm:<model>, replay:<run-dir> (repeatable)",
+        help="heuristic, oracle, litellm:<model>, replay:<recording.jsonl or run-dir> (repeatable)",
     )
     p.add_argument("--replicates", type=int, help="pipeline replicates per scope (default 1)")
     p.add_argument(
@@ -333,6 +333,12 @@ def _run_parser() -> argparse.ArgumentParser:
         "(a schema of its own per scope on that server, dropped afterwards; same results)",
     )
     p.add_argument("--no-report", action="store_true", help="skip report.md/report.html")
+    p.add_argument(
+        "--record",
+        metavar="FILE",
+        help="after the run, write its one litellm model's answers as a recording "
+        "(replay it offline with --consolidator replay:FILE; README 'Recorded runs')",
+    )
     p.add_argument(
         "--local-server",
         action="store_true",
@@ -385,6 +391,8 @@ def _with_local_server(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     try:
         with local_server.running(a.local_server_port) as srv:
             a.api_base = srv.api_base
+            if a.context_tokens is None and a.max_request_bytes is None:
+                a.context_tokens = local_server.CONTEXT_TOKENS  # shape requests to fit it
             return _run_one(a, argv, exp)
     except LocalServerError as e:
         raise RunFailed(str(e)) from None
@@ -393,6 +401,7 @@ def _with_local_server(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
 def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     """One run folder (run_main after the experiment's datasets are split)."""
     from evals.providers import below_floors, parse_floors
+    from evals.record import record_run
     from evals.runner import _resume_key, preflight, run_eval
     from evals.runs import default_name, prepare_run_dir
 
@@ -424,6 +433,13 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     cfg = _config(a, **extra)
     _refuse_inapplicable(a, cfg)
     cfg = dataclasses.replace(cfg, model_options=_model_options(a, cfg.consolidators, exp))
+    llms = [c for c in cfg.consolidators if c.startswith("litellm:")]
+    if a.record and len(llms) != 1:
+        raise ConfigError(
+            f"--record writes the recording of one litellm:<model> consolidator; this run has "
+            f"{len(llms)} ({', '.join(llms) or 'none'}); record the run afterwards with "
+            "`memkit eval record RUN --system SPEC --out FILE`"
+        )
     preflight(cfg)  # before any data is read or any folder made: a dead provider fails in seconds
     ds = _load_checked(cfg)
     out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
@@ -447,6 +463,8 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     problems = [*res.failures, *below_floors(res.metrics.to_dict("records"), floors)]
     for line in problems:
         print(line, file=sys.stderr)
+    if a.record:
+        _print_recorded(record_run(res.out, a.record, system=f"pipeline:{llms[0]}"))
     if a.quiet:  # one summary line
         print(f"run written to {res.out}" + ("" if a.no_report else " (report.html)"))
     else:
@@ -458,6 +476,40 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     failed = _embedder_failed(res.out)
     if failed:
         raise RunFailed(failed)
+    return 0
+
+
+def _print_recorded(summary: dict[str, Any]) -> None:
+    left = ", ".join(f"{k} {v}" for k, v in sorted(summary["left_out"].items()))
+    print(
+        f"recorded {summary['system']}: {summary['entries']} requests ({summary['answered']} "
+        f"answered, {summary['errors']} provider errors"
+        + (f"; left out: {left}" if left else "")
+        + f"; request budget {summary['request_budget']} bytes) -> {summary['out']}"
+    )
+
+
+def _record_parser() -> argparse.ArgumentParser:
+    p = _parser("memkit eval record", record_main.__doc__)
+    p.add_argument("run", help="a finished run folder with a litellm:<model> system")
+    p.add_argument("--out", required=True, metavar="FILE", help="the recording to write (.jsonl)")
+    p.add_argument(
+        "--system", metavar="SPEC", help="which litellm system (default: the run's only one)"
+    )
+    p.add_argument("--note", help="free text kept in the header (server, model file, ...)")
+    return p
+
+
+@guarded("memkit eval record")
+def record_main(argv: list[str]) -> int:
+    """Write a run's real-model answers as a recording, replayed offline by request hash
+    with `--consolidator replay:FILE` (README: 'Recorded runs')."""
+    a = _record_parser().parse_args(argv)
+    from evals.record import record_run
+
+    if not a.out.endswith(".jsonl"):
+        raise ConfigError(f"--out must name a .jsonl file, got {a.out!r}")
+    _print_recorded(record_run(a.run, a.out, system=a.system, note=a.note))
     return 0
 
 
@@ -730,12 +782,13 @@ def _first_line(fn: Callable) -> str:
 
 
 def eval_main(argv: list[str] | None = None) -> int:
-    """evaluate: run, sweep, compare, list runs"""
+    """evaluate: run, sweep, compare, list runs, record a model's answers"""
     table = {
         "run": lambda: run_main,
         "sweep": lambda: sweep_main,
         "compare": lambda: compare_main,
         "list": lambda: list_main,
+        "record": lambda: record_main,
     }
     return _group("memkit eval", "Evaluate memkit on a dataset.", table, list(argv or []))
 

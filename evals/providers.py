@@ -179,6 +179,11 @@ def failure_summary(
     out: dict[str, dict[str, Any]] = {}
     for a in attempts:
         s = out.setdefault(a["system"], {"attempts": 0, "failed": 0, "by_outcome": {}})
+        if is_replay_miss(a):  # not the model's failure: the recording lacks the request
+            missed = s.setdefault("not_recorded", [])
+            if a.get("request_hash") not in missed:
+                missed.append(a.get("request_hash"))
+            continue
         s["attempts"] += 1
         if a.get("raw_response") is None and a.get("outcome") != "ok":
             s["failed"] += 1
@@ -189,17 +194,35 @@ def failure_summary(
     for s in out.values():
         s["share"] = round(s["failed"] / s["attempts"], 6) if s["attempts"] else None
         s["threshold"] = threshold
-        s["fails_run"] = bool(s.get("stopped")) or (
-            s["share"] is not None and s["share"] > threshold
+        s["fails_run"] = (
+            bool(s.get("stopped"))
+            or bool(s.get("not_recorded"))
+            or (s["share"] is not None and s["share"] > threshold)
         )
     return out
+
+
+def is_replay_miss(row: Mapping[str, Any]) -> bool:
+    """An attempt a replay could not answer: its request is not in the recording."""
+    return row.get("outcome") == "replay_miss"
 
 
 def banner_lines(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """One line per system that fails the run, naming it and its failure counts."""
     lines = []
     for sys_, s in sorted(summary.items()):
-        if not s.get("fails_run"):
+        missed = s.get("not_recorded") or ()
+        if missed:
+            shown = ", ".join(str(h)[:12] for h in missed[:5]) + (", …" if len(missed) > 5 else "")
+            lines.append(
+                f"NOT IN THE RECORDING: {sys_}: {len(missed)} distinct request(s) are not in "
+                f"its recording ({shown}): the prompt, the request shaping or the data changed "
+                "since it was recorded. They are not scored as model failures, but each one left "
+                "its scope's evidence pending, so that scope's later passes, probes and "
+                "extraction no longer reproduce the recorded run: record it again "
+                "(README: 'Recorded runs')."
+            )
+        if not s.get("fails_run") or (missed and not s.get("stopped") and not s["failed"]):
             continue
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(s["by_outcome"].items())) or "none"
         line = (

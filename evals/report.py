@@ -314,7 +314,11 @@ def _failures(d: Path, systems: list[str]) -> list[str]:
         c[0] += r.get("fallback") == "embed_error"
         c[1] += 1
     attempts: dict[str, list[Any]] = {}
+    missed: dict[str, int] = {}
     for r in read_jsonl(d / "attempts.jsonl"):
+        if r.get("outcome") == "replay_miss":
+            missed[r["system"]] = missed.get(r["system"], 0) + 1
+            continue
         c = attempts.setdefault(r["system"], [0, 0, None])
         if r.get("raw_response") is None:
             c[0] += 1
@@ -330,6 +334,8 @@ def _failures(d: Path, systems: list[str]) -> list[str]:
         if bad:
             why = f"; last error: {str(last)[:160]}" if last else ""
             parts.append(f"provider failed on {bad}/{total} attempts{why}")
+        if missed.get(sys_):
+            parts.append(f"{missed[sys_]} passes' requests not in the recording")
         lines.append(f"`{sys_}`: " + ("; ".join(parts) if parts else "nothing failed"))
     return lines
 

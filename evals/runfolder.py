@@ -156,12 +156,18 @@ def write_metrics(run_dir: Path, table: pd.DataFrame) -> None:
     )
 
 
+def _made(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Attempt rows a model made: without a replay's requests missing from its recording
+    (they took no time and no tokens of the model; the manifest counts them)."""
+    return [r for r in rows if r.get("outcome") != "replay_miss"]
+
+
 def write_latency(run_dir: Path) -> None:
     """Latency p50/p95 per system (wall clock; deliberately not in metrics.json)."""
     from evals.stats import bootstrap_mean, bootstrap_quantile
 
     out: dict[str, dict[str, Any]] = {}
-    for sys_, rows in sorted(by_system(read_jsonl(run_dir / "attempts.jsonl")).items()):
+    for sys_, rows in sorted(by_system(_made(read_jsonl(run_dir / "attempts.jsonl"))).items()):
         lat = [float(r.get("latency_s") or 0.0) for r in rows]
         out[sys_] = {
             "latency_p50_s": bootstrap_quantile(lat, 0.5).as_dict(DIGITS),
@@ -241,7 +247,7 @@ def write_spend(run_dir: Path) -> None:
     its cached rerun (there `cost_usd` is what the attempts cost when made).
     """
     out = {}
-    for sys_, rows in sorted(by_system(read_jsonl(run_dir / "attempts.jsonl")).items()):
+    for sys_, rows in sorted(by_system(_made(read_jsonl(run_dir / "attempts.jsonl"))).items()):
         paid = [r for r in rows if not r.get("cached")]
         replayed = [r for r in rows if r.get("cached")]
         out[sys_] = {

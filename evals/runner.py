@@ -306,6 +306,11 @@ def _consolidator(spec: str, config: RunConfig, dataset: Any, matcher: Matcher) 
         opts["gold"] = oracle_gold(dataset, matcher)
     if spec.startswith("litellm:") and config.cache_dir and "cache_dir" not in opts:
         opts["cache_dir"] = config.cache_dir
+    if spec.startswith("replay:"):
+        path = Path(spec.split(":", 1)[1])
+        if not path.exists() and not path.is_absolute() and (REPO / path).exists():
+            opts.setdefault("name", spec)  # repo-relative (make eval from anywhere), same name
+            return get_consolidator(f"replay:{REPO / path}", **opts)
     return get_consolidator(spec, **opts)
 
 

@@ -455,11 +455,14 @@ class AttemptUnit:
     counts each distinct (replicate, model, request hash) once, by its first
     answer, so a frozen scope resending one request is not a new sample."""
 
-    __slots__ = ("answered", "first", "row", "score")
+    __slots__ = ("answered", "first", "missed", "row", "score")
 
     def __init__(self, row: Mapping[str, Any], first: bool = True):
         self.row = row
         self.answered = row.get("raw_response") is not None
+        self.missed = row.get("outcome") == "replay_miss"
+        """A replay's request not in its recording: no attempt of the model at all, so
+        every attempt metric is undefined on it (counted in the manifest instead)."""
         self.first = first
         self.score: AttemptScore | None = None
         if self.answered and first and row.get("parse_mode") is not None:
@@ -873,17 +876,24 @@ _attempt(
         NAN if a.score is None or a.row.get("parsed_changes") is None else float(a.score.changes)
     )
 )
+
+
+def _made(fn: Any) -> Any:
+    """An attempt metric undefined (NaN) on a replay's request not in its recording."""
+    return lambda a: NAN if a.missed else fn(a)
+
+
 _attempt(
     "provider_failures",
     "share of attempts without an answer (provider error)",
     "lower",
     "validity",
-)(lambda a: float(not a.answered))
+)(_made(lambda a: float(not a.answered)))
 _attempt("input_tokens", "mean input tokens per attempt", "lower", "tokens")(
-    lambda a: float(a.row.get("input_tokens") or 0)
+    _made(lambda a: float(a.row.get("input_tokens") or 0))
 )
 _attempt("output_tokens", "mean output tokens per attempt", "lower", "tokens")(
-    lambda a: float(a.row.get("output_tokens") or 0)
+    _made(lambda a: float(a.row.get("output_tokens") or 0))
 )
 
 register(
@@ -934,11 +944,15 @@ _attempt(
     "lower",
     "usd",
     lists=("headline",),
-)(lambda a: float(a.row.get("cost_usd") or 0.0))
+)(_made(lambda a: float(a.row.get("cost_usd") or 0.0)))
 
 
 def _pass(name: str, definition: str, family: str) -> Any:
-    return register(name, unit="pass", definition=definition, direction="lower", family=family)
+    reg = register(name, unit="pass", definition=definition, direction="lower", family=family)
+    # a pass whose request was not in the replay's recording asked no model: undefined
+    return lambda fn: reg(
+        lambda rows: NAN if any(r.get("outcome") == "replay_miss" for r in rows) else fn(rows)
+    )
 
 
 _pass(

@@ -67,6 +67,17 @@ def test_llama_cpp_python_form_reaches_the_server_unchanged(srv):
     assert res.attempts[-1].to_dict()["response_format"] == "json_object+schema"
 
 
+def test_hosted_vllm_models_pass_the_schema_unchanged_too(srv):
+    # the local server's model string (memkit.local_server.LITELLM_MODEL)
+    cons = get_consolidator(
+        "litellm:hosted_vllm/smollm2-135m", api_base=srv.url, structured_output="json_object"
+    )
+    res = run_pass_sync(_store(), "s", cons, FAST)
+    body = srv.calls_for("smollm2-135m")[-1].body
+    assert body["response_format"] == {"type": "json_object", "schema": PROPOSAL_SCHEMA}
+    assert res.attempts[-1].response_format == "json_object+schema"
+
+
 def test_openai_form_reaches_the_server_unchanged(srv):
     res, body = _run(srv, "schema-openai", structured_output="json_schema")
     assert body["response_format"] == {

@@ -5,15 +5,18 @@
     result = run_pass_sync(store, "scope-a", get_consolidator("heuristic"))
     result.outcome, result.changes, result.attempts          # never raises for a bad pass
 
-Consolidators (`litellm:<model>`, `heuristic`, `oracle`, `replay:<run-dir>`)
+Consolidators (`litellm:<model>`, `heuristic`, `oracle`, `replay:<recording.jsonl
+or run-dir>`)
 all answer `{"changes": [...]}` text that goes through the same
 parse -> validate -> commit path.
 """
 
 from __future__ import annotations
 
+from memkit.consolidate.budget import request_budget
 from memkit.consolidate.cache import ResponseCache, cache_key
 from memkit.consolidate.consolidators import (
+    REPLAYABLE,
     LiteLLMConsolidator,
     OracleConsolidator,
     ReplayConsolidator,
@@ -22,6 +25,7 @@ from memkit.consolidate.consolidators import (
 from memkit.consolidate.heuristic import HeuristicConsolidator
 from memkit.consolidate.judge import Judgement, Verdict, judge
 from memkit.consolidate.passes import run_pass, run_pass_sync
+from memkit.consolidate.recording import read_recording, write_recording
 from memkit.consolidate.reply import Consolidator, Reply
 from memkit.consolidate.request import (
     NATIVE_PROMPT,
@@ -60,6 +64,7 @@ __all__ = [
     "NATIVE_PROMPT",
     "NATIVE_PROMPT_VERSION",
     "OracleConsolidator",
+    "REPLAYABLE",
     "Parsed",
     "PassResult",
     "ReplayConsolidator",
@@ -77,6 +82,8 @@ __all__ = [
     "judge",
     "parse_response",
     "prepare_request",
+    "read_recording",
+    "request_budget",
     "rollout_id",
     "run_pass",
     "run_pass_sync",
@@ -85,4 +92,5 @@ __all__ = [
     "validate_batch",
     "validate_changes",
     "Verdict",
+    "write_recording",
 ]

@@ -19,6 +19,7 @@ from memkit import llm
 from memkit.consolidate.budget import request_budget
 from memkit.consolidate.cache import ResponseCache, cache_key
 from memkit.consolidate.heuristic import HeuristicConsolidator
+from memkit.consolidate.recording import is_recording, read_recording
 from memkit.consolidate.reply import Consolidator, Reply, local_reply
 from memkit.consolidate.request import ConsolidationRequest
 from memkit.errors import ConfigError, ProviderError
@@ -210,21 +211,41 @@ class OracleConsolidator:
 
 
 class ReplayConsolidator:
-    """Serves the raw answers an earlier run recorded in `<run-dir>/attempts.jsonl`.
+    """Serves recorded answers offline, keyed by (request hash, replicate).
 
-    Keyed by (request hash, replicate), optionally filtered by `model`, so a
-    run against a real provider can be re-scored offline bit for bit. A
-    request that was never recorded raises ProviderError(kind="replay_miss").
+    Two sources: a recording (`<name>.jsonl`, `memkit.consolidate.recording`)
+    replays the real attempts, their tokens and latency included, and shapes
+    requests to the recorded budget (`request_budget`), so the same data and
+    code send the same request hashes; or a run folder, whose
+    `attempts.jsonl` raw answers are served (optionally of one `model`) with
+    local latency. A request that is not there raises
+    ProviderError(kind="replay_miss"), "not in the recording": the prompt, the
+    shaping or the data changed since it was recorded. The eval counts those
+    apart from provider failures and names them (`evals.providers`).
     """
 
-    def __init__(self, run_dir: str | Path, *, model: str | None = None):
-        self.run_dir = Path(run_dir)
+    def __init__(self, source: str | Path, *, model: str | None = None, name: str | None = None):
+        self.source = Path(source)
         self.model = model
-        self.name = f"replay:{self.run_dir}"
-        path = self.run_dir / "attempts.jsonl"
-        if not path.is_file():
-            raise ConfigError(f"replay: no attempts.jsonl in {str(self.run_dir)!r}")
+        self.name = name or f"replay:{source}"
+        self.budget: int | None = None
+        self.header: dict[str, Any] = {}
+        self._entries: dict[tuple[str, int], dict[str, Any]] | None = None
         self._answers: dict[tuple[str, int], tuple[str, str]] = {}
+        if is_recording(self.source):
+            self.header, self._entries = read_recording(self.source)
+            recorded = str(self.header.get("model") or self.name)
+            if model is not None and model != recorded:
+                raise ConfigError(f"replay: {self.source} recorded {recorded!r}, not {model!r}")
+            self.model = recorded
+            self.budget = _positive(self.name, "request_budget", self.header.get("request_budget"))
+            return
+        path = self.source / "attempts.jsonl"
+        if not path.is_file():
+            raise ConfigError(
+                f"replay: {str(self.source)!r} is neither a recording (.jsonl) nor a run "
+                "folder with attempts.jsonl"
+            )
         with jsonlines.open(path) as lines:
             try:
                 records = list(lines.iter(type=dict, skip_empty=True))
@@ -240,27 +261,44 @@ class ReplayConsolidator:
                 self._answers[key] = (raw, str(rec.get("model") or self.name))
 
     def __len__(self) -> int:
-        return len(self._answers)
+        return len(self._entries if self._entries is not None else self._answers)
+
+    def request_budget(self, params: ConsolidationParams, system_prompt: str) -> int:
+        """The recorded run's budget (a run folder: the SPEC's, from `params`)."""
+        if self.budget is None:
+            return params.request_bytes
+        return min(params.request_bytes, self.budget)
 
     async def propose(self, request: ConsolidationRequest) -> Reply:
         t0 = time.perf_counter()
-        hit = self._answers.get((request.request_hash, request.replicate))
+        key = (request.request_hash, request.replicate)
+        if self._entries is not None:
+            entry = self._entries.get(key)
+            if entry is None:
+                raise self._miss(request)
+            return _replay(entry, str(self.model))
+        hit = self._answers.get(key)
         if hit is None:
-            err = ProviderError(
-                f"replay: no recorded answer for request {request.request_hash[:12]}… "
-                f"replicate {request.replicate} in {str(self.run_dir)!r}",
-                kind="replay_miss",
-            )
-            err.attempts = (  # type: ignore[attr-defined]
-                CallAttempt(model=self.name, outcome="replay_miss", error=str(err)),
-            )
-            raise err
+            raise self._miss(request)
         text, model = hit
         return local_reply(model, text, t0)
 
+    def _miss(self, request: ConsolidationRequest) -> ProviderError:
+        err = ProviderError(
+            f"not in the recording: request {request.request_hash[:12]}… replicate "
+            f"{request.replicate} is not in {str(self.source)!r} (the prompt, the request "
+            "shaping or the data changed since it was recorded)",
+            kind="replay_miss",
+        )
+        err.attempts = (  # type: ignore[attr-defined]
+            CallAttempt(model=self.name, outcome="replay_miss", error=str(err)),
+        )
+        return err
+
 
 def get_consolidator(spec: str, **options: Any) -> Consolidator:
-    """`litellm:<model>` | `heuristic` | `oracle` (needs `gold=`) | `replay:<run-dir>`."""
+    """`litellm:<model>` | `heuristic` | `oracle` (needs `gold=`) |
+    `replay:<recording.jsonl>` | `replay:<run-dir>`."""
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"consolidator spec must be a non-empty string, got {spec!r}")
     kind, _, arg = spec.partition(":")
@@ -275,5 +313,6 @@ def get_consolidator(spec: str, **options: Any) -> Consolidator:
     if kind == "replay" and arg:
         return ReplayConsolidator(arg, **options)
     raise ConfigError(
-        f"unknown consolidator {spec!r} (want litellm:<model>, heuristic, oracle, replay:<dir>)"
+        f"unknown consolidator {spec!r} (want litellm:<model>, heuristic, oracle, "
+        "replay:<recording.jsonl or run dir>)"
     )

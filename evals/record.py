@@ -1,0 +1,135 @@
+"""Record a finished run's real-model answers as a replayable recording.
+
+`memkit eval record RUN --out FILE` (or `memkit eval run ... --record FILE`)
+turns the attempts of one `litellm:<model>` system of a run folder into a
+recording (`memkit.consolidate.recording`): per distinct request (hash,
+replicate), in run order, the attempt sequence with its real tokens and
+latency and the raw answer (or the rate-limit / server / timeout error it ended
+in; a connection or configuration failure says nothing about the request and
+is left out). The run's response cache made every repeat of a request the same
+answer, so the first occurrence stands for all. `replay:<FILE>` then serves it
+offline. Nothing here calls a model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from memkit.consolidate import REPLAYABLE, write_recording
+from memkit.errors import ConfigError
+
+CALL_FIELDS = (
+    "model",
+    "outcome",
+    "status",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cost_note",
+    "latency_s",
+    "retry_after_s",
+    "error",
+    "response_format",
+)
+"""`memkit.llm.CallAttempt` fields, read back from attempt rows."""
+
+
+def _system(manifest: dict[str, Any], system: str | None, where: Path) -> str:
+    llms = [s for s in manifest.get("systems", ()) if s.startswith("pipeline:litellm:")]
+    if system is None:
+        if len(llms) != 1:
+            raise ConfigError(
+                f"{where}: name the system to record with --system "
+                f"(litellm systems: {', '.join(llms) or 'none'})"
+            )
+        return llms[0]
+    want = system if system.startswith("pipeline:") else f"pipeline:{system}"
+    if want not in llms:
+        raise ConfigError(
+            f"{where}: {system!r} is not a litellm system of this run ({', '.join(llms) or 'none'})"
+        )
+    return want
+
+
+def _call(row: dict[str, Any], answered: bool) -> dict[str, Any]:
+    call = {k: row.get(k) for k in CALL_FIELDS}
+    if answered:  # a rejected answer was still an answer: the provider call was ok
+        call["outcome"] = "ok"
+    return call
+
+
+def record_run(
+    run_dir: str | Path, out: str | Path, *, system: str | None = None, note: str | None = None
+) -> dict[str, Any]:
+    """Write the recording of one litellm system of `run_dir` to `out`; returns a summary
+    (system, entries, answered, errors, left out by outcome, request budget)."""
+    from evals.runfolder import read_json, read_jsonl
+    from evals.scorers import pass_units_in_order
+
+    d = Path(run_dir)
+    if not (d / "manifest.json").is_file() or not (d / "attempts.jsonl").is_file():
+        raise ConfigError(f"{str(d)!r} is not a finished run folder (manifest, attempts)")
+    manifest = read_json(d / "manifest.json")
+    sys_ = _system(manifest, system, d)
+    spec = sys_.removeprefix("pipeline:")
+    rows = [r for r in read_jsonl(d / "attempts.jsonl") if r.get("system") == sys_]
+    passes = [r for r in read_jsonl(d / "passes.jsonl") if r.get("system") == sys_]
+    budgets = sorted({p["request_budget"] for p in passes if p.get("request_budget")})
+    if len(budgets) > 1:
+        raise ConfigError(f"{d}: {sys_} shaped requests to several budgets {budgets}")
+    entries: list[dict[str, Any]] = []
+    seen: set[tuple[str, int]] = set()
+    left_out: Counter[str] = Counter()
+    for unit in pass_units_in_order(rows):
+        h, rep = unit[0].get("request_hash"), int(unit[0].get("replicate", 0))
+        if h is None or (h, rep) in seen:
+            continue
+        last = unit[-1]
+        answered = last.get("raw_response") is not None
+        entry: dict[str, Any] = {"request_hash": h, "replicate": rep}
+        if answered:
+            entry["text"] = last["raw_response"]
+        elif last.get("outcome") in REPLAYABLE:
+            entry["error"] = {
+                "message": str(last.get("error") or last.get("outcome")),
+                "kind": last["outcome"],
+                "status": last.get("status"),
+            }
+        else:
+            left_out[str(last.get("outcome"))] += 1
+            continue
+        entry["attempts"] = [_call(r, answered and r is last) for r in unit]
+        entries.append(entry)
+        seen.add((h, rep))
+    if not entries:
+        raise ConfigError(f"{d}: {sys_} has no answered request to record")
+    config = manifest.get("config") or {}
+    options = dict((config.get("model_options") or {}).get(spec) or {})
+    options.pop("api_key", None)
+    header = {
+        "system": sys_,
+        "model": spec.removeprefix("litellm:"),
+        "options": options,
+        "request_budget": budgets[0] if budgets else None,
+        "consolidation": config.get("consolidation") or {},
+        "replicates": config.get("replicates", 1),
+        "dataset": {k: (manifest.get("dataset") or {}).get(k) for k in ("name", "version")}
+        | {"fingerprint": (manifest.get("dataset") or {}).get("fingerprint")},
+        "source_run": manifest.get("name"),
+        "recorded_at": manifest.get("started_at"),
+        "git_revision": manifest.get("git_revision"),
+        "llm": manifest.get("llm"),
+        "note": note,
+    }
+    n = write_recording(out, header, entries)
+    return {
+        "system": sys_,
+        "entries": n,
+        "answered": sum(1 for e in entries if "text" in e),
+        "errors": sum(1 for e in entries if "error" in e),
+        "left_out": dict(left_out),
+        "request_budget": header["request_budget"],
+        "out": str(out),
+    }
