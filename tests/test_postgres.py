@@ -107,3 +107,25 @@ def test_filtered_hnsw_query_that_comes_back_short_returns_the_exact_answer(ann_
     finally:
         exact.close()
         ann.close()
+
+
+def test_a_scratch_store_is_empty_and_gone_after_close(pg_server_dsn):
+    from memkit.stores import open_scratch_store
+
+    def schemas() -> set[str]:
+        with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+            q = "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'memkit_scratch%'"
+            return {r[0] for r in c.execute(q)}
+
+    before = schemas()
+    a = open_scratch_store(pg_server_dsn, embedder=None)
+    b = open_scratch_store(pg_server_dsn, embedder=None)
+    a.remember("s", "only in a")
+    assert b.live("s") == [] and len(schemas() - before) == 2  # one schema each
+    a.close()
+    b.close()
+    assert schemas() == before
+    with pytest.raises(ConfigError, match="URL"):
+        open_scratch_store("mysql://x/y", embedder=None)
+    with open_scratch_store(None, embedder=None) as s:  # in memory
+        assert isinstance(s, SQLiteStore)
