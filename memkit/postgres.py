@@ -75,11 +75,17 @@ class PgDb:
         self.conn = conn
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(_pg_sql(sql), args)
+        import psycopg
 
-    def executemany(self, sql: str, rows: Any) -> None:
-        with self.conn.cursor() as cur:
-            cur.executemany(_pg_sql(sql), rows)
+        try:
+            return self.conn.execute(_pg_sql(sql), args)
+        except psycopg.DataError as e:
+            if "NUL" in str(e):  # SQLite keeps U+0000 in text; Postgres text cannot
+                raise ConfigError(
+                    "a text argument holds a NUL (U+0000) character, which Postgres "
+                    "text cannot store"
+                ) from None
+            raise
 
     def begin_write(self, scope_id: str | None) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
@@ -87,10 +93,10 @@ class PgDb:
         self.conn.execute("BEGIN")
         try:
             if scope_id is None:
-                self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_LOCK,))
+                self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
                 return 0
-            (seq,) = self.conn.execute(
-                "INSERT INTO scopes (scope_id, seq) VALUES (%s, 1) ON CONFLICT (scope_id) "
+            (seq,) = self.execute(
+                "INSERT INTO scopes (scope_id, seq) VALUES (?, 1) ON CONFLICT (scope_id) "
                 "DO UPDATE SET seq = scopes.seq + 1 RETURNING seq",
                 (scope_id,),
             ).fetchone()
@@ -113,9 +119,7 @@ class PgDb:
 
     def top(self, scope_id: str | None) -> int:
         """The scope's highest committed change number."""
-        row = self.conn.execute(
-            "SELECT seq FROM scopes WHERE scope_id = %s", (scope_id,)
-        ).fetchone()
+        row = self.execute("SELECT seq FROM scopes WHERE scope_id = ?", (scope_id,)).fetchone()
         return 0 if row is None else int(row[0])
 
     @staticmethod
@@ -313,12 +317,12 @@ class PostgresStore(SQLStore):
         c = self._conn.conn
         with c.transaction():
             c.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-            rows = c.execute(
+            rows = self._conn.execute(
                 "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM ("
                 "SELECT rowid, scope_id, confidence, last_seen_at, created_at, embedding "
                 "FROM memories WHERE superseded_by IS NULL AND embedding IS NOT NULL "
-                f"ORDER BY embedding::vector({d}) <=> %s::vector({d}) LIMIT %s) nn "
-                "WHERE scope_id = %s",
+                f"ORDER BY embedding::vector({d}) <=> ?::vector({d}) LIMIT ?) nn "
+                "WHERE scope_id = ?",
                 (q, ef, scope_id),
             ).fetchall()
         if rows:
@@ -333,8 +337,8 @@ class PostgresStore(SQLStore):
             hits = []
         if len(hits) >= limit:
             return hits
-        (embedded,) = c.execute(
-            "SELECT count(*) FROM memories WHERE scope_id = %s AND superseded_by IS NULL "
+        (embedded,) = self._conn.execute(
+            "SELECT count(*) FROM memories WHERE scope_id = ? AND superseded_by IS NULL "
             "AND embedding IS NOT NULL",
             (scope_id,),
         ).fetchone()

@@ -192,3 +192,26 @@ def test_postgres_refuses_the_same(make_store, backend, method, call, argument):
         call(s)
     assert argument in str(e.value), str(e.value)
     assert state() == before
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.remember("s", "a\x00b"),
+        lambda s: s.remember("s\x00", "x"),
+        lambda s: s.recall("s\x00", "x"),
+    ],
+    ids=["content", "scope", "recall-scope"],
+)
+def test_postgres_refuses_nul_in_text_and_changes_nothing(make_store, backend, call):
+    """Postgres text cannot hold U+0000 (SQLite can): a MemkitError, never a driver
+    error (found by the API fuzz on Postgres)."""
+    if backend != "postgres":
+        pytest.skip("SQLite stores U+0000 in text")
+    s = make_store(embedder="hashing")
+    s.remember("s", "The deploy script is ops/deploy.sh", tags=["ops"])
+    before = s.stats(), s.live("s")
+    with pytest.raises(MemkitError, match="NUL"):
+        call(s)
+    assert (s.stats(), s.live("s")) == before
+    assert s.remember("s", "still writable").folded is False
