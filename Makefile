@@ -9,7 +9,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 LOCAL_STAMP := $(VENV)/.installed-local
 PYTEST_ARGS ?=
 
-.PHONY: eval test test-local lint bench notebooks clean
+.PHONY: eval test test-local lint bench bench-backends notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -61,6 +61,14 @@ bench: $(BENCH_STAMP)
 	$(BIN)/memkit bench store
 	$(BIN)/memkit bench assemble
 	$(BIN)/memkit bench harness
+
+# SQLite and Postgres side by side (README: "SQLite and Postgres side by side"), one run
+# on a private pgserver; SIZES=10000,100000 for a shorter run.
+SIZES ?= 10000,100000,1000000
+bench-backends: $(STAMP)
+	uptime
+	$(BIN)/memkit bench store --backend postgres --sizes $(SIZES)
+	uptime
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -342,46 +342,15 @@ class PostgresStore(SQLStore):
 
     # -- bulk load (benchmarks) ------------------------------------------------------------
 
-    def _bulk_load(
-        self,
-        scope_id: str,
-        contents: Sequence[str],
-        embeddings: np.ndarray | None = None,
-        *,
-        kind: str = "fact",
-        confidence: float = 0.7,
-        timestamps: Sequence[float] | None = None,
-    ) -> None:
-        """Insert many rows without fold-in, in one COPY (benchmarks and fixtures
-        only). `embeddings` rows are normalised; `timestamps` sets created_at =
-        last_seen_at per row (default: now)."""
-        now = float(self.clock())
-        if embeddings is not None:
-            embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
-        with self._write(scope_id) as w:
-            with self._conn.conn.cursor().copy(
-                "COPY memories (id, scope_id, kind, content, tags, confidence, created_at, "
-                "seen_count, last_seen_at, embedding, change_seq) FROM STDIN"
-            ) as cp:
-                for i, content in enumerate(contents):
-                    ts = now if timestamps is None else float(timestamps[i])
-                    emb = None if embeddings is None else _vec_text(embeddings[i])
-                    cp.write_row(
-                        (
-                            _new_id(),
-                            scope_id,
-                            kind,
-                            content,
-                            "[]",
-                            confidence,
-                            ts,
-                            1,
-                            ts,
-                            emb,
-                            w.seq,
-                        )
-                    )
-            w.reload(scope_id)  # cheaper than patching every row
+    def _bulk_rows(self, w: Any, rows: Any) -> None:
+        """`SQLStore._bulk_load`'s rows in one COPY."""
+        with self._conn.conn.cursor().copy(
+            "COPY memories (id, scope_id, kind, content, tags, confidence, created_at, "
+            "seen_count, last_seen_at, embedding, ngrams, change_seq) FROM STDIN"
+        ) as cp:
+            for mid, scope, kind, content, conf, ts, vec, grams in rows:
+                emb = None if vec is None else _vec_text(vec)
+                cp.write_row((mid, scope, kind, content, "[]", conf, ts, 1, ts, emb, grams, w.seq))
 
 
 def _check_readable(conn: Any, dsn: str) -> None:

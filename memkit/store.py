@@ -931,6 +931,35 @@ class SQLStore:
             ):
                 raise StaleSnapshot(f"snapshot memory {m.id!r} changed since the snapshot")
 
+    # -- bulk load (benchmarks) ------------------------------------------------------------
+
+    def _bulk_load(
+        self,
+        scope_id: str,
+        contents: Sequence[str],
+        embeddings: np.ndarray | None = None,
+        *,
+        kind: str = "fact",
+        confidence: float = 0.7,
+        timestamps: Sequence[float] | None = None,
+    ) -> None:
+        """Insert many rows without fold-in, in one write (benchmarks and fixtures
+        only; each backend's `_bulk_rows` inserts them its fastest way).
+        `embeddings` rows are normalised; `timestamps` sets created_at =
+        last_seen_at per row (default: now)."""
+        now = float(self.clock())
+        if embeddings is not None:
+            embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
+        rows = (
+            (_new_id(), scope_id, kind, content, float(confidence),
+             now if timestamps is None else float(timestamps[i]),
+             None if embeddings is None else embeddings[i], len(trigrams(content)))
+            for i, content in enumerate(contents)
+        )  # fmt: skip
+        with self._write(scope_id) as w:
+            self._bulk_rows(w, rows)
+            w.reload(scope_id)  # cheaper than patching every row
+
 
 class SQLiteStore(SQLStore):
     """The reference memory store on one SQLite file. Open with `SQLiteStore.open(path)`.
@@ -1008,48 +1037,19 @@ class SQLiteStore(SQLStore):
 
     # -- bulk load (benchmarks) ------------------------------------------------------------
 
-    def _bulk_load(
-        self,
-        scope_id: str,
-        contents: Sequence[str],
-        embeddings: np.ndarray | None = None,
-        *,
-        kind: str = "fact",
-        confidence: float = 0.7,
-        timestamps: Sequence[float] | None = None,
-    ) -> None:
-        """Insert many rows without fold-in, in one transaction (benchmarks and
-        fixtures only). `embeddings` rows are normalised; `timestamps` sets
-        created_at = last_seen_at per row (default: now)."""
-        now = float(self.clock())
-        if embeddings is not None:
-            embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
-        with self._write(scope_id) as w:
-            c = w.conn
-            start = c.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
-            c.executemany(
-                "INSERT INTO memories (rowid, id, scope_id, kind, content, tags, confidence, "
-                "created_at, seen_count, last_seen_at, embedding, ngrams, change_seq) "
-                "VALUES (?, ?, ?, ?, ?, '[]', ?, ?, 1, ?, ?, ?, ?)",
-                (
-                    (
-                        start + i,
-                        _new_id(),
-                        scope_id,
-                        kind,
-                        content,
-                        confidence,
-                        ts,
-                        ts,
-                        None if embeddings is None else embeddings[i].tobytes(),
-                        len(trigrams(content)),
-                        w.seq,
-                    )
-                    for i, content in enumerate(contents)
-                    for ts in [now if timestamps is None else float(timestamps[i])]
-                ),
-            )
-            w.reload(scope_id)
+    def _bulk_rows(self, w: Write, rows: Iterable[tuple]) -> None:
+        """Insert bulk rows (id, scope, kind, content, confidence, time, vector, grams)."""
+        c = w.conn
+        start = c.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
+        c.executemany(
+            "INSERT INTO memories (rowid, id, scope_id, kind, content, tags, confidence, "
+            "created_at, seen_count, last_seen_at, embedding, ngrams, change_seq) "
+            "VALUES (?, ?, ?, ?, ?, '[]', ?, ?, 1, ?, ?, ?, ?)",
+            (
+                (start + i, mid, scope, kind, content, conf, ts, ts, c.vec(vec), grams, w.seq)
+                for i, (mid, scope, kind, content, conf, ts, vec, grams) in enumerate(rows)
+            ),
+        )
 
 
 def record_embedder(conn: Any, emb: Embedder | None, where: str) -> None:

@@ -19,6 +19,16 @@ W2 = "The staging deploy runs ./deploy.sh --env staging from the ops box."
 W3 = "the staging deploy runs ./deploy.sh --env staging from the ops box!"
 
 
+def count_builds(monkeypatch) -> list:
+    """From now on, one item per trigram index built from the table."""
+    builds: list = []
+    real = GramIndex.build.__func__
+    monkeypatch.setattr(
+        GramIndex, "build", classmethod(lambda c, *x, **k: builds.append(1) or real(c, *x, **k))
+    )
+    return builds
+
+
 @pytest.fixture
 def pair(store_url):
     """Two connections to one store of the test's backend."""
@@ -81,11 +91,7 @@ def test_many_foreign_changes_reload_the_indexes_instead(pair, monkeypatch):
 def test_own_writes_need_no_reload(pair, monkeypatch):
     a, _ = pair
     a.remember("s", "warm-up fact about invoices")
-    builds = []
-    real = GramIndex.build.__func__
-    monkeypatch.setattr(
-        GramIndex, "build", classmethod(lambda c, *x, **k: builds.append(1) or real(c, *x, **k))
-    )
+    builds = count_builds(monkeypatch)
     a.remember("s", W1)
     assert a.remember("s", W2).folded
     assert builds == []  # patched in place, never rebuilt
@@ -96,11 +102,7 @@ def test_a_write_that_changes_no_row_keeps_the_indexes(pair, monkeypatch):
     it must not look like a foreign change that forces the indexes to reload."""
     a, _ = pair
     a.remember("s", "warm-up fact about invoices")
-    builds = []
-    real = GramIndex.build.__func__
-    monkeypatch.setattr(
-        GramIndex, "build", classmethod(lambda c, *x, **k: builds.append(1) or real(c, *x, **k))
-    )
+    builds = count_builds(monkeypatch)
     a.record_failed_pass("s", ["f" * 64], "parse")
     a.remember("s", W1)
     assert a.remember("s", W2).folded
