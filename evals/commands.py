@@ -491,7 +491,12 @@ def _print_recorded(summary: dict[str, Any]) -> None:
 
 def _record_parser() -> argparse.ArgumentParser:
     p = _parser("memkit eval record", record_main.__doc__)
-    p.add_argument("run", help="a finished run folder with a litellm:<model> system")
+    p.add_argument(
+        "run",
+        nargs="+",
+        help="finished run folder(s) with a litellm:<model> system; several (e.g. one per "
+        "--scope) make one recording when they agree on model, options, budget and dataset",
+    )
     p.add_argument("--out", required=True, metavar="FILE", help="the recording to write (.jsonl)")
     p.add_argument(
         "--system", metavar="SPEC", help="which litellm system (default: the run's only one)"
@@ -509,7 +514,7 @@ def record_main(argv: list[str]) -> int:
 
     if not a.out.endswith(".jsonl"):
         raise ConfigError(f"--out must name a .jsonl file, got {a.out!r}")
-    _print_recorded(record_run(a.run, a.out, system=a.system, note=a.note))
+    _print_recorded(record_run(list(a.run), a.out, system=a.system, note=a.note))
     return 0
 
 

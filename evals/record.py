@@ -60,28 +60,18 @@ def _call(row: dict[str, Any], answered: bool) -> dict[str, Any]:
     return call
 
 
-def record_run(
-    run_dir: str | Path, out: str | Path, *, system: str | None = None, note: str | None = None
-) -> dict[str, Any]:
-    """Write the recording of one litellm system of `run_dir` to `out`; returns a summary
-    (system, entries, answered, errors, left out by outcome, request budget)."""
-    from evals.runfolder import read_json, read_jsonl
+SAME = ("system", "model", "options", "request_budget", "consolidation", "dataset")
+"""Header fields every run of one recording must agree on (a recording may gather
+runs of single scopes made apart, e.g. one `--scope` per run)."""
+
+
+def _entries(
+    rows: list[dict[str, Any]], seen: set[tuple[str, int]], left_out: Counter[str]
+) -> list[dict[str, Any]]:
+    """One entry per distinct (request hash, replicate) not in `seen`, in run order."""
     from evals.scorers import pass_units_in_order
 
-    d = Path(run_dir)
-    if not (d / "manifest.json").is_file() or not (d / "attempts.jsonl").is_file():
-        raise ConfigError(f"{str(d)!r} is not a finished run folder (manifest, attempts)")
-    manifest = read_json(d / "manifest.json")
-    sys_ = _system(manifest, system, d)
-    spec = sys_.removeprefix("pipeline:")
-    rows = [r for r in read_jsonl(d / "attempts.jsonl") if r.get("system") == sys_]
-    passes = [r for r in read_jsonl(d / "passes.jsonl") if r.get("system") == sys_]
-    budgets = sorted({p["request_budget"] for p in passes if p.get("request_budget")})
-    if len(budgets) > 1:
-        raise ConfigError(f"{d}: {sys_} shaped requests to several budgets {budgets}")
-    entries: list[dict[str, Any]] = []
-    seen: set[tuple[str, int]] = set()
-    left_out: Counter[str] = Counter()
+    out: list[dict[str, Any]] = []
     for unit in pass_units_in_order(rows):
         h, rep = unit[0].get("request_hash"), int(unit[0].get("replicate", 0))
         if h is None or (h, rep) in seen:
@@ -101,13 +91,30 @@ def record_run(
             left_out[str(last.get("outcome"))] += 1
             continue
         entry["attempts"] = [_call(r, answered and r is last) for r in unit]
-        entries.append(entry)
+        out.append(entry)
         seen.add((h, rep))
-    if not entries:
-        raise ConfigError(f"{d}: {sys_} has no answered request to record")
+    return out
+
+
+def _header(d: Path, system: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run folder's recording header and its system's attempt rows."""
+    from evals.runfolder import read_json, read_jsonl
+
+    if not (d / "manifest.json").is_file() or not (d / "attempts.jsonl").is_file():
+        raise ConfigError(f"{str(d)!r} is not a finished run folder (manifest, attempts)")
+    manifest = read_json(d / "manifest.json")
+    sys_ = _system(manifest, system, d)
+    spec = sys_.removeprefix("pipeline:")
+    rows = [r for r in read_jsonl(d / "attempts.jsonl") if r.get("system") == sys_]
+    passes = [r for r in read_jsonl(d / "passes.jsonl") if r.get("system") == sys_]
+    budgets = sorted({p["request_budget"] for p in passes if p.get("request_budget")})
+    if len(budgets) > 1:
+        raise ConfigError(f"{d}: {sys_} shaped requests to several budgets {budgets}")
     config = manifest.get("config") or {}
     options = dict((config.get("model_options") or {}).get(spec) or {})
-    options.pop("api_key", None)
+    for machine_specific in ("api_key", "api_key_env", "api_base"):
+        options.pop(machine_specific, None)
+    dataset = manifest.get("dataset") or {}
     header = {
         "system": sys_,
         "model": spec.removeprefix("litellm:"),
@@ -115,17 +122,52 @@ def record_run(
         "request_budget": budgets[0] if budgets else None,
         "consolidation": config.get("consolidation") or {},
         "replicates": config.get("replicates", 1),
-        "dataset": {k: (manifest.get("dataset") or {}).get(k) for k in ("name", "version")}
-        | {"fingerprint": (manifest.get("dataset") or {}).get("fingerprint")},
-        "source_run": manifest.get("name"),
+        "dataset": {k: dataset.get(k) for k in ("name", "version", "fingerprint")},
+        "source_runs": [manifest.get("name")],
         "recorded_at": manifest.get("started_at"),
         "git_revision": manifest.get("git_revision"),
         "llm": manifest.get("llm"),
-        "note": note,
     }
+    return header, rows
+
+
+def record_run(
+    run_dirs: str | Path | list[str | Path],
+    out: str | Path,
+    *,
+    system: str | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """Write the recording of one litellm system of one or several run folders to `out`;
+    returns a summary (system, entries, answered, errors, left out by outcome, budget).
+
+    Several folders (e.g. one run per scope) must agree on system, model, options
+    (the api_base aside), request budget, consolidation tunables and dataset."""
+    dirs = [Path(p) for p in (run_dirs if isinstance(run_dirs, list) else [run_dirs])]
+    header: dict[str, Any] = {}
+    entries: list[dict[str, Any]] = []
+    seen: set[tuple[str, int]] = set()
+    left_out: Counter[str] = Counter()
+    for d in dirs:
+        h, rows = _header(d, system)
+        if not header:
+            header = h
+        else:
+            differ = [k for k in SAME if h[k] != header[k]]
+            if differ:
+                raise ConfigError(
+                    f"{d}: its {', '.join(differ)} differ from {dirs[0]}'s: one recording holds "
+                    "one model, options, budget and dataset"
+                )
+            header["source_runs"] += h["source_runs"]
+            header["recorded_at"] = min(str(header["recorded_at"]), str(h["recorded_at"]))
+        entries += _entries(rows, seen, left_out)
+    if not entries:
+        raise ConfigError(f"{dirs[0]}: {header['system']} has no answered request to record")
+    header["note"] = note
     n = write_recording(out, header, entries)
     return {
-        "system": sys_,
+        "system": header["system"],
         "entries": n,
         "answered": sum(1 for e in entries if "text" in e),
         "errors": sum(1 for e in entries if "error" in e),

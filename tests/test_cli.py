@@ -47,6 +47,7 @@ COMMANDS = [
     ["eval", "sweep"],
     ["eval", "compare"],
     ["eval", "list"],
+    ["eval", "record"],
     ["report"],
     ["bench", "store"],
     ["bench", "assemble"],

@@ -201,3 +201,35 @@ def test_a_recording_that_is_not_one_is_refused(tmp_path):
         get_consolidator(f"replay:{bad}")
     with pytest.raises(ConfigError, match="no recording"):
         get_consolidator(f"replay:{tmp_path / 'missing.jsonl'}")
+
+
+def test_runs_of_single_scopes_make_one_recording(tiny, emb, tmp_path):
+    root, ds = tiny
+    scopes = sorted({t.scope_id for t in ds.transcripts})
+    assert len(scopes) >= 2
+    with StubServer({"rec": _answer}) as srv:
+
+        def live(name, scope, **opts):
+            cfg = RunConfig(
+                dataset=str(root),
+                name=name,
+                store_mode=False,
+                consolidators=(LIVE,),
+                scopes=(scope,),
+                cache_dir=str(tmp_path / "cache"),
+                model_options={LIVE: {**OPTS, "api_base": srv.url, **opts}},
+                resamples=50,
+            )
+            run_eval(cfg, tmp_path / name, quiet=True, dataset=ds, embedder=emb, report=False)
+            return tmp_path / name
+
+        parts = [live(f"s{i}", s) for i, s in enumerate(scopes)]
+        other = live("other-budget", scopes[0], max_request_bytes=700)
+    summary = record_run(parts, tmp_path / "all.jsonl")
+    header, entries = read_recording(tmp_path / "all.jsonl")
+    assert header["source_runs"] == [p.name for p in parts] and "api_base" not in header["options"]
+    assert summary["entries"] == len(entries)
+    res = _replay(root, ds, emb, tmp_path / "whole", f"replay:{tmp_path / 'all.jsonl'}")
+    assert res.failures == []  # every scope's requests are in the one recording
+    with pytest.raises(ConfigError, match="request_budget differ"):
+        record_run([parts[0], other], tmp_path / "mixed.jsonl")
