@@ -94,3 +94,15 @@ def test_notebooks_can_be_reexecuted_by_hand():
     assert re.search(r"^notebooks: ", make, re.M)
     assert "jupyter nbconvert --to notebook --execute --inplace" in make
     assert "record_timing=False" in make  # no volatile timestamps in committed notebooks
+
+
+def test_load_runs_is_shown_in_the_readme_and_notebook_02():
+    """Issue #23 item 1: `load_runs` is documented where a researcher looks: the README
+    and notebook 02 (which calls it on its own runs)."""
+    import nbformat
+
+    readme = (REPO / "README.md").read_text()
+    assert "from evals.runs import load_runs" in readme and 'load_runs("reports/runs/*")' in readme
+    nb = nbformat.read(REPO / "notebooks" / "02_tuning_recall.ipynb", 4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "from evals.runs import load_runs" in code and "load_runs(" in code

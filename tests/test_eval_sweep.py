@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from test_eval_data import write_tiny_dataset
@@ -176,6 +177,10 @@ def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
     assert (out / "sweep.csv").is_file() and (out / "sweep.png").is_file()
     md = (out / "report.md").read_text()
     assert "Sweep" in md and f"Recommended floor={rec['floor']}" in md
+    # issue #23: the sweep report names its commit (never "git `None`") and objective
+    head = md.split("\n## ")[0]
+    assert re.search(r"git `[0-9a-f]{12}`|git revision unknown", head) and "None" not in head
+    assert "(objective `default`: smallest budget_waste" in head
     assert "budget_waste ↓" in md and "n=" in md
     assert sweep_main(["--dataset", str(root), "--grid", "nope=1", "--quiet"]) == 2
     capsys.readouterr()
