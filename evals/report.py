@@ -263,7 +263,9 @@ def _compare_plot(compare: pd.DataFrame) -> bytes | None:
     ax.axvline(0.0, color="grey", linewidth=0.8)
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_title("Paired differences a − b (95% paired bootstrap CI)")
+    methods = sorted({str(m) for m in c.get("method", pd.Series(dtype=str)).dropna()})
+    how = ", ".join(methods) or "method not recorded"
+    ax.set_title(f"Paired differences a − b (95% CI: {how}; ↑/↓ the better direction)")
     ax.set_xlabel("difference (metric units: shares, or counts per unit)")
     ax.set_ylabel("metric and pair")
     return _figure_png(fig)
