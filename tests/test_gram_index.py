@@ -100,6 +100,7 @@ def test_a_floor_posts_only_prefixes_and_common_grams_drop_out_when_reordered():
     for rowid in range(1, 1001):
         rows[rowid] = "the " + " ".join(rng.sample(words, 5))
         gi.put(rowid, rows[rowid])
+
     def posts(m):  # grams a row of m grams posts: its prefix in the order
         return min(m, m - math.ceil(0.65 * m - 1e-9) + 2)
 
