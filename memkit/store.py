@@ -106,6 +106,19 @@ class _Item(NamedTuple):
     grams: frozenset[str]
 
 
+class _Committed:
+    """What `_fold_target` reads outside a write: the connection and the
+    committed rows' trigram indexes (caught up by the caller)."""
+
+    def __init__(self, conn: Any, indexes: Indexes):
+        self.conn, self._ix = conn, indexes
+
+    def similar(
+        self, scope_id: str, kind: str, grams: frozenset[str], threshold: float
+    ) -> dict[int, float]:
+        return self._ix.grams_of(scope_id, kind, threshold).similar(grams, threshold)
+
+
 class SQLStore:
     """The memory store's rules over one connection of either backend (see the
     module docstring); open one with `SQLiteStore.open` or `PostgresStore.open`.
@@ -199,8 +212,28 @@ class SQLStore:
 
     # -- remember (SPEC §3) -------------------------------------------------------------
 
-    def _fold_target(self, w: Write, scope_id: str, kind: str, grams: frozenset[str], now: float):
-        """The single best live row to fold into, or None (SPEC §3.3)."""
+    def fold_target(self, scope_id: str, content: str, *, kind: str = "fact") -> Memory | None:
+        """The live memory `remember(scope_id, content, kind=kind)` would fold into
+        now (SPEC §3.3: same scope and kind, seen within the window, the best
+        trigram similarity at or above the threshold), or None if it would insert.
+
+        Reads only: the content is checked and redacted as `remember` does, and
+        rows other connections committed are seen; nothing is written. For
+        evaluations and benchmarks that check fold-in decisions."""
+        ck.check_scope(scope_id)
+        item = self._item(content, kind)
+        with self._lock:
+            self._ix.catch_up(scope_id)
+            target = self._fold_target(
+                _Committed(self._conn, self._ix), scope_id, kind, item.grams, float(self.clock())
+            )
+            return None if target is None else target.memory()
+
+    def _fold_target(
+        self, w: Write | _Committed, scope_id: str, kind: str, grams: frozenset[str], now: float
+    ):
+        """The single best live row to fold into, or None (SPEC §3.3); `w` is the
+        write that decides (its own rows included) or the committed rows."""
         t = self.fold.threshold
         window = self.fold.window_days * DAY
         if not grams and t > 0:

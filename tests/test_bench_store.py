@@ -125,7 +125,7 @@ def test_fold_scan_keeps_the_fold_in_rules_and_agrees_with_the_index(tmp_path):
 def test_fold_scan_rate_raises_when_the_store_misses_a_match(tmp_path, monkeypatch):
     path, store = _scan_store(tmp_path, lambda: 1_000_000.0)
     store.remember("bench", "the staging database runs on host alpha")
-    monkeypatch.setattr(store, "_fold_target", lambda *a: None)
+    monkeypatch.setattr(store, "fold_target", lambda *a, **k: None)
     with pytest.raises(AssertionError, match="disagree"):
         bench_store.fold_scan_rate(store, path, ["the staging database runs on host alpha"])
 
