@@ -51,6 +51,18 @@ CLUSTER_T = "cluster-robust t"
 PAIRED_T = "paired cluster-robust t"
 NEWCOMBE = "Newcombe hybrid (no paired spread)"
 NO_INTERVAL = "no interval (1 cluster)"
+NO_SPREAD = "no spread"
+"""What reports show instead of an interval whose ends meet its value: every
+unit (or cluster) agreed, e.g. each pass took exactly 1 attempt, so the
+sample has no variation to build an interval from. A collapsed [1.000,
+1.000] would read as certainty; metrics.json keeps the numbers as computed."""
+
+
+def no_spread(value: float | None, lo: float | None, hi: float | None) -> bool:
+    """True when an interval's (finite) ends both equal its value."""
+    if value is None or lo is None or hi is None:
+        return False
+    return bool(math.isfinite(value) and lo == value == hi)
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,3 +257,22 @@ def test_report_ignores_a_comparison_of_systems_not_in_the_run(run, tmp_path):
     )
     md = build_report(d)[0].read_text()
     assert "pipeline:old" not in md and "Paired comparisons" not in md
+
+
+def test_a_statistic_with_no_spread_reads_no_spread_not_a_collapsed_interval(run):
+    """Each pass takes exactly 1 attempt here: [1.000, 1.000] would read as certainty."""
+    rows = json.loads((run / "metrics.json").read_text())["metrics"]
+    flat = [r for r in rows if r["lo"] == r["value"] == r["hi"]]
+    assert any(r["metric"] == "attempts_per_pass" for r in flat)  # metrics.json keeps the ends
+    md = (run / "report.md").read_text()
+    line = next(r for r in md.splitlines() if r.startswith("| attempts_per_pass"))
+    assert "1.000 [no spread]" in line and "[1.000, 1.000]" not in line
+    assert "[no spread]: every unit agreed" in md
+
+
+def test_no_spread_is_only_an_interval_whose_ends_meet_its_value():
+    from evals.stats import no_spread
+
+    assert no_spread(1.0, 1.0, 1.0) and no_spread(0.0, 0.0, 0.0)
+    assert not no_spread(0.0, 0.0, 0.01) and not no_spread(float("nan"), 0.0, 0.0)
+    assert not no_spread(0.5, None, None)
