@@ -397,6 +397,8 @@ def paired_interval(
     num_b: Sequence[float] | np.ndarray,
     den_b: Sequence[float] | np.ndarray | None,
     clusters: Sequence[object] | None = None,
+    *,
+    bounded: bool | None = None,
 ) -> Estimate:
     """Difference a - b of two pooled ratios over the same units, paired.
 
@@ -404,8 +406,11 @@ def paired_interval(
     on both sides (finite value, positive denominator) are pairs, and `n` is
     their number. The interval is the cluster-robust t of the linearised
     difference, so variance the two systems share cancels; when the paired
-    spread is exactly 0 (e.g. both systems at 1.0 everywhere) it falls back
-    to Newcombe's hybrid of the two Wilson intervals rather than collapsing.
+    spread is exactly 0 (e.g. both systems at 1.0 everywhere) a share falls
+    back to Newcombe's hybrid of the two Wilson intervals rather than
+    collapsing. `bounded` is `interval`'s: a metric that is not a share
+    (tokens, bytes) has no Wilson interval, so its spread-free difference is
+    reported as it is (NO_SPREAD).
     """
     ya, yb = (np.asarray(v, dtype=float).ravel() for v in (num_a, num_b))
     da = np.ones_like(ya) if den_a is None else np.asarray(den_a, dtype=float).ravel()
@@ -428,7 +433,12 @@ def paired_interval(
     if var > 0:
         half = _t(a.k - 1) * math.sqrt(var)
         return Estimate(diff, diff - half, diff + half, n, a.k, PAIRED_T)
-    ea, eb = interval(a.y, a.d, a.codes), interval(b.y, b.d, b.codes)
+    if bounded is False:
+        return Estimate(diff, diff, diff, n, a.k, NO_SPREAD)
+    ea = interval(a.y, a.d, a.codes, bounded=bounded)
+    eb = interval(b.y, b.d, b.codes, bounded=bounded)
+    if ea.method == CLUSTER_T or eb.method == CLUSTER_T:  # judged not a share by its values
+        return Estimate(diff, diff, diff, n, a.k, NO_SPREAD)
     if math.isnan(ea.lo) or math.isnan(eb.lo):
         return Estimate(diff, diff, diff, n, a.k, PAIRED_T)
     lo = diff - math.hypot(ea.value - ea.lo, eb.hi - eb.value)

@@ -184,3 +184,18 @@ def test_paired_interval_pairs_only_units_defined_on_both_sides():
     assert e.value == pytest.approx(3 / 4 - 1 / 4) and e.method == PAIRED_T
     same = paired_interval([1.0] * 40, None, [1.0] * 40, None)
     assert same.value == 0.0 and same.lo < 0 < same.hi  # no spread: Newcombe, not [0, 0]
+
+
+def test_a_spread_free_difference_of_counts_is_no_spread_not_a_wilson_interval():
+    """Tokens per pass 0 (heuristic) against 30 (a model) in every pair: the
+    Newcombe fallback is for shares; on a count it made [-30.000, -29.589]
+    out of the Wilson interval of an all-zero "proportion"."""
+    from evals.stats import NEWCOMBE, NO_SPREAD, paired_interval
+
+    zeros, thirties = [0.0] * 8, [30.0] * 8
+    codes = [f"s{i}" for i in range(8)]
+    for bounded in (False, None):  # told, or judged from the values
+        e = paired_interval(zeros, None, thirties, None, codes, bounded=bounded)
+        assert (e.value, e.lo, e.hi, e.method) == (-30.0, -30.0, -30.0, NO_SPREAD)
+    share = paired_interval([0.0] * 8, None, [1.0] * 8, None, codes, bounded=True)
+    assert share.method == NEWCOMBE and share.value == -1.0 < share.hi < 0  # not collapsed
