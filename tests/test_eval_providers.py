@@ -275,3 +275,51 @@ def test_litellm_log_lines_go_to_the_file_once_and_never_to_the_console(tmp_path
     ]
     out = capfd.readouterr()
     assert "line " not in out.out + out.err
+
+
+def test_cost_is_readable_totalled_and_unknown_never_zero(tiny, tmp_path, monkeypatch):
+    """gpt-4o-mini (priced by LiteLLM's bundled map) and a model it does not price,
+    both answered by the stub: the headline shows the priced cost in significant
+    figures, tokens and cost totals per system, the price source, and for the
+    unpriced model "unknown price" and an undefined cost_usd (it read as a best,
+    bold $0 before)."""
+    from evals.report import usd
+
+    monkeypatch.setenv(KEY_VAR, KEY)
+    answer = reply('{"changes": []}')
+    with StubServer({"gpt-4o-mini": answer, "good": answer}, api_key=KEY) as srv:
+        out = tmp_path / "run"
+        code = run_main(["--dataset", str(tiny), *BASE, "--consolidator",
+                         "litellm:openai/gpt-4o-mini", "--consolidator", "litellm:openai/good",
+                         "--api-base", srv.url, "--api-key-env", KEY_VAR, "--out", str(out),
+                         "--quiet"])  # fmt: skip
+    assert code == 0
+    priced, unpriced = "pipeline:litellm:openai/gpt-4o-mini", "pipeline:litellm:openai/good"
+    rows = read_jsonl(out / "attempts.jsonl")
+    spent = sum(r["cost_usd"] for r in rows if r["system"] == priced)
+    assert spent > 0 and all(r["cost_note"] for r in rows if r["system"] == unpriced)
+    metrics = {(m["system"], m["metric"]): m for m in json.loads(
+        (out / "metrics.json").read_text())["metrics"]}  # fmt: skip
+    assert metrics[(unpriced, "cost_usd")]["value"] is None
+    assert metrics[(unpriced, "cost_usd_per_pass")]["value"] is None
+    assert metrics[(priced, "cost_usd")]["value"] > 0
+    report = (out / "report.md").read_text()
+    assert "(prices: LiteLLM " in report and "bundled price map)" in report
+    head = report.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    table = {x.split("|")[1].strip(): x for x in head.splitlines() if x.startswith("| ")}
+    cols = [c.strip() for c in table["metric"].split("|")[2:-1]]
+    cell = {
+        name: dict(zip(cols, [c.strip() for c in line.split("|")[2:-1]], strict=True))
+        for name, line in table.items()
+    }
+    assert cell["cost_usd ↓"][unpriced] == "n/a"
+    assert cell["cost_usd ↓"][priced].startswith(usd(spent / len(
+        [r for r in rows if r["system"] == priced])))  # fmt: skip
+    assert cell["cost (run total, spent + replayed)"] == {
+        unpriced: "unknown price",
+        priced: usd(spent),
+    }
+    for system in (priced, unpriced):
+        mine = [r for r in rows if r["system"] == system]
+        tin, tout = sum(r["input_tokens"] for r in mine), sum(r["output_tokens"] for r in mine)
+        assert cell["tokens (run total)"][system] == f"{tin + tout:,} ({tin:,} in, {tout:,} out)"
