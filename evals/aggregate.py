@@ -249,7 +249,12 @@ def metrics_from_run(run_dir: str | Path) -> pd.DataFrame:
         for metric in sorted(groups[sys_]):
             e = estimate(groups[sys_][metric])
             records.append(
-                {"system": sys_, "metric": metric, **e.as_dict(DIGITS), **row_fields(metric)}
+                {
+                    "system": sys_,
+                    "metric": metric,
+                    **e.as_dict(registry.digits(metric, DIGITS)),
+                    **row_fields(metric),
+                }
             )
     mpath = d / "matcher.json"
     if mpath.is_file() and any(s.startswith("pipeline:") for s in groups):
@@ -282,7 +287,14 @@ def breakdown_from_run(run_dir: str | Path) -> pd.DataFrame:
                 build = UNIT_BUILDERS[registry.get(m).unit][1]
                 v = unit_values(registry.get(m).unit, build(rows), [m])[m]
                 e = estimate(v, clustered=False)
-                recs.append({"system": sys_, "scope_id": scope, "metric": m, **e.as_dict(DIGITS)})
+                recs.append(
+                    {
+                        "system": sys_,
+                        "scope_id": scope,
+                        "metric": m,
+                        **e.as_dict(registry.digits(m, DIGITS)),
+                    }
+                )
     return pd.DataFrame.from_records(
         recs,
         columns=["system", "scope_id", "metric", "value", "lo", "hi", "n", "clusters", "method"],

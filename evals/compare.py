@@ -109,7 +109,7 @@ def compare_runs(
                 "metric": m,
                 "a": a_system,
                 "b": b_system,
-                **e.as_dict(DIGITS),
+                **e.as_dict(registry.digits(m, DIGITS)),
                 "unit": {"probe": "probe", "scope": "scope x replicate"}.get(unit, unit),
                 "direction": meta.direction,
                 "definition": meta.definition,

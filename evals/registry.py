@@ -168,6 +168,17 @@ def all_metrics() -> dict[str, Metric]:
     return REGISTRY
 
 
+USD_DIGITS = 12
+"""Decimals a USD metric keeps in metrics.json/csv. A cheap model's cost per attempt
+is ~1e-6 dollars: the 6 decimals of other metrics kept one significant figure of it
+(gpt-4o-mini's $0.00000585 was shown as $0.00000600)."""
+
+
+def digits(name: str, default: int) -> int:
+    """Decimals to keep for metric `name`: `default`, or USD_DIGITS for a USD metric."""
+    return USD_DIGITS if get(name).family == "usd" else default
+
+
 def get(name: str) -> Metric:
     """The registered metric `name`; an unknown name lists the valid ones."""
     metrics = all_metrics()

@@ -258,7 +258,7 @@ def write_spend(run_dir: Path) -> None:
             "input_tokens": sum(int(r.get("input_tokens") or 0) for r in rows),
             "output_tokens": sum(int(r.get("output_tokens") or 0) for r in rows),
             "unpriced_attempts": sum(
-                1 for r in rows if r.get("outcome") == "ok" and r.get("cost_note")
+                1 for r in rows if r.get("raw_response") is not None and r.get("cost_note")
             ),
         }
     write_json(run_dir / "spend.json", {"version": RUN_VERSION, "systems": out})

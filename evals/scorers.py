@@ -938,13 +938,19 @@ register(
     family="rollouts",
 )(lambda r: float(r.state == "pending"))
 
+
+def _unpriced(row: Mapping[str, Any]) -> bool:
+    """An answer LiteLLM's price map could not price (its cost is unknown, not $0)."""
+    return row.get("raw_response") is not None and bool(row.get("cost_note"))
+
+
 _attempt(
     "cost_usd",
     "mean USD per attempt (LiteLLM bundled price map)",
     "lower",
     "usd",
     lists=("headline",),
-)(_made(lambda a: float(a.row.get("cost_usd") or 0.0)))
+)(_made(lambda a: NAN if _unpriced(a.row) else float(a.row.get("cost_usd") or 0.0)))
 
 
 def _pass(name: str, definition: str, family: str, lists: tuple[str, ...] = ()) -> Any:
@@ -967,8 +973,13 @@ _pass(
         sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in rows)
     )
 )
+# an answer the price map cannot price makes its attempt and pass cost undefined, not $0
 _pass("cost_usd_per_pass", "mean USD per consolidation pass (retries included)", "usd")(
-    lambda rows: float(sum(r.get("cost_usd") or 0.0 for r in rows))
+    lambda rows: (
+        NAN
+        if any(_unpriced(r) for r in rows)
+        else float(sum(r.get("cost_usd") or 0.0 for r in rows))
+    )
 )
 _pass("attempts_per_pass", "mean model attempts per pass (1 + provider retries)", "attempts")(
     lambda rows: float(len(rows))

@@ -422,6 +422,9 @@ def preflight(
             )
     elif key_name and not api_key.strip():
         raise _fail(model, "auth", f"no credentials: {key_name} is empty")
+    if not api_base and provider in ("ollama", "ollama_chat"):
+        # a local server LiteLLM would call: check the one it would call answers
+        api_base = os.environ.get("OLLAMA_API_BASE") or OLLAMA_BASE
     if api_base:
         _reachable(model, api_base, api_key, timeout)
 

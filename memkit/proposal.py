@@ -274,7 +274,16 @@ def validate_batch(
     n_changes: int,
     params: ConsolidationParams = ConsolidationParams(),
 ) -> None:
-    """Checks on the pass itself, before any change is looked at."""
+    """Checks on the pass itself, before any change is looked at.
+
+    Arguments of the wrong type are the caller's error, a ConfigError naming
+    them (not a TypeError from `len` or `.id`); the SPEC codes judge values."""
+    if not isinstance(scope_id, str):
+        raise ConfigError(f"scope_id must be a string, got {scope_id!r:.80}")
+    if not isinstance(rollout_ids, list | tuple):
+        raise ConfigError(f"rollout_ids must be a list of ids, got {rollout_ids!r:.80}")
+    if not isinstance(snapshot, list | tuple) or not all(isinstance(m, Memory) for m in snapshot):
+        raise ConfigError(f"snapshot must be a list of Memory, got {snapshot!r:.80}")
     if not rollout_ids or len(rollout_ids) > params.max_rollouts:
         raise ProposalError(
             "bounds", f"{len(rollout_ids)} rollouts (want 1..{params.max_rollouts})"

@@ -727,8 +727,9 @@ class SQLStore:
             if not isinstance(m, Mapping):
                 raise ConfigError(f"rollout.messages[{i}]={m!r:.80}: must be a mapping")
             m = dict(m)
-            if isinstance(m.get("content"), str):
-                m["content"] = redact(m["content"], self.redaction)
+            for key in ("content", "tool_calls"):  # text, or parts / calls holding text
+                if key in m:
+                    m[key] = self._redact_deep(m[key], f"rollout.messages[{i}].{key}")
             messages.append(m)
         try:
             text = json.dumps(messages, ensure_ascii=False, allow_nan=False)
@@ -736,6 +737,25 @@ class SQLStore:
             raise ConfigError(f"rollout.messages: not JSON-serialisable ({e})") from None
         ck.check_text(text, "rollout.messages", blank=True)
         return text, redact(final, self.redaction)
+
+    def _redact_deep(self, value: Any, name: str) -> Any:
+        """Every string inside `value` redacted (a hand-built rollout's content parts
+        and tool-call arguments: `build_rollout` flattens them into text, a Rollout
+        made by hand keeps them, and they reached the table unredacted)."""
+
+        def walk(v: Any) -> Any:
+            if isinstance(v, str):
+                return redact(v, self.redaction)
+            if isinstance(v, list | tuple):
+                return [walk(x) for x in v]
+            if isinstance(v, Mapping):
+                return {k: walk(x) for k, x in v.items()}
+            return v
+
+        try:
+            return walk(value)
+        except RecursionError:
+            raise ConfigError(f"{name}: nested too deeply") from None
 
     def _rollouts(self, where: str, args: Sequence[Any]) -> list[Rollout]:
         with self._lock:

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,12 +53,12 @@ ZYGOTE = textwrap.dedent(
         for method in WATCH:
             real = getattr(store, method)
 
-            def wrap(*a, _real=real, **k):
-                os.write(fd, f"c {time.monotonic()}\\n".encode())
+            def wrap(*a, _real=real, _name=method, **k):
+                os.write(fd, f"c {time.monotonic()} {_name}\\n".encode())
                 try:
                     return _real(*a, **k)
                 finally:
-                    os.write(fd, f"d {time.monotonic()}\\n".encode())
+                    os.write(fd, f"d {time.monotonic()} {_name}\\n".encode())
 
             setattr(store, method, wrap)
         return store
@@ -87,6 +88,8 @@ class KillReport:
     kills: int = 0
     inside: int = 0
     """Kills that landed inside a watched call (entered, not left)."""
+    inside_by: Counter = field(default_factory=Counter)
+    """The same kills per watched method."""
     durations: list[float] = field(default_factory=list)
     """Seconds of each watched call that completed, over all rounds."""
 
@@ -122,20 +125,21 @@ def assert_file_sound(db: str) -> None:
         con.close()
 
 
-def _events(path: Path) -> list[tuple[str, float]]:
+def _events(path: Path) -> list[tuple[str, float, str]]:
+    """(kind, time, method) per line of the event file; "c" enters, "d" leaves."""
     try:
         text = path.read_text()
     except FileNotFoundError:
         return []
     out = []
     for line in text.splitlines():
-        kind, _, t = line.partition(" ")
+        kind, t, method = [*line.split(" ", 2), "", ""][:3]
         if kind in ("c", "d") and t:
-            out.append((kind, float(t)))
+            out.append((kind, float(t), method))
     return out
 
 
-def _completed(events: list[tuple[str, float]]) -> list[float]:
+def _completed(events: list[tuple[str, float, str]]) -> list[float]:
     return [b[1] - a[1] for a, b in itertools.pairwise(events) if a[0] == "c" and b[0] == "d"]
 
 
@@ -149,10 +153,12 @@ def kill_rounds(
     target_inside: int,
     max_kills: int,
     seed: int,
+    target_each: int = 0,
     start_timeout: float = 60.0,
 ) -> KillReport:
     """SIGKILL workers running `loop` ("module:function" of an async `loop(store)`)
-    until `target_inside` kills landed inside a `watch`ed method, or `max_kills`.
+    until `target_inside` kills landed inside a `watch`ed method, and at least
+    `target_each` inside each of them, or `max_kills`.
     `after_round()` checks the invariant (and restocks the queue) after each kill.
     Returns what happened; the caller asserts on it."""
     script = tmp_path / "zygote.py"
@@ -175,7 +181,9 @@ def kill_rounds(
         if line != "ready":
             z.kill()
             raise AssertionError(f"zygote did not start: {line!r} {z.stderr.read()}")
-        while report.inside < target_inside and report.kills < max_kills:
+        while report.kills < max_kills and (
+            report.inside < target_inside or any(report.inside_by[m] < target_each for m in watch)
+        ):
             after_round()
             z.stdin.write("go\n")
             z.stdin.flush()
@@ -187,7 +195,7 @@ def kill_rounds(
             entries = rng.randint(1, 3)
             typical = statistics.median(report.durations) if report.durations else 0.005
             deadline = time.monotonic() + start_timeout
-            while sum(1 for k, _ in _events(events) if k == "c") < entries:
+            while sum(1 for k, *_ in _events(events) if k == "c") < entries:
                 if time.monotonic() > deadline:
                     os.kill(pid, signal.SIGKILL)
                     z.kill()
@@ -209,7 +217,9 @@ def kill_rounds(
                 )
             got = _events(events)
             report.kills += 1
-            report.inside += bool(got) and got[-1][0] == "c"
+            if got and got[-1][0] == "c":
+                report.inside += 1
+                report.inside_by[got[-1][2]] += 1
             report.durations += _completed(got)
         after_round()
     finally:

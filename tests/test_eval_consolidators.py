@@ -149,6 +149,17 @@ def test_clean_and_sloppy_models_scored_from_their_answers(bundled, emb, tmp_pat
     assert rows and all(r["cached"] for r in rows)
     first = json.loads((tmp_path / "fresh" / "spend.json").read_text())["systems"]
     assert first[clean]["cached_attempts"] == 0
+    print(
+        f"sloppy: {len(sloppy_bodies)} distinct requests, fenced-valid share "
+        f"{fenced_valid_share:.3f}, strict_validity {t[(sloppy, 'strict_validity')]:.3f}, "
+        f"valid_after_repair {t[(sloppy, 'valid_after_repair')]:.3f}; repeated_requests "
+        f"{t[(sloppy, 'repeated_requests')]:.3f} parked ({len(parked)} rollouts parked, "
+        f"max {max(failed.values())} failures of one request) vs "
+        f"{frozen[(sloppy, 'repeated_requests')]:.3f} unparked (max "
+        f"{max(unparked.values())}); clean attempts_per_pass "
+        f"{t[(clean, 'attempts_per_pass')]}, provider_failures "
+        f"{t[(clean, 'provider_failures')]}; metrics.json {len(fresh):,} bytes, fresh == cached"
+    )
 
 
 def test_spend_splits_money_spent_from_replayed_answers(tmp_path):

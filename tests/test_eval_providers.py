@@ -11,7 +11,7 @@ import time
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
-from stub_openai import StubServer, rate_limited, reply, status
+from stub_openai import StubServer, first_time, rate_limited, reply, status
 from test_eval_data import write_tiny_dataset
 
 from evals.commands import run_main, sweep_main
@@ -41,6 +41,7 @@ def srv():
         "good": reply('{"changes": []}'),
         "always429": rate_limited(0),
         "missing": status(404),
+        "flaky": first_time(rate_limited(0), reply('{"changes": []}')),
     }
     with StubServer(behaviours, api_key=KEY) as s:
         yield s
@@ -185,6 +186,29 @@ def test_quiet_failing_provider_prints_at_most_5_lines(tiny, tmp_path, srv, monk
     assert "PROVIDER FAILURE" in first and f"{len(attempts)} of {len(attempts)} attempts" in first
 
 
+def test_failure_share_above_the_threshold_fails_the_run_and_at_it_does_not(
+    tiny, tmp_path, srv, monkeypatch, capfd
+):
+    """The flaky model is rate limited once on every request, then answers: exactly
+    half its attempts fail. That passes the default threshold (0.5: fails *above*)
+    and fails a run given --max-failure-share 0.4, naming the system and its counts."""
+    monkeypatch.setenv(KEY_VAR, KEY)
+    args = ["--dataset", str(tiny), *BASE, "--consolidator", "litellm:openai/flaky",
+            "--api-base", srv.url, "--api-key-env", KEY_VAR, "--quiet", "--no-report"]  # fmt: skip
+    assert run_main([*args, "--out", str(tmp_path / "a")]) == 0
+    attempts = read_jsonl(tmp_path / "a" / "attempts.jsonl")
+    assert sum(a["outcome"] == "rate_limit" for a in attempts) * 2 == len(attempts) > 0
+    capfd.readouterr()
+    code = run_main([*args, "--out", str(tmp_path / "b"), "--max-failure-share", "0.4"])
+    lines = _lines(capfd.readouterr())
+    assert code == 1 and len(lines) <= 5
+    n = len(read_jsonl(tmp_path / "b" / "attempts.jsonl"))
+    assert any(
+        "PROVIDER FAILURE: pipeline:litellm:openai/flaky" in x and f"{n // 2} of {n}" in x
+        for x in lines
+    ), lines
+
+
 def test_not_found_stops_the_model_at_once(tiny, tmp_path, srv, monkeypatch, capfd):
     monkeypatch.setenv(KEY_VAR, KEY)
     code = run_main(["--dataset", str(tiny), *BASE, "--consolidator", "litellm:openai/missing",
@@ -227,3 +251,75 @@ def test_progress_without_a_tty_prints_periodic_plain_lines(capsys):
         p.step("x")
     err = capsys.readouterr().err
     assert "\r" not in err and err.count("\n") == 2  # the first and the last step
+
+
+def test_litellm_log_lines_go_to_the_file_once_and_never_to_the_console(tmp_path, capfd):
+    """LiteLLM's loggers have their own stderr handler and propagate too: with a root
+    handler (as a host or pytest installs) each line was printed twice. Inside log_to
+    each record is written once, to the run's file, and none reaches the console."""
+    import logging
+
+    from evals.providers import LOGGERS, log_to
+
+    root = logging.StreamHandler()  # a console handler on the root logger
+    logging.getLogger().addHandler(root)
+    try:
+        with log_to(tmp_path / "llm.log", litellm=True):
+            for i, name in enumerate(LOGGERS):
+                logging.getLogger(name).warning("line %d from %s", i, name)
+    finally:
+        logging.getLogger().removeHandler(root)
+    log = (tmp_path / "llm.log").read_text().splitlines()
+    assert [x.split(" WARNING ", 1)[1] for x in log] == [
+        f"line {i} from {n}" for i, n in enumerate(LOGGERS)
+    ]
+    out = capfd.readouterr()
+    assert "line " not in out.out + out.err
+
+
+def test_cost_is_readable_totalled_and_unknown_never_zero(tiny, tmp_path, monkeypatch):
+    """gpt-4o-mini (priced by LiteLLM's bundled map) and a model it does not price,
+    both answered by the stub: the headline shows the priced cost in significant
+    figures, tokens and cost totals per system, the price source, and for the
+    unpriced model "unknown price" and an undefined cost_usd (it read as a best,
+    bold $0 before)."""
+    from evals.report import usd
+
+    monkeypatch.setenv(KEY_VAR, KEY)
+    answer = reply('{"changes": []}')
+    with StubServer({"gpt-4o-mini": answer, "good": answer}, api_key=KEY) as srv:
+        out = tmp_path / "run"
+        code = run_main(["--dataset", str(tiny), *BASE, "--consolidator",
+                         "litellm:openai/gpt-4o-mini", "--consolidator", "litellm:openai/good",
+                         "--api-base", srv.url, "--api-key-env", KEY_VAR, "--out", str(out),
+                         "--quiet"])  # fmt: skip
+    assert code == 0
+    priced, unpriced = "pipeline:litellm:openai/gpt-4o-mini", "pipeline:litellm:openai/good"
+    rows = read_jsonl(out / "attempts.jsonl")
+    spent = sum(r["cost_usd"] for r in rows if r["system"] == priced)
+    assert spent > 0 and all(r["cost_note"] for r in rows if r["system"] == unpriced)
+    metrics = {(m["system"], m["metric"]): m for m in json.loads(
+        (out / "metrics.json").read_text())["metrics"]}  # fmt: skip
+    assert metrics[(unpriced, "cost_usd")]["value"] is None
+    assert metrics[(unpriced, "cost_usd_per_pass")]["value"] is None
+    assert metrics[(priced, "cost_usd")]["value"] > 0
+    report = (out / "report.md").read_text()
+    assert "(prices: LiteLLM " in report and "bundled price map)" in report
+    head = report.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    table = {x.split("|")[1].strip(): x for x in head.splitlines() if x.startswith("| ")}
+    cols = [c.strip() for c in table["metric"].split("|")[2:-1]]
+    cell = {
+        name: dict(zip(cols, [c.strip() for c in line.split("|")[2:-1]], strict=True))
+        for name, line in table.items()
+    }
+    assert cell["cost_usd ↓"][unpriced] == "n/a"
+    assert cell["cost_usd ↓"][priced].startswith(usd(spent / len(
+        [r for r in rows if r["system"] == priced])))  # fmt: skip
+    assert cell["cost (run total, spent + replayed)"] == {
+        unpriced: "unknown price",
+        priced: usd(spent),
+    }
+    for system in (priced, unpriced):
+        mine = [r for r in rows if r["system"] == system]
+        tin, tout = sum(r["input_tokens"] for r in mine), sum(r["output_tokens"] for r in mine)
+        assert cell["tokens (run total)"][system] == f"{tin + tout:,} ({tin:,} in, {tout:,} out)"

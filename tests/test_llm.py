@@ -541,3 +541,20 @@ def test_preflight_passes_a_reachable_base_with_a_key(srv):
     from memkit import llm
 
     llm.preflight("openai/good", api_base=srv.url, api_key="k")  # no raise
+
+
+def test_preflight_checks_the_ollama_server_named_by_its_variable(monkeypatch):
+    """OLLAMA_API_BASE set to a server that is not running fails at preflight (it
+    used to pass: with the variable set nothing was missing and nothing was checked)."""
+    import socket
+
+    from memkit import llm
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{port}")
+    for model in ("ollama/llama3", "ollama_chat/llama3"):
+        with pytest.raises(ProviderError) as e:
+            llm.preflight(model)
+        assert e.value.kind == "connection" and f":{port}" in str(e.value), str(e.value)

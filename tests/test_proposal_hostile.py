@@ -131,3 +131,24 @@ def test_through_litellm_the_attempt_is_not_ok(code):
     (a,) = res.attempts
     assert a.validation_code == code and a.outcome != "ok"
     assert len(store.pending_rollouts("s", 10)) == 1
+
+
+@pytest.mark.parametrize(
+    "args, argument",
+    [
+        ((5, [RID], []), "scope_id"),
+        (("s", None, []), "rollout_ids"),
+        (("s", 5, []), "rollout_ids"),
+        (("s", {RID: 1}, []), "rollout_ids"),
+        (("s", [RID], None), "snapshot"),
+        (("s", [RID], "m1"), "snapshot"),
+        (("s", [RID], [5]), "snapshot"),
+    ],
+)
+def test_mistyped_pass_arguments_are_config_errors_naming_them(args, argument):
+    """The caller's mistakes, not the model's: they escaped as TypeError
+    (`len(None)`) or AttributeError (`'str' object has no attribute 'id'`)."""
+    from memkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=argument):
+        validate_changes(*args, [])

@@ -144,10 +144,10 @@ def test_no_secret_reaches_provider_database_or_cache(tmp_path, srv):
 
 
 def test_the_search_finds_secrets_when_redaction_is_off(tmp_path, srv):
-    """The control: without redaction every secret is visible in the request and
-    the database, so the clean result above is not a blind search."""
+    """The control: without redaction every secret is visible in the request, the
+    database and the cache files, so the clean result above is not a blind search."""
     with mock.patch("memkit.consolidate.request.redact", lambda text, *a: text):
         seen = _exercise(tmp_path, srv, RedactionParams(secrets=False))
-    for where in ("provider request", "SQLite file"):
+    for where in ("provider request", "SQLite file", "cache"):
         missing = [name for name, _, secret in SECRETS if not _found(secret, seen[where])]
         assert missing == [], (where, missing)

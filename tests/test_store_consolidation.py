@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -126,13 +127,25 @@ sys.path.insert(0, str(Path(__file__).parent))
 from secret_corpus import SECRETS  # noqa: E402
 
 
+def _call(text: str) -> dict:
+    """A tool call as agents make them: the pasted text inside JSON arguments."""
+    args = json.dumps({"cmd": text})
+    return {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": args}}
+
+
 def test_staging_redacts_every_secret_of_the_corpus_as_redact_does(store):
-    """Messages (text contents) and the final answer are redacted with the store's
-    settings: exactly `memkit.redact.redact`'s output, on either backend, and no
-    secret reaches the table."""
+    """Messages (text contents, content parts and tool-call arguments) and the final
+    answer are redacted with the store's settings: exactly `memkit.redact.redact`'s
+    output, on either backend, and no secret reaches the table. (A hand-built
+    rollout's parts and tool-call arguments were stored unredacted before.)"""
     params = store.redaction
     for i, (name, text, _needle) in enumerate(SECRETS):
-        msgs = ({"role": "user", "content": f"config:\n{text}"}, {"role": "tool", "content": 7})
+        msgs = (
+            {"role": "user", "content": f"config:\n{text}"},
+            {"role": "tool", "content": 7},
+            {"role": "assistant", "content": None, "tool_calls": [_call(text)]},
+            {"role": "user", "content": [{"type": "text", "text": text}, {"type": "image"}]},
+        )
         assert store.stage_rollout(Rollout(rid(1000 + i), "s", msgs, text, run_id=name))
     got = {r.run_id: r for r in store.pending_rollouts("s", 10**6)}
     assert len(got) == len(SECRETS)
@@ -140,6 +153,12 @@ def test_staging_redacts_every_secret_of_the_corpus_as_redact_does(store):
         r = got[name]
         assert r.messages[0]["content"] == redact(f"config:\n{text}", params), name
         assert r.messages[1] == {"role": "tool", "content": 7}
+        (call,) = r.messages[2]["tool_calls"]
+        assert call["function"]["arguments"] == redact(_call(text)["function"]["arguments"], params)
+        assert r.messages[3]["content"] == [
+            {"type": "text", "text": redact(text, params)},
+            {"type": "image"},
+        ], name
         assert r.final == redact(text, params), name
     raw = repr(dump(store))
     leaked = [name for name, _text, needle in SECRETS if needle in raw]

@@ -142,6 +142,37 @@ def test_stage_run_with_bytes_or_surrogates_is_a_transcript_error(store):
     assert _state(store) == before
 
 
+@pytest.mark.parametrize(
+    "args, kw, argument",
+    [
+        ((5, [], "ok"), {}, "scope_id"),
+        ((" ", [], "ok"), {}, "scope_id"),
+        (("s", None, "ok"), {}, "messages"),
+        (("s", "hi", "ok"), {}, "messages"),
+        (("s", [5], "ok"), {}, "messages[0]"),
+        (("s", [{"role": "user", "content": SURROGATE}], "ok"), {}, "messages"),
+        (("s", [{"role": "user", "content": b"x"}], "ok"), {}, "messages"),
+        (("s", [], 5), {}, "final_answer"),
+        (("s", [], SURROGATE), {}, "final_answer"),
+        (("s", [], "ok"), {"run_id": 5}, "run_id"),
+        (("s", [], "ok"), {"params": {}}, "params"),
+    ],
+)
+def test_build_rollout_refuses_bad_arguments_naming_them(args, kw, argument):
+    """They escaped as TypeError, AttributeError or UnicodeEncodeError."""
+    with pytest.raises(MemkitError, match=argument.replace("[", r"\[")):
+        build_rollout(*args, **kw)
+
+
+@pytest.mark.parametrize("status", [[], {}, None, 5])
+def test_stage_run_with_an_unhashable_or_mistyped_status_is_a_transcript_error(store, status):
+    run = {"run_id": "r9", "scope_id": "s", "status": status, "messages": []}
+    before = _state(store)
+    with pytest.raises(TranscriptError, match="status"):
+        stage_run(store, run)
+    assert _state(store) == before
+
+
 def test_a_store_rollout_is_redacted_even_when_built_by_hand(store):
     r = Rollout(
         "c" * 64, "s", ({"role": "user", "content": "password=hunter22"},), "sk-" + "a" * 30

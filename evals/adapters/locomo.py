@@ -47,6 +47,7 @@ from evals.adapters.shared import (
     find_data,
     load_json,
     make_dataset,
+    record_guard,
     require,
     root_run,
     utc_timestamp,
@@ -101,7 +102,8 @@ def load_locomo(path: str | Path, *, limit: int | None = None) -> Dataset:
     probes: list[Probe] = []
     merged = 0
     for n, conv in enumerate(data[:limit] if limit is not None else data, start=1):
-        t, f, p, m = _locomo_conversation(conv, file, n)
+        with record_guard(file, n):
+            t, f, p, m = _locomo_conversation(conv, file, n)
         transcripts += t
         facts += f
         probes += p

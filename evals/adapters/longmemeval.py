@@ -36,6 +36,7 @@ from evals.adapters.shared import (
     find_data,
     load_json,
     make_dataset,
+    record_guard,
     require,
     root_run,
     utc_timestamp,
@@ -100,7 +101,8 @@ def load_longmemeval(
             if limit is not None and n >= limit:
                 break
             n += 1
-            t, f, p = _lme_question(rec, file, n)
+            with record_guard(file, n):
+                t, f, p = _lme_question(rec, file, n)
             transcripts += t
             facts += f
             probes.append(p)

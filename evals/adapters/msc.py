@@ -49,6 +49,7 @@ from evals.adapters.shared import (
     equivalence_pairs,
     find_data,
     make_dataset,
+    record_guard,
     require,
     root_run,
     words,
@@ -134,7 +135,8 @@ def load_msc(path: str | Path, *, limit: int | None = None) -> Dataset:
             if not line.strip():
                 continue
             rec = parse_json_line(line, str(file), n)
-            t, f = _msc_episode(rec, file, n, base)
+            with record_guard(file, n):
+                t, f = _msc_episode(rec, file, n, base)
             transcripts += t
             facts += f
     return make_dataset(

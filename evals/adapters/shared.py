@@ -9,9 +9,10 @@ naming file, record and field. Nothing benchmark-specific lives here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -141,6 +142,28 @@ def require(rec: Any, key: str, types: type | tuple[type, ...], file: Path, n: i
     return value
 
 
+@contextlib.contextmanager
+def record_guard(file: Path, n: int | None) -> Iterator[None]:
+    """Run one record's conversion: a field of the wrong shape deep inside it (a list
+    where a speaker name belongs, a number where the turns or the QA list belong) is a
+    DatasetError naming file and record, never a TypeError traceback.
+
+    The adapters check the fields they name (`require`, `tool_chat`) first; this is
+    the net for the nested shapes they read without a check of their own.
+    """
+    try:
+        yield
+    except DatasetError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
+        what = (
+            f"field {e.args[0]!r} is missing"
+            if isinstance(e, KeyError) and e.args
+            else f"{type(e).__name__}: {e}"
+        )
+        raise DatasetError(str(file), n, None, f"malformed record ({what:.160})") from None
+
+
 @functools.lru_cache(maxsize=65536)
 def words(text: str) -> frozenset[str]:
     """The assembler's word set of a text, memoised (adapters compare each line often)."""
@@ -210,6 +233,12 @@ def tool_chat(
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         msg: dict[str, Any] = {"role": role}
         calls = m.get("tool_calls") or None
+        if calls is not None and not (
+            isinstance(calls, list)
+            and all(isinstance(c, dict) and isinstance(c.get("id", ""), str) for c in calls)
+        ):
+            got = f"expected a list of calls, got {calls!r:.60}"
+            raise DatasetError(str(file), n, f"{at}[{j}].tool_calls", got)
         msg["content"] = content if content is not None or (role == "assistant" and calls) else ""
         if m.get("name") and role == "tool":
             msg["name"] = m["name"]

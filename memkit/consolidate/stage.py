@@ -145,7 +145,30 @@ def build_rollout(
     run_id: str | None = None,
     redaction: RedactionParams = RedactionParams(),
 ) -> Rollout:
-    """The staged evidence of one run: id over the originals, bounded redacted evidence."""
+    """The staged evidence of one run: id over the originals, bounded redacted evidence.
+
+    Bad arguments are a TranscriptError naming them (a scope or run id that is not
+    a string, messages that are not a list of role-bearing mappings, content that
+    is not UTF-8 JSON), never a TypeError from deep inside."""
+    if not isinstance(scope_id, str) or not scope_id.strip():
+        raise TranscriptError(f"scope_id must be a non-empty string: {scope_id!r:.80}")
+    if run_id is not None and not isinstance(run_id, str):
+        raise TranscriptError(f"run_id must be a string or None: {run_id!r:.80}")
+    check_type(params, "params", ConsolidationParams)
+    check_type(redaction, "redaction", RedactionParams)
+    _check_evidence(messages, final_answer, (list, tuple))
+    return _build(scope_id, messages, final_answer, params, run_id, redaction)
+
+
+def _build(
+    scope_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    final_answer: str | None,
+    params: ConsolidationParams,
+    run_id: str | None,
+    redaction: RedactionParams,
+) -> Rollout:
+    """build_rollout on arguments already checked (stage_run checked the transcript)."""
     final = truncate_middle(redact(final_answer or "", redaction), params.final_bytes)
     return Rollout(
         id=rollout_id(messages),
@@ -166,7 +189,7 @@ def check_transcript(run: Mapping[str, Any]) -> None:
     for f in ("run_id", "scope_id"):
         if not isinstance(run[f], str) or not run[f]:
             raise TranscriptError(f"transcript field {f!r} must be a non-empty string: {run[f]!r}")
-    if run["status"] not in RUN_STATUSES:
+    if not isinstance(run["status"], str) or run["status"] not in RUN_STATUSES:
         raise TranscriptError(f"transcript field 'status' is {run['status']!r}")
     parent = run.get("parent_run_id")
     if parent is not None and not isinstance(parent, str):
@@ -177,15 +200,18 @@ def check_transcript(run: Mapping[str, Any]) -> None:
     turns = run.get("turns", 0)
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
         raise TranscriptError(f"transcript field 'turns' must be a count: {turns!r}")
-    msgs = run["messages"]
-    if not isinstance(msgs, list):
+    _check_evidence(run["messages"], run.get("final_answer"), list)
+
+
+def _check_evidence(msgs: Any, final: Any, kinds: type | tuple[type, ...]) -> None:
+    """A transcript's messages and final answer, as staging reads them."""
+    if not isinstance(msgs, kinds):
         raise TranscriptError(f"transcript field 'messages' must be a list: {type(msgs).__name__}")
     for i, m in enumerate(msgs):
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
             raise TranscriptError(
                 f"transcript field 'messages[{i}]' needs a string role: {m!r:.80}"
             )
-    final = run.get("final_answer")
     if final is not None and not isinstance(final, str):
         raise TranscriptError(f"transcript field 'final_answer' must be a string: {final!r:.80}")
     for name, value in (("final_answer", final or ""), ("messages", msgs)):
@@ -218,13 +244,8 @@ def stage_run(
         return None
     if redaction is None:
         redaction = getattr(store, "redaction", None) or RedactionParams()
-    rollout = build_rollout(
-        run["scope_id"],
-        run["messages"],
-        run.get("final_answer"),
-        params,
-        run_id=run["run_id"],
-        redaction=redaction,
+    rollout = _build(
+        run["scope_id"], run["messages"], run.get("final_answer"), params, run["run_id"], redaction
     )
     store.stage_rollout(rollout)
     return rollout
