@@ -70,6 +70,7 @@ METHOD_CODES: dict[str, str] = {
     "Newcombe hybrid (no paired spread)": "N",
     "percentile bootstrap": "B",
     "no interval (1 cluster)": "no CI",
+    "undefined (no unit defines it)": "undefined",
 }
 LEGEND = (
     "Intervals are 95%, chosen per metric (evals/stats.py): "

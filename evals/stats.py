@@ -51,6 +51,9 @@ CLUSTER_T = "cluster-robust t"
 PAIRED_T = "paired cluster-robust t"
 NEWCOMBE = "Newcombe hybrid (no paired spread)"
 NO_INTERVAL = "no interval (1 cluster)"
+UNDEFINED = "undefined (no unit defines it)"
+"""n = 0: no value and no interval (e.g. dedup precision where nothing was removed);
+never "1 cluster", which would claim a unit that is not there."""
 NO_SPREAD = "no spread"
 """What reports show instead of an interval whose ends meet its value: every
 unit (or cluster) agreed, e.g. each pass took exactly 1 attempt, so the
@@ -367,7 +370,7 @@ def interval(
     s = _sample(nums, dens, clusters)
     n = int(s.y.size)
     if n == 0:
-        return Estimate(math.nan, math.nan, math.nan, 0, 0, NO_INTERVAL)
+        return Estimate(math.nan, math.nan, math.nan, 0, 0, UNDEFINED)
     value = s.value
     if s.k < 2:
         return Estimate(value, math.nan, math.nan, n, s.k, NO_INTERVAL)
@@ -422,7 +425,7 @@ def paired_interval(
     b = _sample(yb, db, clusters, both)
     n = int(a.y.size)
     if n == 0:
-        return Estimate(math.nan, math.nan, math.nan, 0, 0, NO_INTERVAL)
+        return Estimate(math.nan, math.nan, math.nan, 0, 0, UNDEFINED)
     diff = a.value - b.value
     if a.k < 2:
         return Estimate(diff, math.nan, math.nan, n, a.k, NO_INTERVAL)

@@ -144,12 +144,15 @@ def test_proportions_at_0_and_1_do_not_collapse():
 
 
 def test_one_cluster_gives_no_interval_and_few_clusters_are_approximate():
-    from evals.stats import NO_INTERVAL, WILSON_DEFF, interval
+    from evals.stats import NO_INTERVAL, UNDEFINED, WILSON_DEFF, interval, paired_interval
 
     # the audit's dedup_precision 0 [0, 0] n=5: five removals of one fact pair
     e = interval([0, 0, 0, 0, 0], [1, 1, 1, 1, 1], ["s1"] * 5)
     assert e.value == 0.0 and math.isnan(e.lo) and e.method == NO_INTERVAL
     assert (e.n, e.clusters) == (5, 1)
+    none = interval([math.nan, math.nan], None, ["s1", "s2"])  # defined on no unit
+    assert (none.n, none.clusters, none.method) == (0, 0, UNDEFINED) and math.isnan(none.value)
+    assert paired_interval([math.nan], None, [1.0], None).method == UNDEFINED
     e = interval([0, 0, 0], [2, 1, 3], ["a", "b", "c"])  # pooled share at 0
     assert e.lo == 0.0 and e.hi > 0 and e.method == WILSON_DEFF and e.approximate
 
