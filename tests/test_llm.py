@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from stub_openai import (
     StubServer,
     fenced,
+    gate,
     rate_limited,
     reply,
     server_error,
@@ -502,8 +503,15 @@ def test_one_limit_per_model_is_the_callers(srv):
         await asyncio.gather(*calls)
         return llm.limit_stats()["openai/paced"]
 
+    # the stub holds each call until all 6 have arrived (a 0.15 s pace let a loaded
+    # machine finish one before the last was sent: CI read 5 == 6)
+    paced = srv.behaviours["paced"]
+    srv.behaviours["paced"] = gate(6, slow(0.15, '{"changes": []}'), timeout_s=20)
     srv.max_in_flight.pop("paced", None)
-    stats = asyncio.run(main())
+    try:
+        stats = asyncio.run(main())
+    finally:
+        srv.behaviours["paced"] = paced
     assert srv.max_in_flight["paced"] == 6 and stats["in_flight_max"] == 6
 
 
