@@ -248,6 +248,8 @@ def _peak_rss(root: Path, url: str, log) -> dict:
     import subprocess
     import tempfile
 
+    from evals.runfolder import read_jsonl
+
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
@@ -281,7 +283,7 @@ def _peak_rss(root: Path, url: str, log) -> dict:
         if done.returncode != 0:
             log(done.stdout + done.stderr)
         rows = Path(tmp) / "run" / "passes.jsonl"
-        passes = len(rows.read_text(encoding="utf-8").splitlines()) if rows.is_file() else 0
+        passes = len(read_jsonl(rows))  # [] when the run wrote none
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
     return {"exit": done.returncode, "passes": passes, "wall_s": round(wall, 1), "peak_rss": rss}
 

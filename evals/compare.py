@@ -101,7 +101,7 @@ def compare_runs(
             [ub[m][k][0] for k in keys],
             [ub[m][k][1] for k in keys],
         ]
-        e = paired_interval(*cols, clusters=[k[1] for k in keys])
+        e = paired_interval(*cols, clusters=[k[1] for k in keys], bounded=registry.bounded(m))
         unit = keys[0][0] if keys else ""
         meta = registry.get(m)
         recs.append(

@@ -29,6 +29,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import jsonlines
+
 from memkit.errors import ConfigError, DatasetError
 from memkit.types import KINDS
 
@@ -438,31 +440,51 @@ def _loads(text: str) -> Any:
     return json.loads(text, parse_constant=_NonFinite)
 
 
+class _LineProblem(ValueError):
+    """What is wrong with one JSONL line, raised by `_checked_loads`: a
+    ValueError, so `jsonlines` wraps it (with the line number) as its cause."""
+
+    def __init__(self, field: str | None, message: str):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+def _checked_loads(text: str) -> Any:
+    """One line's text as a value, or a _LineProblem: invalid JSON, nesting too
+    deep, NaN/Infinity, lone surrogates."""
+    try:
+        obj = _loads(text)
+    except json.JSONDecodeError as e:
+        raise _LineProblem(None, f"invalid JSON: {e.msg} at column {e.colno}") from None
+    except RecursionError:
+        raise _LineProblem(None, f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # e.g. an integer beyond Python's digit limit
+        raise _LineProblem(None, f"invalid JSON: {e}") from None
+    bad = _problem(obj, text)
+    if bad is not None:
+        raise _LineProblem(*bad)
+    return obj
+
+
+def _not_utf8(file: str, line: int, e: UnicodeDecodeError) -> DatasetError:
+    return DatasetError(
+        file, line, None, f"not UTF-8: byte {e.object[e.start]:#04x} at column {e.start + 1}"
+    )
+
+
 def parse_json_line(raw: bytes | str, file: str, line: int) -> Any:
     """One JSONL line as a value, or a DatasetError naming file:line[:field]: bytes
     that are not UTF-8 (with their column), invalid JSON, nesting too deep,
     NaN/Infinity, lone surrogates. The adapters use it for every source line."""
     if isinstance(raw, bytes):
         try:
-            text = raw.decode("utf-8")
+            raw = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise DatasetError(
-                file, line, None, f"not UTF-8: byte {raw[e.start]:#04x} at column {e.start + 1}"
-            ) from None
-    else:
-        text = raw
+            raise _not_utf8(file, line, e) from None
     try:
-        obj = _loads(text)
-    except json.JSONDecodeError as e:
-        raise DatasetError(file, line, None, f"invalid JSON: {e.msg} at column {e.colno}") from None
-    except RecursionError:
-        raise DatasetError(file, line, None, f"nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as e:  # e.g. an integer beyond Python's digit limit
-        raise DatasetError(file, line, None, f"invalid JSON: {e}") from None
-    bad = _problem(obj, text)
-    if bad is not None:
-        raise DatasetError(file, line, bad[0], bad[1])
-    return obj
+        return _checked_loads(raw)
+    except _LineProblem as p:
+        raise DatasetError(file, line, p.field, p.message) from None
 
 
 def parse_json_document(data: bytes, file: str) -> Any:
@@ -757,6 +779,26 @@ def _parse_pair(obj: dict[str, Any], s: _Line) -> Pair | None:
 _Parser = Callable[[dict[str, Any], _Line], Any]
 
 
+_BOM = b"\xef\xbb\xbf"
+_BLANK = object()
+_BLANK_CHARS = " \t\r\n\x0b\x0c"
+
+
+def _line_loads(text: str) -> Any:
+    """`_checked_loads`, with a blank line (ASCII whitespace only) as _BLANK."""
+    return _BLANK if not text.strip(_BLANK_CHARS) else _checked_loads(text)
+
+
+def _invalid_line(file: str, e: jsonlines.InvalidLineError) -> DatasetError:
+    """jsonlines' error for one line as a DatasetError at its line (and field)."""
+    cause = e.__cause__
+    if isinstance(cause, _LineProblem):
+        return DatasetError(file, e.lineno, cause.field, cause.message)
+    if isinstance(cause, UnicodeDecodeError):
+        return _not_utf8(file, e.lineno, cause)
+    return DatasetError(file, e.lineno, None, str(e))
+
+
 def _read_jsonl(
     path: Path, parse: _Parser, errors: list[DatasetError], id_key: str | None
 ) -> tuple[list[Any], list[int], set[str], set[str]]:
@@ -770,24 +812,36 @@ def _read_jsonl(
     seen: dict[str, int] = {}
     scopes: set[str] = set()
     file = str(path)
-    data = path.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):
-        errors.append(
-            DatasetError(file, 1, None, "starts with a byte-order mark; write plain UTF-8")
-        )
-        data = data[3:]
     # split on "\n" only: str.splitlines() would also break at U+2028, U+0085 and
     # friends, which JSON with ensure_ascii=False may hold raw inside strings
-    for n, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
+    raw_lines = path.read_bytes().split(b"\n")
+    # jsonlines silently drops one U+FEFF or U+001E (RFC 7464) before any line;
+    # a dataset holds neither, so each is an error here (a BOM opening the file
+    # is dropped after its error, and the line is still read)
+    for n, raw in enumerate(raw_lines, start=1):
+        if raw.startswith(_BOM) and n == 1:
+            errors.append(
+                DatasetError(file, 1, None, "starts with a byte-order mark; write plain UTF-8")
+            )
+            raw_lines[0] = raw[len(_BOM) :]
+        elif raw.startswith((_BOM, b"\x1e")):
+            what = "a byte-order mark (U+FEFF)" if raw.startswith(_BOM) else "U+001E"
+            errors.append(DatasetError(file, n, None, f"line starts with {what}"))
+            raw_lines[n - 1] = b""
+    reader = jsonlines.Reader(raw_lines, loads=_line_loads)
+    n = 0
+    while True:
+        n += 1  # blank lines are read too (skip_empty=False), so the n-th read is line n
+        try:
+            obj = reader.read(allow_none=True, skip_empty=False)
+        except EOFError:
+            break
+        except jsonlines.InvalidLineError as e:
+            errors.append(_invalid_line(file, e))
+            continue
+        if obj is _BLANK:
             continue
         sink = _Line(file, n, errors)
-        try:
-            obj = parse_json_line(raw, file, n)
-        except DatasetError as e:
-            sink.bad = True
-            errors.append(e)
-            continue
         if not isinstance(obj, dict):
             sink.err(None, f"expected a JSON object, got {type(obj).__name__}")
             continue

@@ -3,7 +3,8 @@
 Published results on these benchmarks are read per group, so a run whose
 probes carry a `group` gets `groups.json`: for each system, group and metric
 the value with its 95% CI (`evals.stats.interval`, probes clustered by
-conversation) and n (the probes the value is defined on),
+conversation) and n (the probes the value is defined on) for every registered
+probe metric defined on the group's probes (and LongMemEval's ranking metrics),
 beside the group's probe count and its undefined probes by reason (LoCoMo
 `unmapped`, LongMemEval `abstention`). Groups marked `apart` (LoCoMo's
 adversarial category) are here and nowhere in the overall table. Reads and
@@ -17,20 +18,26 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-GROUP_METRICS: tuple[str, ...] = (
+FIRST: tuple[str, ...] = (
     "p_at_1",
     "recall_at_3",
     "recall_at_8",
     "mrr",
     "ndcg_at_8",
     "budget_waste",
-    *(
-        f"{level}_{stat}_at_{k}"
-        for level in ("session", "turn")
-        for k in (5, 10)
-        for stat in ("recall_any", "recall_all", "ndcg_any")
-    ),
 )
+"""The metrics read first (the headline's); every other registered probe metric follows."""
+
+
+def group_metrics() -> tuple[str, ...]:
+    """Every registered probe and ranking metric (issue #18: every probe metric has a
+    per-group table), the headline's first, then registration order."""
+    from evals import registry
+
+    rest = (*registry.names(unit="probe"), *registry.names(unit="ranking"))
+    return (*FIRST, *(m for m in rest if m not in FIRST))
+
+
 DIGITS = 6
 
 
@@ -51,14 +58,16 @@ def group_rows(probes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for reason in reasons:
             count = sum(r.get("undefined") == reason for r in rows)
             out.append({**base, "metric": f"undefined_{reason}", "value": count, "n": len(rows)})
-        values = unit_values("probe", probe_units(rows, include_apart=True), GROUP_METRICS)
+        wanted = group_metrics()
+        values = unit_values("probe", probe_units(rows, include_apart=True), wanted)
         ranked = ranking_units(rows, include_apart=True)
         if ranked:
-            values.update(unit_values("ranking", ranked, GROUP_METRICS))
-        for m in GROUP_METRICS:
+            values.update(unit_values("ranking", ranked, wanted))
+        for m in wanted:
             if m in values:
-                e = estimate(values[m])
-                out.append({**base, "metric": m, **e.as_dict(DIGITS)})
+                e = estimate(values[m]).as_dict(DIGITS)
+                if e.get("n"):  # a metric no probe of the group defines has no row
+                    out.append({**base, "metric": m, **e})
     return out
 
 

@@ -68,6 +68,7 @@ FAMILIES: dict[str, tuple[str, bool]] = {
     "seconds": ("seconds", False),
     "matcher": ("share of pairs", True),
     "repeats": ("share of passes", True),
+    "rollouts": ("share of staged rollouts", True),
     "provider_limit": ("requests in flight, 429s or seconds, per model", False),
 }
 """family -> (plot axis label, values are shares in [0, 1]). A family not listed

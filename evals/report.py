@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from evals import registry
+from evals.stats import NO_SPREAD, no_spread
 from memkit.errors import ConfigError
 
 RECALL_PLOT = ("p_at_1", "p_at_3", "recall_at_8", "mrr", "ndcg_at_8")
@@ -56,6 +57,8 @@ def _fmt_metric(metric: str, v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
         return _fmt(v, lo, hi, digits)
     if lo is None or hi is None or lo != lo:
         return usd(v)
+    if no_spread(v, lo, hi):
+        return f"{usd(v)} [{NO_SPREAD}]"
     return f"{usd(v)} [{usd(lo)}, {usd(hi)}]"
 
 
@@ -67,13 +70,15 @@ METHOD_CODES: dict[str, str] = {
     "Newcombe hybrid (no paired spread)": "N",
     "percentile bootstrap": "B",
     "no interval (1 cluster)": "no CI",
+    "undefined (no unit defines it)": "undefined",
 }
 LEGEND = (
     "Intervals are 95%, chosen per metric (evals/stats.py): "
     + ", ".join(f"{c} = {m}" for m, c in METHOD_CODES.items())
     + ". n is units/clusters (units: probes, attempts, ...; clusters: scopes, the independent "
     "draws; one number: independent units); ≈ marks an interval over fewer than 10 clusters, "
-    "which is approximate."
+    "which is approximate. [no spread]: every unit agreed, so there is no interval to "
+    "draw (metrics.json keeps its ends, equal to the value)."
 )
 
 
@@ -103,6 +108,8 @@ def _fmt(v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
         return "n/a"
     if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
         return f"{v:.{digits}f}"
+    if no_spread(v, lo, hi):
+        return f"{v:.{digits}f} [{NO_SPREAD}]"
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
@@ -263,7 +270,9 @@ def _compare_plot(compare: pd.DataFrame) -> bytes | None:
     ax.axvline(0.0, color="grey", linewidth=0.8)
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_title("Paired differences a − b (95% paired bootstrap CI)")
+    methods = sorted({str(m) for m in c.get("method", pd.Series(dtype=str)).dropna()})
+    how = ", ".join(methods) or "method not recorded"
+    ax.set_title(f"Paired differences a − b (95% CI: {how}; ↑/↓ the better direction)")
     ax.set_xlabel("difference (metric units: shares, or counts per unit)")
     ax.set_ylabel("metric and pair")
     return _figure_png(fig)

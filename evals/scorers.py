@@ -953,8 +953,10 @@ _attempt(
 )(_made(lambda a: NAN if _unpriced(a.row) else float(a.row.get("cost_usd") or 0.0)))
 
 
-def _pass(name: str, definition: str, family: str) -> Any:
-    reg = register(name, unit="pass", definition=definition, direction="lower", family=family)
+def _pass(name: str, definition: str, family: str, lists: tuple[str, ...] = ()) -> Any:
+    reg = register(
+        name, unit="pass", definition=definition, direction="lower", family=family, lists=lists
+    )
     # a pass whose request was not in the replay's recording asked no model: undefined
     return lambda fn: reg(
         lambda rows: NAN if any(r.get("outcome") == "replay_miss" for r in rows) else fn(rows)
@@ -965,6 +967,7 @@ _pass(
     "tokens_per_pass",
     "mean input+output tokens per consolidation pass (retries included)",
     "tokens",
+    lists=("compare",),
 )(
     lambda rows: float(
         sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in rows)

@@ -51,6 +51,21 @@ CLUSTER_T = "cluster-robust t"
 PAIRED_T = "paired cluster-robust t"
 NEWCOMBE = "Newcombe hybrid (no paired spread)"
 NO_INTERVAL = "no interval (1 cluster)"
+UNDEFINED = "undefined (no unit defines it)"
+"""n = 0: no value and no interval (e.g. dedup precision where nothing was removed);
+never "1 cluster", which would claim a unit that is not there."""
+NO_SPREAD = "no spread"
+"""What reports show instead of an interval whose ends meet its value: every
+unit (or cluster) agreed, e.g. each pass took exactly 1 attempt, so the
+sample has no variation to build an interval from. A collapsed [1.000,
+1.000] would read as certainty; metrics.json keeps the numbers as computed."""
+
+
+def no_spread(value: float | None, lo: float | None, hi: float | None) -> bool:
+    """True when an interval's (finite) ends both equal its value."""
+    if value is None or lo is None or hi is None:
+        return False
+    return bool(math.isfinite(value) and lo == value == hi)
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +370,7 @@ def interval(
     s = _sample(nums, dens, clusters)
     n = int(s.y.size)
     if n == 0:
-        return Estimate(math.nan, math.nan, math.nan, 0, 0, NO_INTERVAL)
+        return Estimate(math.nan, math.nan, math.nan, 0, 0, UNDEFINED)
     value = s.value
     if s.k < 2:
         return Estimate(value, math.nan, math.nan, n, s.k, NO_INTERVAL)
@@ -385,6 +400,8 @@ def paired_interval(
     num_b: Sequence[float] | np.ndarray,
     den_b: Sequence[float] | np.ndarray | None,
     clusters: Sequence[object] | None = None,
+    *,
+    bounded: bool | None = None,
 ) -> Estimate:
     """Difference a - b of two pooled ratios over the same units, paired.
 
@@ -392,8 +409,11 @@ def paired_interval(
     on both sides (finite value, positive denominator) are pairs, and `n` is
     their number. The interval is the cluster-robust t of the linearised
     difference, so variance the two systems share cancels; when the paired
-    spread is exactly 0 (e.g. both systems at 1.0 everywhere) it falls back
-    to Newcombe's hybrid of the two Wilson intervals rather than collapsing.
+    spread is exactly 0 (e.g. both systems at 1.0 everywhere) a share falls
+    back to Newcombe's hybrid of the two Wilson intervals rather than
+    collapsing. `bounded` is `interval`'s: a metric that is not a share
+    (tokens, bytes) has no Wilson interval, so its spread-free difference is
+    reported as it is (NO_SPREAD).
     """
     ya, yb = (np.asarray(v, dtype=float).ravel() for v in (num_a, num_b))
     da = np.ones_like(ya) if den_a is None else np.asarray(den_a, dtype=float).ravel()
@@ -405,7 +425,7 @@ def paired_interval(
     b = _sample(yb, db, clusters, both)
     n = int(a.y.size)
     if n == 0:
-        return Estimate(math.nan, math.nan, math.nan, 0, 0, NO_INTERVAL)
+        return Estimate(math.nan, math.nan, math.nan, 0, 0, UNDEFINED)
     diff = a.value - b.value
     if a.k < 2:
         return Estimate(diff, math.nan, math.nan, n, a.k, NO_INTERVAL)
@@ -416,7 +436,12 @@ def paired_interval(
     if var > 0:
         half = _t(a.k - 1) * math.sqrt(var)
         return Estimate(diff, diff - half, diff + half, n, a.k, PAIRED_T)
-    ea, eb = interval(a.y, a.d, a.codes), interval(b.y, b.d, b.codes)
+    if bounded is False:
+        return Estimate(diff, diff, diff, n, a.k, NO_SPREAD)
+    ea = interval(a.y, a.d, a.codes, bounded=bounded)
+    eb = interval(b.y, b.d, b.codes, bounded=bounded)
+    if ea.method == CLUSTER_T or eb.method == CLUSTER_T:  # judged not a share by its values
+        return Estimate(diff, diff, diff, n, a.k, NO_SPREAD)
     if math.isnan(ea.lo) or math.isnan(eb.lo):
         return Estimate(diff, diff, diff, n, a.k, PAIRED_T)
     lo = diff - math.hypot(ea.value - ea.lo, eb.hi - eb.value)

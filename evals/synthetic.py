@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonlines
+
 TOPICS = ("deploy", "region", "editor", "database", "queue", "cache", "linter", "runner")
 
 
@@ -77,6 +79,6 @@ def write_synthetic(root: str | Path, *, scopes: int = 64, runs: int = 2) -> Pat
             }
         )
     for name, rows in (("transcripts", transcripts), ("facts", facts), ("probes", probes)):
-        text = "".join(json.dumps(r) + "\n" for r in rows)
-        (root / f"{name}.jsonl").write_text(text, encoding="utf-8")
+        with jsonlines.open(root / f"{name}.jsonl", "w", dumps=json.dumps) as out:
+            out.write_all(rows)
     return root

@@ -114,6 +114,22 @@ class GramIndex:
         """Postings of dead slots, awaiting compaction."""
         return self._stale
 
+    @property
+    def postings(self) -> int:
+        """Postings held now, live and stale, counted from the lists themselves:
+        each live row holds min(m, m - ceil(floor m) + hits) of its m grams."""
+        return sum(map(len, self._post))
+
+    def holders(self, gram: str) -> frozenset[int]:
+        """Rowids of the live rows that post `gram` (it is in their prefix of
+        the order), which says where the order puts it: a rare gram is posted
+        by every row holding it, a common one by almost none."""
+        i = self._vocab.get(gram)
+        if i is None:
+            return frozenset()
+        length, rowid = self._len, self._rowid
+        return frozenset(rowid[slot] for slot in self._post[i] if length[slot] >= 0)
+
     def _prefix_len(self, m: int) -> int:
         """How many of its first grams (in the order) a row of m grams posts."""
         return min(m, m - math.ceil(self.floor * m - 1e-9) + self.hits)

@@ -215,7 +215,9 @@ def command(model: Path, port: int, *, threads: int | None = None) -> list[str]:
         "--seed", str(SEED),
     ]  # fmt: skip
     if threads:
-        cmd += ["--n_threads", str(threads)]
+        # both generation and prompt processing: llama-cpp-python's n_threads_batch
+        # otherwise takes every core, and its spinning threads oversubscribe a small machine
+        cmd += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
     return cmd
 
 
@@ -312,8 +314,10 @@ def stop(state_file: Path | None = None, *, timeout_s: float = 10.0) -> ServerSt
 def running(
     port: int = DEFAULT_PORT, *, threads: int | None = None, timeout_s: float = 180.0
 ) -> Iterator[ServerState]:
-    """A server for the duration of a block (an evaluation run), stopped whatever happens."""
-    with tempfile.TemporaryDirectory(prefix="memkit-local-server-") as tmp:
+    """A server for the duration of a block (an evaluation run), stopped whatever happens,
+    a SIGTERM to this process included (the server runs in its own process group, so
+    nothing else would stop it)."""
+    with tempfile.TemporaryDirectory(prefix="memkit-local-server-") as tmp, _sigterm_exits():
         state_file = Path(tmp) / "local-server.json"
         state, proc = start(port, state_file=state_file, threads=threads, timeout_s=timeout_s)
         try:
@@ -321,6 +325,26 @@ def running(
         finally:
             _terminate(state, proc, 10.0)
             state_file.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """While the block runs, SIGTERM raises SystemExit(143) so `finally` blocks run
+    (Python's default is to die on the spot); only the main thread can set it."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _parser():

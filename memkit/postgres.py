@@ -117,6 +117,11 @@ class PgDb:
             if not self.conn.broken:  # a dead connection has rolled back already
                 raise
 
+    @staticmethod
+    def integrity_problems() -> list[str]:
+        """Always []: Postgres checks its own pages (no amcheck here)."""
+        return []
+
     def top(self, scope_id: str | None) -> int:
         """The scope's highest committed change number."""
         row = self.execute("SELECT seq FROM scopes WHERE scope_id = ?", (scope_id,)).fetchone()

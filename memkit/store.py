@@ -29,6 +29,7 @@ Design choices, each for a measured reason:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -105,6 +106,19 @@ class _Item(NamedTuple):
     grams: frozenset[str]
 
 
+class _Committed:
+    """What `_fold_target` reads outside a write: the connection and the
+    committed rows' trigram indexes (caught up by the caller)."""
+
+    def __init__(self, conn: Any, indexes: Indexes):
+        self.conn, self._ix = conn, indexes
+
+    def similar(
+        self, scope_id: str, kind: str, grams: frozenset[str], threshold: float
+    ) -> dict[int, float]:
+        return self._ix.grams_of(scope_id, kind, threshold).similar(grams, threshold)
+
+
 class SQLStore:
     """The memory store's rules over one connection of either backend (see the
     module docstring); open one with `SQLiteStore.open` or `PostgresStore.open`.
@@ -132,6 +146,7 @@ class SQLStore:
         self.fold = fold
         self.redaction = redaction
         self._lock = threading.RLock()
+        self._closed = False
         self._ix = Indexes(conn, int(embedder.dim) if embedder is not None else 0)
         self.new_id: Callable[[], str] = _new_id
         """Row id factory; evaluations inject a deterministic one so replays reproduce."""
@@ -140,6 +155,12 @@ class SQLStore:
         with self._lock:
             self._conn.close()
             self._ix.forget()
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True once `close` ran (closing again is harmless)."""
+        return self._closed
 
     def __enter__(self) -> Any:
         return self
@@ -191,8 +212,28 @@ class SQLStore:
 
     # -- remember (SPEC §3) -------------------------------------------------------------
 
-    def _fold_target(self, w: Write, scope_id: str, kind: str, grams: frozenset[str], now: float):
-        """The single best live row to fold into, or None (SPEC §3.3)."""
+    def fold_target(self, scope_id: str, content: str, *, kind: str = "fact") -> Memory | None:
+        """The live memory `remember(scope_id, content, kind=kind)` would fold into
+        now (SPEC §3.3: same scope and kind, seen within the window, the best
+        trigram similarity at or above the threshold), or None if it would insert.
+
+        Reads only: the content is checked and redacted as `remember` does, and
+        rows other connections committed are seen; nothing is written. For
+        evaluations and benchmarks that check fold-in decisions."""
+        ck.check_scope(scope_id)
+        item = self._item(content, kind)
+        with self._lock:
+            self._ix.catch_up(scope_id)
+            target = self._fold_target(
+                _Committed(self._conn, self._ix), scope_id, kind, item.grams, float(self.clock())
+            )
+            return None if target is None else target.memory()
+
+    def _fold_target(
+        self, w: Write | _Committed, scope_id: str, kind: str, grams: frozenset[str], now: float
+    ):
+        """The single best live row to fold into, or None (SPEC §3.3); `w` is the
+        write that decides (its own rows included) or the committed rows."""
         t = self.fold.threshold
         window = self.fold.window_days * DAY
         if not grams and t > 0:
@@ -606,6 +647,35 @@ class SQLStore:
             "embedder": meta.get("embedder"),
             "embedder_dim": int(meta["embedder_dim"]) if "embedder_dim" in meta else None,
         }
+
+    def digest(self) -> dict[str, Any]:
+        """What is stored, summarised: row counts and a SHA-256 over every column
+        of every memory (embedding and change number included) and of every
+        staged rollout, in insertion order, plus `problems`, the engine's own
+        consistency check (SQLite's `PRAGMA integrity_check`; [] when sound).
+
+        Read-only, on this store's own connection under its lock, so an
+        in-memory store can be checked too. Two digests of one store are equal
+        exactly when nothing stored changed in between: tests use it to show
+        that a refused call changed nothing. (Not comparable across backends:
+        each hashes its own column encodings; `memkit store copy` verifies a
+        copy its own way.)"""
+        with self._lock:
+            c = self._conn
+            out: dict[str, Any] = {"problems": c.integrity_problems()}
+            for table, order in (("memories", "rowid"), ("rollouts", "seq")):
+                h, n = hashlib.sha256(), 0
+                cur = c.execute(f"SELECT * FROM {table} ORDER BY {order}")
+                names = [d[0] for d in cur.description]
+                for row in cur.fetchall():
+                    vals = [
+                        c.unvec(v).tobytes().hex() if k == "embedding" and v is not None else v
+                        for k, v in zip(names, row, strict=True)
+                    ]
+                    h.update(repr(vals).encode("utf-8", "surrogatepass") + b"\n")
+                    n += 1
+                out[table], out[f"{table}_sha256"] = n, h.hexdigest()
+        return out
 
     # -- consolidation, store side (SPEC §7) --------------------------------------------
 

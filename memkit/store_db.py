@@ -50,6 +50,11 @@ class SQLiteDb(sqlite3.Connection):
     def end_write(self, commit: bool) -> None:
         self.execute("COMMIT" if commit else "ROLLBACK")
 
+    def integrity_problems(self) -> list[str]:
+        """What `PRAGMA integrity_check` finds wrong with the file ([] when sound)."""
+        found = [r[0] for r in self.execute("PRAGMA integrity_check").fetchall()]
+        return [] if found == ["ok"] else found
+
     def top(self, scope_id: str | None) -> int:
         """The highest committed change number (of the file: `scope_id` is unused)."""
         return self.execute("SELECT COALESCE(MAX(change_seq), 0) FROM memories").fetchone()[0]

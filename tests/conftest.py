@@ -154,7 +154,7 @@ def make_store(backend, request):
         if url is None:
             url = request.getfixturevalue("pg_dsn") if backend == "postgres" else ":memory:"
             if backend == "postgres" and opened:
-                if all(s._conn.closed for s in opened):  # e.g. hypothesis examples
+                if all(s.closed for s in opened):  # e.g. hypothesis examples
                     _empty_pg_schema(url)
                 else:
                     url = _fresh_pg_schema(request)

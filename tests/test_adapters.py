@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -477,3 +478,33 @@ def test_pairs_real(shared_datasets):
     # STS-B cut-offs: >= 4.0 paraphrase (264), <= 1.0 distinct (389), 847 in between dropped
     assert len(stsb) == 653 and sum(p.is_paraphrase for p in stsb) == 264
     assert all(p.score >= 4.0 if p.is_paraphrase else p.score <= 1.0 for p in stsb)
+
+
+@pytest.mark.parametrize(
+    "module", ["locomo", "longmemeval", "msc", "pairs", "swe_agent", "tau_bench"]
+)
+def test_each_adapter_module_states_its_mapping_and_what_it_leaves_out(module):
+    """Issue #18 item 6: one module per source under evals/adapters/, each opening with
+    a docstring that states its mapping and what it leaves out."""
+    import importlib
+
+    doc = importlib.import_module(f"evals.adapters.{module}").__doc__ or ""
+    assert re.search(r"\bmapping\b", doc, re.I), module
+    assert re.search(r"\bleft out\b|\bleaves out\b", doc, re.I), module
+
+
+def test_msc_supersedes_are_many_to_one_and_written_after_their_sources(tmp_path):
+    """Issue #18 item 3: a merged persona line supersedes every session line folded into
+    it (was: one predecessor kept), and within its session it is written after them
+    (was: fact-id order wrote `merged:` before its own `s2:` sources)."""
+    from evals.replay import predecessors_of, writes_by_run
+
+    f = tmp_path / "msc_dialogue_session_3_test.jsonl"
+    f.write_text(json.dumps(_msc_episode()) + "\n", encoding="utf-8")
+    ds = load_msc(tmp_path)
+    sid, merged = "msc:test_0:s", "msc:test_0:merged:p2:0"
+    sources = [f"{sid}2:p2:0", f"{sid}2:p2:1"]
+    assert sorted(predecessors_of(ds.facts)[merged]) == sources
+    s2 = writes_by_run(ds.facts)["msc:test_0:s2"]
+    assert merged < min(sources)  # by id alone it would come first
+    assert all(s2.index(s) < s2.index(merged) for s in sources)

@@ -23,6 +23,8 @@ def fake_row(n: int) -> dict:
         "remember_store_per_s": 2500.0,
         "remember_store_range": (2400.0, 2600.0),
         "bare_sqlite_per_s": 10000.0,
+        "embed_per_s": 5000.0,
+        "ceiling_per_s": 1 / (1 / 5000 + 1 / 10000),
         "fold_scan_per_s": 2.5,
         "folded": 3000,
         "writes": 6000,
@@ -36,21 +38,32 @@ def fake_row(n: int) -> dict:
 
 
 def test_table_rows_have_as_many_cells_as_the_header():
-    first, second = bench_store.render([fake_row(1000), fake_row(100_000)]).split("\n\n")
-    for table in (first, second):
+    tables = bench_store.render([fake_row(1000), fake_row(100_000)]).split("\n\n")
+    assert len(tables) == 3
+    for table in tables:
         assert len({line.count("|") for line in table.splitlines()}) == 1
-    assert second.splitlines()[-1] == (
+    recall, writes, keyword = (t.splitlines() for t in tables)
+    assert keyword[-1] == (
         "| 100,000 | 2.00 / 3.00 | 2.00x | 0.80 | 1.25x | 15,000 | 10.0x | 1.50 |"
     )
-    last = first.splitlines()[-1]
-    assert "| 100,000 |" in last and "2.40x" in last
-    assert "2,500 (2,400-2,600) | 10,000 | 0.25 | 2.5 | 1,000x |" in last
+    assert "| 100,000 |" in recall[-1] and "2.40x" in recall[-1]
+    assert writes[-1] == (
+        "| 100,000 | 1,500 | 3,333 | 0.45 | 2,500 (2,400-2,600) | 10,000 | 0.25 "
+        "| 2.5 | 1,000x | 3,000/6,000 | 0.50 |"
+    )
+    assert "ceiling: embed + bare write" in writes[0] and "ceiling: bare SQLite" in writes[0]
+
+
+def test_a_ceiling_adds_the_times_of_the_steps_it_cannot_skip():
+    assert bench_store.ceiling(5000.0, 10000.0) == pytest.approx(10000 / 3)
+    assert bench_store.ceiling(10000.0) == pytest.approx(10000.0)
+    assert bench_store.ceiling(1000.0, 1e12) == pytest.approx(1000.0)
 
 
 def test_overall_rate_is_all_writes_over_all_time():
     # rounds of 1,000 writes taking 1 s, 1 s and 2 s: 3,000 writes in 4 s (the median says 1,000)
-    assert bench_store._overall([1000.0, 1000.0, 500.0]) == pytest.approx(750.0)
-    assert bench_store._overall([2000.0]) == 2000.0
+    assert bench_store.overall([1000.0, 1000.0, 500.0]) == pytest.approx(750.0)
+    assert bench_store.overall([2000.0]) == 2000.0
 
 
 def test_precomputed_embedder_answers_from_its_table_only():
@@ -62,7 +75,7 @@ def test_precomputed_embedder_answers_from_its_table_only():
 
             return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
 
-    pre = bench_store._Precomputed(Inner(), ["ab", "abc"])
+    pre = bench_store.Precomputed(Inner(), ["ab", "abc"])
     assert pre.name == "inner-2" and pre.embed(["abc"]).tolist() == [[3.0, 1.0]]
     with pytest.raises(KeyError):
         pre.embed(["never seen"])
@@ -76,6 +89,7 @@ def test_tiny_run_folds_half_the_writes(tmp_path):
     assert row["remember_many_per_s"] > 0 and row["keyword"][0] > 0 and row["numpy"][0] > 0
     assert row["remember_store_per_s"] > 0 and row["index_build_s"] >= 0
     assert row["bare_sqlite_per_s"] > 0 and row["fold_scan_per_s"] > 0
+    assert 0 < row["ceiling_per_s"] < min(row["embed_per_s"], row["bare_sqlite_per_s"])
 
 
 def _scan_store(tmp_path, clock):
@@ -98,28 +112,28 @@ def test_fold_scan_keeps_the_fold_in_rules_and_agrees_with_the_index(tmp_path):
     conn = bench_store.sqlite3.connect(path)
     cutoff = now[0] - 14 * DAY
     text = "the staging database runs on host alpha"
-    sim, mid = bench_store._fold_scan(conn, "bench", trigrams(text), 0.65, cutoff)
+    sim, mid = bench_store.fold_scan(conn, "bench", trigrams(text), 0.65, cutoff)
     assert mid == fresh.id and mid != old.id and 0.65 <= sim < 1.0
     retracted = "weekly backup runs at noon in region west"
-    assert bench_store._fold_scan(conn, "bench", trigrams(retracted), 0.65, cutoff) is None
-    assert bench_store._fold_scan(conn, "bench", trigrams(text), 0.999, cutoff) is None
+    assert bench_store.fold_scan(conn, "bench", trigrams(retracted), 0.65, cutoff) is None
+    assert bench_store.fold_scan(conn, "bench", trigrams(text), 0.999, cutoff) is None
     conn.close()
     store.clock = lambda: now[0]
-    assert bench_store._fold_scan_rate(store, path, [text, "nothing like it at all"]) > 0
+    assert bench_store.fold_scan_rate(store, path, [text, "nothing like it at all"]) > 0
 
 
 def test_fold_scan_rate_raises_when_the_store_misses_a_match(tmp_path, monkeypatch):
     path, store = _scan_store(tmp_path, lambda: 1_000_000.0)
     store.remember("bench", "the staging database runs on host alpha")
-    monkeypatch.setattr(store, "_fold_target", lambda *a: None)
+    monkeypatch.setattr(store, "fold_target", lambda *a, **k: None)
     with pytest.raises(AssertionError, match="disagree"):
-        bench_store._fold_scan_rate(store, path, ["the staging database runs on host alpha"])
+        bench_store.fold_scan_rate(store, path, ["the staging database runs on host alpha"])
 
 
 def test_pool_source_hands_out_each_text_once_and_says_when_it_runs_out():
     import random
 
-    take = bench_store._pool_source(["a", "b", "c"])
+    take = bench_store.pool_source(["a", "b", "c"])
     rng = random.Random(0)
     assert take(rng, 2) == ["a", "b"] and take(rng, 1) == ["c"]
     with pytest.raises(SystemExit, match="ran out"):
@@ -133,7 +147,7 @@ def test_unknown_text_source_is_refused_by_name(capsys):
 
 
 def test_longmemeval_sentences_are_distinct_bounded_and_stable(shared_datasets):
-    pool = bench_store._longmemeval_sentences(str(shared_datasets))
+    pool = bench_store.longmemeval_sentences(str(shared_datasets))
     assert len(pool) > 100_000 and len(set(pool)) == len(pool)
     assert all(30 <= len(s) <= 200 and s == " ".join(s.split()) for s in pool[:5000])
-    assert pool[:50] == bench_store._longmemeval_sentences(str(shared_datasets))[:50]
+    assert pool[:50] == bench_store.longmemeval_sentences(str(shared_datasets))[:50]

@@ -62,3 +62,21 @@ def test_compare_refuses_an_unregistered_metric(run):
 
     with pytest.raises(ConfigError, match="unknown metric 'p@1'"):
         compare_runs(run, "a", None, "b", metrics=["p@1"])
+
+
+def test_compare_plot_marks_direction_and_names_the_interval(run, monkeypatch):
+    """The compare plot marks each metric ↑/↓ and names the interval method it drew
+    (it used to say "paired bootstrap" whatever the method was)."""
+    from evals import report
+
+    figs = []
+    monkeypatch.setattr(report, "_figure_png", lambda fig: figs.append(fig) or b"png")
+    d = compare_runs(run, "a", None, "b", metrics=["precision_returned", "budget_waste"])
+    assert report._compare_plot(d) == b"png"
+    (ax,) = figs[0].axes
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert any(lb.startswith("precision_returned ↑") for lb in labels)
+    assert any(lb.startswith("budget_waste ↓") for lb in labels)
+    methods = set(d["method"].dropna())
+    assert methods and all(m in ax.get_title() for m in methods)
+    assert "bootstrap" not in ax.get_title() or any("bootstrap" in m for m in methods)

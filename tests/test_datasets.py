@@ -686,6 +686,37 @@ def test_byte_order_mark_is_reported(tmp_path):
     assert [(Path(e.file).name, e.line) for e in errs] == [("pairs.jsonl", 1)]
 
 
+@pytest.mark.parametrize(
+    "prefix, fragment", [(b"\xef\xbb\xbf", "byte-order mark"), (b"\x1e", "U+001E")]
+)
+def test_a_line_opening_with_a_bom_or_record_separator_is_an_error_at_its_line(
+    tmp_path, prefix, fragment
+):
+    """jsonlines would drop either silently; a dataset line is plain JSON."""
+    root = write(tmp_path / "d", valid_records())
+    p = root / "facts.jsonl"
+    lines = p.read_bytes().split(b"\n")
+    lines[1] = prefix + lines[1]
+    p.write_bytes(b"\n".join(lines))
+    err = _at(root, "facts.jsonl", 2)
+    assert err.field is None and fragment in str(err) and "facts.jsonl:2" in str(err)
+
+
+def test_a_bom_opening_a_file_is_one_error_and_the_line_is_still_read(tmp_path):
+    root = write(tmp_path / "d", valid_records())
+    p = root / "facts.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
+    errs = validate_dataset(root)
+    assert [(Path(e.file).name, e.line) for e in errs] == [("facts.jsonl", 1)]
+    assert "byte-order mark" in str(errs[0])
+
+
+def test_a_null_line_is_not_an_object(tmp_path):
+    root = write(tmp_path / "d", valid_records())
+    _write_line(root, "probes.jsonl", 0, b"null")
+    assert "expected a JSON object, got NoneType" in str(_at(root, "probes.jsonl", 1))
+
+
 def test_naive_timestamp_is_utc_and_offsets_are_honoured():
     assert parse_timestamp("2026-03-01T09:00:00") == parse_timestamp("2026-03-01T09:00:00Z")
     assert parse_timestamp("2026-03-01T10:00:00+01:00") == parse_timestamp("2026-03-01T09:00:00Z")

@@ -94,3 +94,37 @@ def test_notebooks_can_be_reexecuted_by_hand():
     assert re.search(r"^notebooks: ", make, re.M)
     assert "jupyter nbconvert --to notebook --execute --inplace" in make
     assert "record_timing=False" in make  # no volatile timestamps in committed notebooks
+
+
+def test_load_runs_is_shown_in_the_readme_and_notebook_02():
+    """Issue #23 item 1: `load_runs` is documented where a researcher looks: the README
+    and notebook 02 (which calls it on its own runs)."""
+    import nbformat
+
+    readme = (REPO / "README.md").read_text()
+    assert "from evals.runs import load_runs" in readme and 'load_runs("reports/runs/*")' in readme
+    nb = nbformat.read(REPO / "notebooks" / "02_tuning_recall.ipynb", 4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "from evals.runs import load_runs" in code and "load_runs(" in code
+
+
+def test_committed_longmemeval_example_has_the_session_and_turn_tables():
+    """Issue #18: a committed example report for LongMemEval oracle (store mode,
+    WordLlama, the whole haystack) with the session/turn retrieval tables."""
+    d = REPO / "reports" / "longmemeval-oracle"
+    manifest = json.loads((d / "manifest.json").read_text())
+    assert manifest["systems"] == ["store"] and manifest["embedder"].startswith("wordllama")
+    assert manifest["dataset"]["name"] == "longmemeval-oracle"
+    assert manifest["config"]["limit"] is None  # all 500 questions
+    assert json.loads((d / "ingest.json").read_text())["store"]["writes"] == 10960
+    rows = json.loads((d / "metrics.json").read_text())["metrics"]
+    at = {r["metric"]: r for r in rows}
+    for level in ("session", "turn"):
+        for k in (5, 10):
+            for stat in ("recall_any", "recall_all", "ndcg_any"):
+                assert at[f"{level}_{stat}_at_{k}"]["n"] == 470  # 500 less 30 abstention
+    md = (d / "report.md").read_text()
+    table = md[md.index("## LongMemEval retrieval") :]
+    assert "| statistic | session @5 | session @10 | turn @5 | turn @10 |" in table
+    groups = md[md.index("## Per probe group") :]
+    assert "| undefined_abstention |" in groups and "| session_recall_any_at_5 |" in groups

@@ -12,7 +12,10 @@ from evals.bench_harness import main
 def test_bench_harness_json(tmp_path, capsys):
     root = write_tiny_dataset(tmp_path / "tiny")
     assert main(["--dataset", str(root), "--points", "3", "--embedder", "hashing", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    got = capsys.readouterr()
+    out = json.loads(got.out)
+    # issue #23: progress as plain lines on stderr (no carriage returns), stdout stays JSON
+    assert got.err.strip() and "\r" not in got.err
     assert out["probes"] == 5 and out["floor_sweep_points"] == 3
     assert out["passes"] == 8  # one per eligible run (a6 failed: nothing staged)
     assert out["passes_per_s"] > 0 and out["store_mode_s"] >= 0
@@ -39,3 +42,12 @@ def test_levels_run_long_enough_for_the_ideal_wall_time():
     assert runs_for(32, 64, 0.5, 2, 8.01) == 9  # one past: a 9th pass per scope
     assert runs_for(64, 64, 0.5, 2, 8.0) == 16
     assert runs_for(128, 64, 0.5, 2, 8.0) == 16  # capped by the scopes, not the limit
+
+
+def test_bench_harness_quiet_prints_no_progress(tmp_path, capsys):
+    """Issue #23: `bench harness` (a long command) takes --quiet: the result only."""
+    root = write_tiny_dataset(tmp_path / "tiny")
+    argv = ["--dataset", str(root), "--points", "2", "--embedder", "hashing", "--json", "--quiet"]
+    assert main(argv) == 0
+    got = capsys.readouterr()
+    assert got.err == "" and json.loads(got.out)["floor_sweep_points"] == 2

@@ -5,7 +5,6 @@ heuristic scores lower but above zero, and both reports render."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -18,7 +17,6 @@ def bundled_run(tmp_path_factory):
     if not (REPO / PRESETS["bundled"]["dataset"] / "dataset.json").is_file():
         pytest.skip("bundled dataset not built yet (datasets/bundled/dataset.json)")
     out = tmp_path_factory.mktemp("bundled") / "latest"
-    t0 = time.perf_counter()
     rc = run_main(
         [
             "--preset",
@@ -33,7 +31,7 @@ def bundled_run(tmp_path_factory):
         ]
     )
     assert rc == 0
-    return out, time.perf_counter() - t0
+    return out
 
 
 def _metric(out, system, metric):
@@ -42,7 +40,7 @@ def _metric(out, system, metric):
 
 
 def test_oracle_ceiling_and_heuristic_floor(bundled_run):
-    out, _ = bundled_run
+    out = bundled_run
     assert _metric(out, "pipeline:oracle", "strict_validity")["value"] == 1.0
     assert _metric(out, "pipeline:oracle", "extraction_recall")["value"] == 1.0
     h = _metric(out, "pipeline:heuristic", "extraction_recall")
@@ -51,14 +49,13 @@ def test_oracle_ceiling_and_heuristic_floor(bundled_run):
 
 
 def test_reports_render(bundled_run):
-    out, elapsed = bundled_run
+    out = bundled_run
     html = (out / "report.html").read_text()
     md = (out / "report.md").read_text()
     assert html.startswith("<!doctype html>") and html.count("data:image/png;base64,") >= 3
     for system in ("store", "pipeline:heuristic", "pipeline:oracle"):
         assert f"System `{system}`" in md
     assert "Gold matcher accuracy" in md
-    assert elapsed < 120
 
 
 def test_stale_twins_make_store_mode_leak(bundled_run):
@@ -71,7 +68,7 @@ def test_stale_twins_make_store_mode_leak(bundled_run):
         if (f["superseded_by"] or f["retracted_in"]) and len(f["established_in"]) >= 2
     ]
     assert len(twins) >= 10
-    out, _ = bundled_run
+    out = bundled_run
     writes = [json.loads(x) for x in (out / "writes.jsonl").open()]
     unfolded = {w["fact"] for w in writes if w["restatement"] and not w["folded"]}
     assert len(unfolded & {f["fact_id"] for f in twins}) >= 10

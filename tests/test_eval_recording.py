@@ -203,6 +203,33 @@ def test_a_recording_that_is_not_one_is_refused(tmp_path):
         get_consolidator(f"replay:{tmp_path / 'missing.jsonl'}")
 
 
+def test_bad_recording_lines_are_named_by_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    head = '{"kind": "memkit-recording", "version": 1}\n'
+    for body, fragment in (("\n{nope\n", r"bad\.jsonl:3: not JSON"), ("\n[1]\n", ":3: a line")):
+        bad.write_text(head + body)
+        with pytest.raises(ConfigError, match=fragment):
+            read_recording(bad)
+    bad.write_bytes(head.encode() + b'{"x": "\xe9"}\n')
+    with pytest.raises(ConfigError, match=r"bad\.jsonl:2: not UTF-8"):
+        read_recording(bad)
+
+
+def test_an_answer_holding_a_line_separator_reads_back(tmp_path):
+    """U+2028/U+0085 stay raw in a line (ensure_ascii=False); only "\\n" ends one."""
+    from memkit.consolidate.recording import write_recording
+
+    entry = {"request_hash": "a" * 64, "replicate": 0, "attempts": [{}], "text": "x\u2028y\x85z"}
+    p = tmp_path / "r.jsonl"
+    assert write_recording(p, {"model": "m"}, [entry]) == 1
+    header, entries = read_recording(p)
+    assert header["model"] == "m" and entries[("a" * 64, 0)] == entry
+    assert p.read_bytes().count(b"\n") == 2  # byte-stable form: one line each, sorted keys
+    assert p.read_text(encoding="utf-8").splitlines()[0] == (
+        '{"kind": "memkit-recording", "model": "m", "version": 1}'
+    )
+
+
 def test_runs_of_single_scopes_make_one_recording(tiny, emb, tmp_path):
     root, ds = tiny
     scopes = sorted({t.scope_id for t in ds.transcripts})

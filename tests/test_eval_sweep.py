@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from test_eval_data import write_tiny_dataset
@@ -176,6 +177,10 @@ def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
     assert (out / "sweep.csv").is_file() and (out / "sweep.png").is_file()
     md = (out / "report.md").read_text()
     assert "Sweep" in md and f"Recommended floor={rec['floor']}" in md
+    # issue #23: the sweep report names its commit (never "git `None`") and objective
+    head = md.split("\n## ")[0]
+    assert re.search(r"git `[0-9a-f]{12}`|git revision unknown", head) and "None" not in head
+    assert "(objective `default`: smallest budget_waste" in head
     assert "budget_waste ↓" in md and "n=" in md
     assert sweep_main(["--dataset", str(root), "--grid", "nope=1", "--quiet"]) == 2
     capsys.readouterr()
@@ -184,3 +189,52 @@ def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unknown metric 'ndcg@8'" in err and "did you mean ndcg_at_8" in err
     assert "budget_waste" in err and "offtopic_bytes" in err  # the full list, not a sample
+
+
+def test_sweep_plot_one_panel_per_family_distinct_colours_and_the_point_drawn(
+    tiny, tmp_path, monkeypatch
+):
+    """The sweep plot (issue #19 item 4): one panel per metric family (a share never
+    shares an axis with a count or a ratio), no colour used by two series, and the
+    recommended point drawn (a marker at its value and a line at its x)."""
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from evals import registry, report
+
+    root, _ = tiny
+    out = tmp_path / "sw"
+    grid = "floor=0.1,0.2,0.3,0.4"
+    assert sweep_main(["--dataset", str(root), "--grid", grid, "--out", str(out), "--quiet"]) == 0
+    frame = pd.read_csv(out / "sweep.csv")
+    rec = json.loads((out / "recommended.json").read_text())
+    figs = []
+    monkeypatch.setattr(report, "_figure_png", lambda fig: figs.append(fig) or b"png")
+    assert report._sweep_plot(frame, rec) == b"png"
+    (fig,) = figs
+    families = {registry.get(m).family for m in frame["metric"].unique()}
+    assert len(fig.axes) == len(families) >= 2
+    colours = []
+    for ax in fig.axes:
+        series = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        named = [ln.get_label().split(" ")[0] for ln in series if ln.get_label() != "recommended"]
+        assert len({registry.get(m).family for m in named}) == 1  # one family per panel
+        colours += [to_hex(ln.get_color()) for ln in series if ln.get_label() != "recommended"]
+    assert len(colours) == frame["metric"].nunique() == len(set(colours))
+    (panel,) = [
+        ax
+        for ax in fig.axes
+        if rec["metric"] in {lb.split(" ")[0] for lb in ax.get_legend_handles_labels()[1]}
+    ]
+    marks = [c for c in panel.containers if c.get_label() == "recommended"]
+    assert len(marks) == 1
+    x, y = marks[0].lines[0].get_data()
+    assert (float(x[0]), float(y[0])) == (rec["floor"], rec["value"])
+    xs = {
+        float(ln.get_xdata()[0])
+        for ax in fig.axes
+        for ln in ax.get_lines()
+        if ln.get_linestyle() == "--"
+    }
+    assert xs == {rec["floor"]}
+    assert f"recommended floor={rec['floor']:g}" in fig.axes[0].get_title()

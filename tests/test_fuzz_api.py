@@ -27,7 +27,7 @@ from memkit.tools import MemoryTools
 from memkit.types import Rollout
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_store_hostile import db_state
+from conftest import _empty_pg_schema
 
 FUZZ_EXAMPLES = 150
 PG_FUZZ_EXAMPLES = 40
@@ -56,17 +56,12 @@ anything = st.recursive(
 scope = st.one_of(st.just("s"), st.just("s"), anything)
 
 
-def _state(store) -> tuple:
-    """What a refused call must not change, read on the store's own connection."""
-    with store._lock:
-        if store.backend == "sqlite":
-            return db_state(store._conn)
-        c = store._conn
-        return (
-            c.execute("SELECT id, content, tags, superseded_by FROM memories ORDER BY rowid")
-            .fetchall(),
-            c.execute("SELECT id, messages, consumed_at FROM rollouts ORDER BY seq").fetchall(),
-        )  # fmt: skip
+def _state(store) -> dict:
+    """What a refused call must not change (`digest`: read on the store's own
+    connection); the engine's consistency check must pass."""
+    d = store.digest()
+    assert d["problems"] == []
+    return d
 
 
 def _ids(store: SQLiteStore) -> list[str]:
@@ -214,10 +209,9 @@ def test_only_memkit_errors_escape_and_refusals_change_nothing(backend, request)
 def _fresh_pg_store(dsn: str):
     from memkit.postgres import PostgresStore
 
-    s = PostgresStore.open(dsn, embedder="hashing")
-    s._conn.execute("TRUNCATE memories, rollouts, scopes RESTART IDENTITY")
-    s._ix.forget()
-    return s
+    PostgresStore.open(dsn, embedder="hashing").close()  # the tables exist
+    _empty_pg_schema(dsn)
+    return PostgresStore.open(dsn, embedder="hashing")
 
 
 def _fuzz(data, store) -> None:

@@ -100,20 +100,18 @@ def test_a_floor_posts_only_prefixes_and_common_grams_drop_out_when_reordered():
     for rowid in range(1, 1001):
         rows[rowid] = "the " + " ".join(rng.sample(words, 5))
         gi.put(rowid, rows[rowid])
-    common = gi._vocab[" th"]
-    assert {gi._rowid[slot] for slot in gi._post[common]} >= set(range(1, 1001))  # every new row
-    assert gi.stale_postings == 0 and gi._added == 1000  # at the bound: no reorder yet
-    for text in rows.values():
-        m = len(trigrams(text))
-        assert gi._prefix_len(m) == min(m, m - math.ceil(0.65 * m - 1e-9) + 2)
-    posted = sum(gi._prefix_len(len(trigrams(x))) for x in rows.values())
-    assert sum(map(len, gi._post)) == posted
+
+    def posts(m):  # grams a row of m grams posts: its prefix in the order
+        return min(m, m - math.ceil(0.65 * m - 1e-9) + 2)
+
+    assert gi.holders(" th") >= set(range(1, 1001))  # every new row: no reorder yet
+    assert gi.stale_postings == 0
+    assert gi.postings == sum(posts(len(trigrams(x))) for x in rows.values())
     rows[1001] = "the " + " ".join(words[:5])
-    gi.put(1001, rows[1001])  # one past it
-    assert gi._added == 0
+    gi.put(1001, rows[1001])  # one past the bound: the order is set afresh
     # now only the row that is nothing but "the" (4 grams, posting 3) may hold it
-    assert {gi._rowid[slot] for slot in gi._post[common]} <= {0}
-    assert sum(map(len, gi._post)) == sum(gi._prefix_len(len(trigrams(x))) for x in rows.values())
+    assert gi.holders(" th") <= {0}
+    assert gi.postings == sum(posts(len(trigrams(x))) for x in rows.values())
     for probe in (rows[7], rows[1001], "the alpha bravo charlie", " ".join(words)):
         for t in (0.65, 0.8, 1.0):
             assert gi.similar(trigrams(probe), t) == pytest.approx(brute(rows, probe, t))
@@ -231,3 +229,17 @@ def test_count_at_least_equals_a_plain_count_on_every_path(nslots, total, min_hi
     want = sorted((s, c) for s, c in Counter(slots.tolist()).items() if c >= min_hits)
     cand, hits = count_at_least(slots, min_hits, nslots)
     assert list(zip(cand.tolist(), hits.tolist(), strict=True)) == want
+
+
+def test_holders_and_postings_count_live_rows_only():
+    gi = GramIndex(0.0, 3)
+    gi.put(1, "deploy script")
+    gi.put(2, "deploy notes")
+    assert gi.holders("dep") == {1, 2} and gi.holders("zzz") == frozenset()
+    full = gi.postings
+    assert full == len(trigrams("deploy script")) + len(trigrams("deploy notes"))  # floor 0
+    gi.drop(1)
+    assert gi.holders("dep") == {2}
+    assert gi.postings == full and gi.stale_postings == len(trigrams("deploy script"))
+    gi.compact()
+    assert gi.postings == len(trigrams("deploy notes")) and gi.stale_postings == 0

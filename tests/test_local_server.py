@@ -9,6 +9,7 @@ stop are exercised for real. The real server is `tests/test_local_model.py`.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -158,6 +159,50 @@ def test_running_stops_the_server_even_when_the_block_fails(fake):
         assert not _gone(pid)
         raise RuntimeError("inside")
     assert _gone(pid)
+
+
+CHILD = r"""
+import sys, time
+from pathlib import Path
+from memkit import local_server as ls
+fake, mode, alias = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+ls.check_extra = lambda: None
+ls.bundled_model = lambda: fake
+server = [sys.executable, "-c", sys.argv[4], mode]
+ls.command = lambda m, port, threads=None: [*server, str(port), alias]
+with ls.running(ls._check_port(0)) as st:
+    print(st.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_sigterm_to_the_running_process_stops_its_server(tmp_path):
+    """`eval run --local-server` killed with SIGTERM (a CI timeout, `kill`) must not
+    leave the server behind: it runs in its own process group."""
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path / "m.gguf"), "serve", ls.MODEL_ALIAS, FAKE],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pid = None
+    try:
+        pid = int(child.stdout.readline())
+        assert not _gone(pid)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == 128 + signal.SIGTERM
+        assert _gone(pid)
+    finally:
+        child.kill()
+        child.wait()
+        if pid is not None and not _gone(pid):  # the failure this test is about: clean up
+            os.killpg(pid, signal.SIGKILL)
+
+
+def test_threads_set_generation_and_prompt_threads():
+    cmd = ls.command(Path("m.gguf"), 8090, threads=1)
+    assert cmd[cmd.index("--n_threads") + 1] == cmd[cmd.index("--n_threads_batch") + 1] == "1"
+    assert "--n_threads_batch" not in ls.command(Path("m.gguf"), 8090)
 
 
 def test_missing_extra_names_the_install_command(monkeypatch):

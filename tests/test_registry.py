@@ -107,3 +107,17 @@ def test_unit_functions_give_values_or_pairs():
             assert len(v) == 2, m.name
         else:
             assert isinstance(float(v), float) and not math.isinf(v), m.name
+
+
+def test_rollout_shares_get_wilson_intervals_not_a_collapsed_t():
+    """None parked in 130 rollouts over 8 scopes is not 'exactly 0': Wilson says how
+    many could hide behind that (the t interval of an all-zero sample is [0, 0])."""
+    from evals.stats import WILSON_DEFF, interval
+
+    for m in ("parked_rollouts", "pending_rollouts"):
+        assert registry.bounded(m)
+    scopes = [i % 8 for i in range(130)]
+    e = interval([0.0] * 130, None, scopes, bounded=registry.bounded("parked_rollouts"))
+    assert e.method == WILSON_DEFF and e.lo == 0.0 and 0.02 < e.hi < 0.06
+    t = interval([0.0] * 130, None, scopes, bounded=False)
+    assert (t.lo, t.hi) == (0.0, 0.0)  # what it was

@@ -110,17 +110,17 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-def test_report_renders_in_headless_chromium(run, tmp_path):
-    """The HTML report in a real browser: the headline table is in the DOM, first, and
-    every image loaded. Skips only outside CI when no Chromium is installed (.ci/run
-    installs it)."""
+def _browser_check(html: str, tmp_path) -> dict:
+    """Render `html` in headless Chromium and return what the page's own check saw.
+    Skips only outside CI when no Chromium is installed (.ci/run installs it and sets
+    CI=1, so there a missing browser fails)."""
     exe = _chromium()
     if exe is None:
         if os.environ.get("CI"):
             pytest.fail("CI must have Chromium (.ci/run installs it): none found on PATH")
         pytest.skip("no Chromium on PATH (apt-get install chromium; .ci/run does this in CI)")
     page = tmp_path / "report.html"
-    page.write_text((run / "report.html").read_text().replace("</body>", CHECK + "</body>"))
+    page.write_text(html.replace("</body>", CHECK + "</body>"))
     r = subprocess.run(
         [
             exe,
@@ -141,10 +141,27 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     m = re.search(r'data-check="([^"]+)"', r.stdout)
     assert m, f"the page's check did not run: {r.stdout[:500]}"
-    got = json.loads(m.group(1).replace("&quot;", '"'))
+    return json.loads(m.group(1).replace("&quot;", '"'))
+
+
+def test_report_renders_in_headless_chromium(run, tmp_path):
+    """The HTML report in a real browser: the headline table is in the DOM, first, and
+    every image loaded."""
+    got = _browser_check((run / "report.html").read_text(), tmp_path)
     assert got["rows"] >= 5
     assert got["h2"][0].startswith("Headline")
     assert got["images"] >= 3 and got["loaded"] == got["images"]
+
+
+def test_the_browser_check_sees_a_broken_image_and_a_missing_table(run, tmp_path):
+    """The check above could fail: one corrupted image and a headline table without its
+    id are what the browser reports (so a pass means the page really rendered)."""
+    html = (run / "report.html").read_text()
+    assert html.count('id="headline"') == 1 and "data:image/png;base64," in html
+    html = html.replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1)
+    got = _browser_check(html.replace('id="headline"', 'id="other"'), tmp_path)
+    assert got["images"] >= 3 and got["loaded"] == got["images"] - 1
+    assert got["rows"] == 0
 
 
 def test_plot_tick_labels_never_overlap(run, monkeypatch):
@@ -240,3 +257,22 @@ def test_report_ignores_a_comparison_of_systems_not_in_the_run(run, tmp_path):
     )
     md = build_report(d)[0].read_text()
     assert "pipeline:old" not in md and "Paired comparisons" not in md
+
+
+def test_a_statistic_with_no_spread_reads_no_spread_not_a_collapsed_interval(run):
+    """Each pass takes exactly 1 attempt here: [1.000, 1.000] would read as certainty."""
+    rows = json.loads((run / "metrics.json").read_text())["metrics"]
+    flat = [r for r in rows if r["lo"] == r["value"] == r["hi"]]
+    assert any(r["metric"] == "attempts_per_pass" for r in flat)  # metrics.json keeps the ends
+    md = (run / "report.md").read_text()
+    line = next(r for r in md.splitlines() if r.startswith("| attempts_per_pass"))
+    assert "1.000 [no spread]" in line and "[1.000, 1.000]" not in line
+    assert "[no spread]: every unit agreed" in md
+
+
+def test_no_spread_is_only_an_interval_whose_ends_meet_its_value():
+    from evals.stats import no_spread
+
+    assert no_spread(1.0, 1.0, 1.0) and no_spread(0.0, 0.0, 0.0)
+    assert not no_spread(0.0, 0.0, 0.01) and not no_spread(float("nan"), 0.0, 0.0)
+    assert not no_spread(0.5, None, None)

@@ -144,12 +144,15 @@ def test_proportions_at_0_and_1_do_not_collapse():
 
 
 def test_one_cluster_gives_no_interval_and_few_clusters_are_approximate():
-    from evals.stats import NO_INTERVAL, WILSON_DEFF, interval
+    from evals.stats import NO_INTERVAL, UNDEFINED, WILSON_DEFF, interval, paired_interval
 
     # the audit's dedup_precision 0 [0, 0] n=5: five removals of one fact pair
     e = interval([0, 0, 0, 0, 0], [1, 1, 1, 1, 1], ["s1"] * 5)
     assert e.value == 0.0 and math.isnan(e.lo) and e.method == NO_INTERVAL
     assert (e.n, e.clusters) == (5, 1)
+    none = interval([math.nan, math.nan], None, ["s1", "s2"])  # defined on no unit
+    assert (none.n, none.clusters, none.method) == (0, 0, UNDEFINED) and math.isnan(none.value)
+    assert paired_interval([math.nan], None, [1.0], None).method == UNDEFINED
     e = interval([0, 0, 0], [2, 1, 3], ["a", "b", "c"])  # pooled share at 0
     assert e.lo == 0.0 and e.hi > 0 and e.method == WILSON_DEFF and e.approximate
 
@@ -184,3 +187,18 @@ def test_paired_interval_pairs_only_units_defined_on_both_sides():
     assert e.value == pytest.approx(3 / 4 - 1 / 4) and e.method == PAIRED_T
     same = paired_interval([1.0] * 40, None, [1.0] * 40, None)
     assert same.value == 0.0 and same.lo < 0 < same.hi  # no spread: Newcombe, not [0, 0]
+
+
+def test_a_spread_free_difference_of_counts_is_no_spread_not_a_wilson_interval():
+    """Tokens per pass 0 (heuristic) against 30 (a model) in every pair: the
+    Newcombe fallback is for shares; on a count it made [-30.000, -29.589]
+    out of the Wilson interval of an all-zero "proportion"."""
+    from evals.stats import NEWCOMBE, NO_SPREAD, paired_interval
+
+    zeros, thirties = [0.0] * 8, [30.0] * 8
+    codes = [f"s{i}" for i in range(8)]
+    for bounded in (False, None):  # told, or judged from the values
+        e = paired_interval(zeros, None, thirties, None, codes, bounded=bounded)
+        assert (e.value, e.lo, e.hi, e.method) == (-30.0, -30.0, -30.0, NO_SPREAD)
+    share = paired_interval([0.0] * 8, None, [1.0] * 8, None, codes, bounded=True)
+    assert share.method == NEWCOMBE and share.value == -1.0 < share.hi < 0  # not collapsed

@@ -193,3 +193,36 @@ def test_default_embedder_is_wordllama(make_store, tmp_path):
     rid = s.remember("s", "The deploy script is ops/deploy.sh").id
     hits = s.recall("s", "how do I deploy?")
     assert hits and hits[0].id == rid and hits[0].path == "vector"
+
+
+def test_digest_changes_exactly_when_something_stored_changes(store, clock):
+    from memkit.consolidate import build_rollout
+
+    empty = store.digest()
+    assert empty["problems"] == [] and empty["memories"] == empty["rollouts"] == 0
+    r = store.remember("s", "The deploy script is ops/deploy.sh", tags=["ops"])
+    one = store.digest()
+    assert one["memories"] == 1 and one["memories_sha256"] != empty["memories_sha256"]
+    store.recall("s", "deploy script")
+    store.live("s")
+    with pytest.raises(NotFound):
+        store.retract("s", "no-such-id")
+    assert store.digest() == one  # reads and refusals change nothing
+    clock.advance(5)
+    store.remember("s", "The deploy script is ops/deploy.sh", tags=["ops"])  # folds: seen again
+    two = store.digest()
+    assert two["memories"] == 1 and two["memories_sha256"] != one["memories_sha256"]
+    store.stage_rollout(build_rollout("s", [{"role": "user", "content": "hi"}], "ok"))
+    three = store.digest()
+    assert three["rollouts"] == 1 and three["memories_sha256"] == two["memories_sha256"]
+    store.update("s", r.id, "Deploy with make deploy")
+    assert store.digest()["memories"] == 2
+
+
+def test_closed(make_store):
+    s = make_store(embedder=None)
+    assert not s.closed
+    s.close()
+    assert s.closed
+    s.close()  # harmless
+    assert s.closed

@@ -303,3 +303,38 @@ def test_indexed_fold_target_equals_brute_force(make_store, rows, probe, thresho
     if res.folded:  # the target is a row with the best similarity
         assert trigram_similarity(p, before[res.id]) == best
     s.close()
+
+
+# --- fold_target: the decision without the write ------------------------------------
+
+
+def test_fold_target_names_what_remember_then_folds_into_and_writes_nothing(store, clock):
+    assert store.fold_target("s", WORDING_2) is None  # empty scope: remember would insert
+    first = store.remember("s", WORDING_1)
+    store.remember("s", WORDING_1, kind="preference")  # another kind never folds in
+    before = store.digest()
+    target = store.fold_target("s", WORDING_2)
+    assert target is not None and target.id == first.id and target.kind == "fact"
+    assert store.digest() == before  # a read: nothing stored changed
+    assert store.remember("s", WORDING_2) == type(first)(id=first.id, folded=True)
+    assert store.fold_target("s", "weekly backup runs at noon in region west") is None
+    assert store.fold_target("other", WORDING_2) is None  # scopes never mix
+    clock.advance(15 * DAY)  # out of the window
+    assert store.fold_target("s", WORDING_2) is None
+    assert store.remember("s", WORDING_2).folded is False
+    with pytest.raises(ConfigError):
+        store.fold_target("s", "x", kind="gossip")
+
+
+def test_fold_target_sees_another_connections_write(store_url, clock):
+    from memkit.stores import open_store
+
+    a = open_store(store_url, embedder=None, clock=clock)
+    b = open_store(store_url, embedder=None, clock=clock)
+    try:
+        assert b.fold_target("s", WORDING_2) is None  # b's indexes load, empty
+        r = a.remember("s", WORDING_1)
+        assert b.fold_target("s", WORDING_2).id == r.id
+    finally:
+        a.close()
+        b.close()

@@ -7,9 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memkit.text import (
+    STOPWORDS,
     TRUNCATED_MARKER,
     byte_len,
     containment,
+    keyword_tokens,
     keywords,
     trigram_similarity,
     trigrams,
@@ -145,6 +147,64 @@ def test_keywords(query, expect):
 
 def test_vietnamese_stopwords_removed():
     assert keywords("và của là có không") == []
+
+
+def _tokens_by_char(s):
+    """The keyword splitter as first written (a loop per character): the reference
+    the linear-time `keyword_tokens` must reproduce token for token."""
+    out, cur = [], []
+    for c in s:
+        if c.isalpha() or c.isdecimal():
+            cur.append(c)
+        elif cur:
+            out.append("".join(cur))
+            cur = []
+    if cur:
+        out.append("".join(cur))
+    return out
+
+
+def _keywords_by_char(query, stopwords=STOPWORDS):
+    seen = {}
+    for tok in _tokens_by_char(query):
+        t = tok.lower()
+        if len(t) < 2 or t in stopwords or t in seen:
+            continue
+        seen[t] = None
+    return list(seen)
+
+
+_TRICKY = "aZ9 _-.'\t\n\x1e\u00a0İıßǅ²½Ⅻ〇一٣é\u0301Đ数😀𐄇𝟘𐌀\U000e0001\ud800"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.one_of(st.sampled_from(_TRICKY), st.characters(codec=None)), max_size=80)
+)
+def test_keywords_match_the_per_character_reference(s):
+    assert keyword_tokens(s) == _tokens_by_char(s)
+    assert keywords(s) == _keywords_by_char(s)
+
+
+def test_keyword_tokens_match_the_reference_on_every_code_point():
+    """Every code point in one string: a character classed differently from
+    str.isalpha/isdecimal would move a token boundary. Also the ASCII path."""
+    import sys
+
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    assert keyword_tokens(every) == _tokens_by_char(every)
+    ascii_ = "".join(map(chr, range(128))) * 3
+    assert (
+        keyword_tokens(ascii_)
+        == _tokens_by_char(ascii_)
+        == ["0123456789", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"] * 3
+    )
+
+
+def test_keywords_of_a_numeral_above_the_bmp_split_the_word():
+    # U+10107 AEGEAN NUMBER ONE is numeric but neither a letter nor a decimal digit
+    assert keyword_tokens("ab\U00010107cd 😀ef𝟘") == ["ab", "cd", "ef𝟘"]
+    assert keywords("İstanbul ISTANBUL x² ab½cd") == _keywords_by_char("İstanbul ISTANBUL x² ab½cd")
 
 
 # --- dedup word sets -------------------------------------------------------------------------

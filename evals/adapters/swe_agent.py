@@ -63,5 +63,8 @@ def load_swe_agent(path: str | Path, *, limit: int | None = None) -> Dataset:
         runs,
         [],
         [],
-        info={"gold": NO_GOLD.replace("tau-bench", "SWE-agent"), "matcher": "not used: no gold"},
+        info={
+            "gold": NO_GOLD.replace("tau-bench", "SWE-agent"),
+            "matcher": "not used: the source has no gold memory, so nothing is matched",
+        },
     )

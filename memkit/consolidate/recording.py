@@ -26,12 +26,15 @@ folder. It holds no model and imports no LiteLLM.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import jsonlines
 
 from memkit.errors import ConfigError
 
@@ -40,6 +43,18 @@ RECORDING_VERSION = 1
 
 Key = tuple[str, int]
 """(request hash, replicate)."""
+
+
+_BLANK = object()
+
+
+def _loads(text: str) -> Any:
+    return _BLANK if not text.strip() else json.loads(text)
+
+
+def _dumps(obj: Any) -> str:
+    """One line of a recording: sorted keys, UTF-8 as is (byte-stable reruns)."""
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True)
 
 
 def is_recording(path: str | os.PathLike[str]) -> bool:
@@ -53,19 +68,25 @@ def read_recording(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[K
     the file and line of anything that is not a recording of this version."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        data = p.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"replay: no recording {str(p)!r}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"replay: {p}: not UTF-8 ({e.reason})") from None
+    # lines end at "\n" only: a model's answer may hold U+2028 raw (ensure_ascii=False),
+    # which str.splitlines() would break a line at
+    reader = jsonlines.Reader(data.split(b"\n"), loads=_loads)
     rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for n in itertools.count(1):  # blank lines are read too, so the n-th read is line n
         try:
-            row = json.loads(line)
-        except ValueError as e:
-            raise ConfigError(f"replay: {p}:{n}: not JSON ({e})") from None
+            row = reader.read(skip_empty=False, allow_none=True)
+        except EOFError:
+            break
+        except jsonlines.InvalidLineError as e:
+            why = e.__cause__
+            if isinstance(why, UnicodeDecodeError):
+                raise ConfigError(f"replay: {p}:{e.lineno}: not UTF-8 ({why.reason})") from None
+            raise ConfigError(f"replay: {p}:{e.lineno}: not JSON ({why})") from None
+        if row is _BLANK:
+            continue
         if not isinstance(row, dict):
             raise ConfigError(f"replay: {p}:{n}: a line must be a JSON object")
         rows.append((n, row))
@@ -98,12 +119,12 @@ def write_recording(
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     head = {"kind": RECORDING_KIND, "version": RECORDING_VERSION, **header}
-    body = [json.dumps(dict(e), ensure_ascii=False, sort_keys=True) for e in entries]
+    body = [dict(e) for e in entries]
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".jsonl")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(head, ensure_ascii=False, sort_keys=True) + "\n")
-            f.writelines(line + "\n" for line in body)
+        with os.fdopen(fd, "w", encoding="utf-8") as f, jsonlines.Writer(f, dumps=_dumps) as out:
+            out.write(head)
+            out.write_all(body)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
