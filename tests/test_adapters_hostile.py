@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -166,30 +167,188 @@ def _with(record, at, value):
     return out
 
 
+# What each adapter reads, and the JSON types it documents for it, written here from the
+# sources' published shapes (not from the adapters' code): a path regex (indices as
+# [n]) -> the kinds that fit. S string, I integer, N number, B boolean, L list,
+# O object, Z null. A path matching none is a field the adapter does not read.
+_SESSION = r"conversation\.session_\d+"
+_OBS = r"observation\.session_\d+_observation"
+_CHAT = {  # OpenAI-format messages (tau-bench traj, SWE-agent history)
+    r"\[\d+\]": "O",
+    r"\[\d+\]\.role": "S",
+    r"\[\d+\]\.content": "SZL",
+    r"\[\d+\]\.content\[\d+\]": "O",
+    r"\[\d+\]\.content\[\d+\]\.text": "S",
+    r"\[\d+\]\.name": "S",
+    r"\[\d+\]\.tool_calls": "LZ",
+    r"\[\d+\]\.tool_calls\[\d+\]": "O",
+    r"\[\d+\]\.tool_calls\[\d+\]\.(id|type)": "S",
+    r"\[\d+\]\.tool_calls\[\d+\]\.function": "O",
+    r"\[\d+\]\.tool_calls\[\d+\]\.function\.(name|arguments)": "S",
+}
+SCHEMA = {
+    "locomo": {
+        "": "O",
+        "sample_id": "S",
+        "conversation": "O",
+        r"conversation\.speaker_[ab]": "S",
+        rf"{_SESSION}_date_time": "S",
+        _SESSION: "L",
+        rf"{_SESSION}\[\d+\]": "O",
+        rf"{_SESSION}\[\d+\]\.(speaker|dia_id|text|blip_caption)": "S",
+        "observation": "O",
+        _OBS: "O",
+        rf"{_OBS}\.\w+": "L",
+        rf"{_OBS}\.\w+\[\d+\]": "L",
+        rf"{_OBS}\.\w+\[\d+\]\[0\]": "S",
+        rf"{_OBS}\.\w+\[\d+\]\[1\]": "SL",
+        rf"{_OBS}\.\w+\[\d+\]\[1\]\[\d+\]": "S",
+        "qa": "L",
+        r"qa\[\d+\]": "O",
+        r"qa\[\d+\]\.question": "S",
+        r"qa\[\d+\]\.(answer|adversarial_answer)": "SN",
+        r"qa\[\d+\]\.evidence": "SL",
+        r"qa\[\d+\]\.evidence\[\d+\]": "S",
+        r"qa\[\d+\]\.category": "I",
+    },
+    "msc": {
+        "": "O",
+        "metadata": "O",
+        r"metadata\.initial_data_id": "S",
+        r"(previous_dialogs\[\d+\]\.)?personas": "L",
+        r"(previous_dialogs\[\d+\]\.)?personas\[\d+\]": "L",
+        r"(previous_dialogs\[\d+\]\.)?personas\[\d+\]\[\d+\]": "S",
+        r"(previous_dialogs\[\d+\]\.)?dialog": "L",
+        r"(previous_dialogs\[\d+\]\.)?dialog\[\d+\]": "O",
+        r"(previous_dialogs\[\d+\]\.)?dialog\[\d+\]\.(text|id)": "S",
+        "previous_dialogs": "L",
+        r"previous_dialogs\[\d+\]": "O",
+        r"previous_dialogs\[\d+\]\.time_back": "S",
+    },
+    "longmemeval": {
+        "": "O",
+        "question_(id|type|date)|question": "S",
+        "answer": "SN",
+        "(haystack_session_ids|haystack_dates|answer_session_ids)": "L",
+        r"(haystack_session_ids|haystack_dates|answer_session_ids)\[\d+\]": "S",
+        "haystack_sessions": "L",
+        r"haystack_sessions\[\d+\]": "L",
+        r"haystack_sessions\[\d+\]\[\d+\]": "O",
+        r"haystack_sessions\[\d+\]\[\d+\]\.(role|content)": "S",
+        r"haystack_sessions\[\d+\]\[\d+\]\.has_answer": "B",
+    },
+    "tau_bench": {
+        "": "O",
+        "task_id|trial": "I",
+        "reward": "N",
+        "info": "O",
+        r"info\.task": "O",
+        r"info\.task\.user_id": "S",
+        "traj": "L",
+        r"traj\[\d+\]\.tool_call_id": "S",
+        **{f"traj{k}": v for k, v in _CHAT.items()},
+    },
+    "swe_agent": {
+        "": "O",
+        "history": "L",
+        r"history\[\d+\]\.tool_call_ids": "LS",
+        r"history\[\d+\]\.tool_call_ids\[\d+\]": "S",
+        **{f"history{k}": v for k, v in _CHAT.items()},
+    },
+}
+
+
+def _kinds(adapter: str, path: str) -> str | None:
+    """The kinds that fit at path, or None when the adapter does not read it."""
+    for pattern, kinds in SCHEMA[adapter].items():
+        if re.fullmatch(pattern, path):
+            return kinds
+    return None
+
+
+def _fits(value, kinds: str) -> bool:
+    if isinstance(value, bool):
+        return "B" in kinds
+    if isinstance(value, int):
+        return "I" in kinds or "N" in kinds
+    kind = {str: "S", float: "N", list: "L", dict: "O", type(None): "Z"}[type(value)]
+    return kind in kinds
+
+
+def _misfit(adapter: str, path: str, value) -> str | None:
+    """The first place in value (at path) whose type the adapter's source does not
+    document, or None when every field it reads fits."""
+    kinds = _kinds(adapter, path)
+    if kinds is None:
+        return None
+    if not _fits(value, kinds):
+        return path
+    inner = (
+        ((f"{path}[{i}]", v) for i, v in enumerate(value))
+        if isinstance(value, list)
+        else ((f"{path}.{k}" if path else k, v) for k, v in value.items())
+        if isinstance(value, dict)
+        else ()
+    )
+    return next((bad for p, v in inner if (bad := _misfit(adapter, p, v))), None)
+
+
+def _name(at: tuple) -> str:
+    """A mutation's path as the adapters name fields: `qa[1].answer`."""
+    out = ""
+    for k in at:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else k)
+    return out
+
+
 @pytest.mark.parametrize("adapter", ["locomo", "msc", "longmemeval", "tau_bench", "swe_agent"])
-def test_a_wrong_type_anywhere_is_a_dataset_error_naming_file_and_record(tmp_path, adapter):
-    """Each field of a valid record replaced by each WRONG value: the adapter loads it
-    or refuses it with a DatasetError at file:record. Before, 369 of the 1,760 cases
-    escaped as TypeError, AttributeError, KeyError or IndexError (a traceback)."""
+def test_a_wrong_type_anywhere_is_a_dataset_error_naming_the_field(tmp_path, adapter):
+    """Each field of a valid record replaced by each WRONG value (1,760 cases). A value
+    whose type (or a type inside it) the source does not document where the adapter
+    reads it is refused with a DatasetError at file:record:field, the field being the
+    one replaced or one inside it; never loaded as data (a number as message text).
+    A field the adapter does not read loads. A value of a fitting type (another
+    string, an empty list) may load or be refused for what it says, not traceback.
+
+    Before the adapters checked each field they read, 369 of these escaped as
+    TypeError & co. (a traceback); then a net named file and record only, and 771
+    loaded, most with the wrong value kept as data."""
     from evals.runner import load_any
 
     name, write, record = _valid_records()[adapter]
     f = tmp_path / name
     f.write_text(write(record), encoding="utf-8")
     assert load_any(f"{adapter}:{f}").transcripts  # the valid record loads
-    refused = loaded = 0
+    counts = dict.fromkeys(("bad refused", "fits refused", "fits loaded", "unread loaded"), 0)
     for at in list(_paths(record)):
+        path = _name(at)
         for value in WRONG:
             f.write_text(write(_with(record, at, value)), encoding="utf-8")
+            bad = _misfit(adapter, path, value)
+            unread = _kinds(adapter, path) is None
             try:
                 load_any(f"{adapter}:{f}")
             except DatasetError as e:
                 assert str(e).startswith(f"{f}:1"), (at, value, str(e))
-                refused += 1
+                assert not unread, (path, value, str(e))
+                if bad is not None:
+                    got = type(_at(value, bad[len(path) :])).__name__
+                    assert (e.field or "") == bad and f"got {got}" in str(e), (path, value, str(e))
+                    counts["bad refused"] += 1
+                else:
+                    counts["fits refused"] += 1
             else:
-                loaded += 1
-    print(f"{adapter}: {refused} refused, {loaded} loaded")
-    assert refused > 0
+                assert bad is None, f"{path} = {value!r} loaded; {bad} is mistyped"
+                counts["unread loaded" if unread else "fits loaded"] += 1
+    print(f"{adapter}: {sum(counts.values())} cases, {counts}")
+    assert counts["bad refused"] > 0
+
+
+def _at(value, rest: str):
+    """The item of value at a field path relative to it (`[0].text`)."""
+    for index, key in re.findall(r"\[(\d+)\]|\.?([^.\[]+)", rest):
+        value = value[int(index)] if index else value[key]
+    return value
 
 
 def test_a_mistyped_adapter_file_exits_2_with_one_message(tmp_path, capsys):

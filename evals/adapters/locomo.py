@@ -42,13 +42,16 @@ from types import MappingProxyType
 from typing import Any
 
 from evals.adapters.shared import (
+    At,
     ambiguous_texts,
+    check,
+    each,
     equivalence_pairs,
+    field,
     find_data,
     load_json,
     make_dataset,
     record_guard,
-    require,
     root_run,
     utc_timestamp,
     words,
@@ -70,6 +73,8 @@ REPEAT_MIN_WORDS = 3
 """Two observations of one speaker are one fact when every word of the shorter
 (at least this many words) is in the longer."""
 
+_ANSWER = (str, int, float)
+"""An answer is text or a number (LoCoMo has integer answers such as years)."""
 _LOCOMO_DATE = "%I:%M %p on %d %B, %Y"
 _DIA = re.compile(r"D:?(\d+):(\d+)")
 
@@ -148,10 +153,12 @@ def _pairs(facts: list[GoldFact]) -> list[Pair]:
 def _locomo_conversation(
     conv: Any, file: Path, n: int
 ) -> tuple[list[Transcript], list[GoldFact], list[Probe], int]:
-    sample = require(conv, "sample_id", str, file, n)
-    c = require(conv, "conversation", dict, file, n)
+    at = At(file, n)
+    sample = field(conv, "sample_id", str, at)
+    c = field(conv, "conversation", dict, at)
+    cat = at["conversation"]
     scope = f"locomo:{sample}"
-    roles = {c.get("speaker_a"): "user", c.get("speaker_b"): "assistant"}
+    roles = {field(c, "speaker_a", str, cat): "user", field(c, "speaker_b", str, cat): "assistant"}
     sessions = sorted((int(m.group(1)), k) for k in c if (m := re.fullmatch(r"session_(\d+)", k)))
     runs: list[Transcript] = []
     run_of: dict[int, str] = {}
@@ -160,17 +167,17 @@ def _locomo_conversation(
         when = c.get(f"{key}_date_time")
         ts = utc_timestamp(when, _LOCOMO_DATE, file, n, f"conversation.{key}_date_time")
         messages, dias = [], []
-        for j, turn in enumerate(c[key]):
-            speaker = turn.get("speaker")
+        for j, turn in enumerate(each(c[key], dict, cat[key])):
+            tat = cat[key][j]
+            speaker = field(turn, "speaker", str, tat)
             if speaker not in roles:
-                raise DatasetError(
-                    str(file), n, f"conversation.{key}[{j}].speaker", f"unknown speaker {speaker!r}"
-                )
-            text = turn.get("text", "")
-            if turn.get("blip_caption"):
-                text = f"{text} [shares a photo: {turn['blip_caption']}]"
+                raise tat["speaker"].error(f"unknown speaker {speaker!r}")
+            text = field(turn, "text", str, tat, default="")
+            caption = field(turn, "blip_caption", str, tat, default=None)
+            if caption:
+                text = f"{text} [shares a photo: {caption}]"
             messages.append({"role": roles[speaker], "name": speaker, "content": text})
-            dias.append(turn.get("dia_id"))
+            dias.append(field(turn, "dia_id", str, tat, default=None))
         turn_ids.update(d for d in dias if d)
         run_id = f"{scope}:session_{num}"
         run_of[num] = run_id
@@ -178,15 +185,24 @@ def _locomo_conversation(
 
     facts: list[GoldFact] = []
     by_dia: dict[str, list[str]] = {}
-    for key, per_speaker in (conv.get("observation") or {}).items():
+    observations = field(conv, "observation", dict, at, default={})
+    for key, per_speaker in observations.items():
+        oat = at["observation"][key]
         m = re.fullmatch(r"session_(\d+)_observation", key)
         if not m or int(m.group(1)) not in run_of:
-            raise DatasetError(str(file), n, f"observation.{key}", "names no session")
+            raise oat.error("names no session")
         num = int(m.group(1))
         k = 0
-        for speaker, items in per_speaker.items():
-            for item in items:
-                text, dias = item[0], _dia_ids(item[1] if len(item) > 1 else [])
+        for speaker, items in check(per_speaker, dict, oat).items():
+            for i, item in enumerate(each(items, list, oat[speaker])):
+                iat = oat[speaker][i]
+                if not item:
+                    raise iat.error("expected [text, evidence], got an empty list")
+                text = check(item[0], str, iat[0])
+                raw = check(item[1], (str, list), iat[1]) if len(item) > 1 else []
+                if isinstance(raw, list):
+                    each(raw, str, iat[1])
+                dias = _dia_ids(raw)
                 fid = f"{scope}:obs:{num}:{k}"
                 k += 1
                 facts.append(
@@ -207,30 +223,38 @@ def _locomo_conversation(
 
     last = max(runs, key=lambda r: r.started_ts).run_id
     probes: list[Probe] = []
-    for i, qa in enumerate(conv.get("qa") or []):
-        evidence = _dia_ids(qa.get("evidence") or [])
+    for i, qa in enumerate(each(field(conv, "qa", list, at, default=[]), dict, at["qa"])):
+        qat = at["qa"][i]
+        question = field(qa, "question", str, qat)
+        raw = field(qa, "evidence", (str, list), qat, default=[])
+        if isinstance(raw, list):
+            each(raw, str, qat["evidence"])
+        evidence = _dia_ids(raw)
         relevant = tuple(dict.fromkeys(f for d in evidence for f in by_dia.get(d, ())))
-        answer = qa.get("answer", qa.get("adversarial_answer"))
+        answer = field(qa, "answer", _ANSWER, qat, default=None)
+        if answer is None:
+            answer = field(qa, "adversarial_answer", _ANSWER, qat, default=None)
+        category = field(qa, "category", int, qat, default=None)
         meta = {
-            "category": qa.get("category"),
+            "category": category,
             "answer": None if answer is None else str(answer),
             "adversarial": "adversarial_answer" in qa,
             "evidence": evidence,
             "unmatched_evidence": tuple(d for d in evidence if d not in turn_ids),
             # evidence exists but no observation cites it: not a true off-topic probe
             "unmapped": bool(evidence) and not relevant,
-            "group": CATEGORIES.get(qa.get("category"), f"category {qa.get('category')}"),
+            "group": CATEGORIES.get(category, f"category {category}"),
         }
         if meta["unmapped"]:
             meta["undefined"] = "unmapped"
-        if qa.get("category") == 5:
+        if category == 5:
             meta["apart"] = True
         probes.append(
             Probe(
                 f"{scope}:qa:{i}",
                 scope,
                 last,
-                qa["question"],
+                question,
                 relevant,
                 (),
                 meta=MappingProxyType(meta),

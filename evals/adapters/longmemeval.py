@@ -32,12 +32,14 @@ from types import MappingProxyType
 from typing import Any
 
 from evals.adapters.shared import (
+    At,
     check_limit,
+    each,
+    field,
     find_data,
     load_json,
     make_dataset,
     record_guard,
-    require,
     root_run,
     utc_timestamp,
 )
@@ -127,12 +129,13 @@ def load_longmemeval(
 
 
 def _lme_question(rec: Any, file: Path, n: int) -> tuple[list[Transcript], list[GoldFact], Probe]:
-    qid = require(rec, "question_id", str, file, n)
-    qtype = require(rec, "question_type", str, file, n)
-    question = require(rec, "question", str, file, n)
-    sids = require(rec, "haystack_session_ids", list, file, n)
-    dates = require(rec, "haystack_dates", list, file, n)
-    sessions = require(rec, "haystack_sessions", list, file, n)
+    at = At(file, n)
+    qid = field(rec, "question_id", str, at)
+    qtype = field(rec, "question_type", str, at)
+    question = field(rec, "question", str, at)
+    sids = each(field(rec, "haystack_session_ids", list, at), str, at["haystack_session_ids"])
+    dates = field(rec, "haystack_dates", list, at)
+    sessions = each(field(rec, "haystack_sessions", list, at), list, at["haystack_sessions"])
     if not len(sids) == len(dates) == len(sessions):
         raise DatasetError(
             str(file),
@@ -150,21 +153,19 @@ def _lme_question(rec: Any, file: Path, n: int) -> tuple[list[Transcript], list[
         used.add(sid)
         messages = []
         for j, turn in enumerate(turns):
-            role = turn.get("role") if isinstance(turn, dict) else None
-            if role not in ("user", "assistant") or not isinstance(turn.get("content"), str):
-                raise DatasetError(
-                    str(file),
-                    n,
-                    f"haystack_sessions[{i}][{j}]",
-                    "expected a user/assistant turn with string content",
-                )
-            messages.append({"role": role, "content": turn["content"]})
+            tat = at["haystack_sessions"][i][j]
+            role = field(turn, "role", str, tat)
+            if role not in ("user", "assistant"):
+                raise tat["role"].error(f"expected user or assistant, got {role!r:.60}")
+            content = field(turn, "content", str, tat)
+            has_answer = field(turn, "has_answer", bool, tat, default=False)
+            messages.append({"role": role, "content": content})
             facts.append(
                 GoldFact(
                     f"{run_id}:{j}",
                     scope,
                     "fact",
-                    turn["content"],
+                    content,
                     (),
                     (run_id,),
                     meta=MappingProxyType(
@@ -172,7 +173,7 @@ def _lme_question(rec: Any, file: Path, n: int) -> tuple[list[Transcript], list[
                             "session_id": sid,
                             "turn": j,
                             "role": role,
-                            "has_answer": bool(turn.get("has_answer")),
+                            "has_answer": has_answer,
                         }
                     ),
                 )
@@ -180,14 +181,15 @@ def _lme_question(rec: Any, file: Path, n: int) -> tuple[list[Transcript], list[
         runs.append(root_run(run_id, scope, ts, messages, session_id=sid, date=date))
 
     last = max(range(len(runs)), key=lambda k: (runs[k].started_ts, k))
-    answer = rec.get("answer")
+    answer = field(rec, "answer", (str, int, float), at, default=None)
+    answer_sids = field(rec, "answer_session_ids", list, at, default=[])
     abstention = qid.endswith("_abs")
     meta = {
         "question_type": qtype,
         "group": qtype,
         "answer": None if answer is None else str(answer),
-        "question_date": rec.get("question_date"),
-        "answer_session_ids": tuple(rec.get("answer_session_ids") or ()),
+        "question_date": field(rec, "question_date", str, at, default=None),
+        "answer_session_ids": tuple(each(answer_sids, str, at["answer_session_ids"])),
         "abstention": abstention,
         "rank_all": True,
     }

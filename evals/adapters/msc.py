@@ -45,17 +45,18 @@ from types import MappingProxyType
 from typing import Any
 
 from evals.adapters.shared import (
+    At,
     ambiguous_texts,
+    each,
     equivalence_pairs,
+    field,
     find_data,
     make_dataset,
     record_guard,
-    require,
     root_run,
     words,
 )
 from evals.datasets import Dataset, GoldFact, Pair, Transcript, parse_json_line
-from memkit.errors import DatasetError
 from memkit.text import trigram_similarity
 
 MSC_SESSION3_START = "2022-01-01T00:00:00+00:00"
@@ -178,44 +179,53 @@ def _pairs(facts: list[GoldFact]) -> list[Pair]:
     return equivalence_pairs(positives, negatives, "msc")
 
 
-def _msc_messages(dialog: list[Any], file: Path, n: int, at: str) -> list[dict[str, Any]]:
+def _msc_messages(dialog: list[Any], at: At) -> list[dict[str, Any]]:
     out = []
-    for j, turn in enumerate(dialog):
-        if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
-            raise DatasetError(str(file), n, f"{at}[{j}]", "expected a turn with string text")
-        speaker = turn.get("id")
+    for j, turn in enumerate(each(dialog, dict, at)):
+        text = field(turn, "text", str, at[j])
+        speaker = field(turn, "id", str, at[j], default=None)
         if speaker == "Speaker 1":
             role = "user"
         elif speaker == "Speaker 2":
             role = "assistant"
         else:  # previous sessions carry no ids; turns alternate from Speaker 1
             role = "user" if j % 2 == 0 else "assistant"
-        out.append({"role": role, "content": turn["text"]})
+        out.append({"role": role, "content": text})
     return out
+
+
+def _persona_lines(value: Any, at: At) -> list[list[str]]:
+    """Personas: one list of string lines per speaker (errors name the line)."""
+    for spk, lines in enumerate(each(value, list, at)):
+        each(lines, str, at[spk])
+    return value
 
 
 def _msc_episode(
     rec: Any, file: Path, n: int, base: float
 ) -> tuple[list[Transcript], list[GoldFact]]:
-    meta = require(rec, "metadata", dict, file, n)
-    scope = f"msc:{meta.get('initial_data_id', n)}"
-    previous = require(rec, "previous_dialogs", list, file, n)
-    merged = require(rec, "personas", list, file, n)
+    at = At(file, n)
+    meta = field(rec, "metadata", dict, at)
+    scope = f"msc:{field(meta, 'initial_data_id', str, at['metadata'], default=n)}"
+    previous = each(field(rec, "previous_dialogs", list, at), dict, at["previous_dialogs"])
+    merged = _persona_lines(field(rec, "personas", list, at), at["personas"])
     runs: list[Transcript] = []
     facts: list[GoldFact] = []
     session_facts: list[tuple[int, GoldFact]] = []  # (speaker, fact)
     for i, prev in enumerate(previous):
-        at = f"previous_dialogs[{i}]"
+        pat = at["previous_dialogs"][i]
+        time_back = field(prev, "time_back", str, pat)
         try:
-            ts = base - _gap_seconds(prev.get("time_back", ""))
+            ts = base - _gap_seconds(time_back)
         except ValueError as e:
-            raise DatasetError(str(file), n, f"{at}.time_back", str(e)) from None
+            raise pat["time_back"].error(str(e)) from None
         run_id = f"{scope}:s{i + 1}"
-        msgs = _msc_messages(prev.get("dialog") or [], file, n, f"{at}.dialog")
-        runs.append(root_run(run_id, scope, ts, msgs, session=i + 1, time_back=prev["time_back"]))
-        for spk, lines in enumerate(prev.get("personas") or []):
+        msgs = _msc_messages(field(prev, "dialog", list, pat, default=[]), pat["dialog"])
+        runs.append(root_run(run_id, scope, ts, msgs, session=i + 1, time_back=time_back))
+        personas = _persona_lines(field(prev, "personas", list, pat, default=[]), pat["personas"])
+        for spk, lines in enumerate(personas):
             for j, text in enumerate(lines):
-                if not isinstance(text, str) or not text.strip():
+                if not text.strip():
                     continue  # a blank persona line states nothing
                 fact = GoldFact(
                     f"{run_id}:p{spk + 1}:{j}",
@@ -228,7 +238,7 @@ def _msc_episode(
                 )
                 session_facts.append((spk, fact))
     cur = f"{scope}:s{len(previous) + 1}"
-    msgs = _msc_messages(require(rec, "dialog", list, file, n), file, n, "dialog")
+    msgs = _msc_messages(field(rec, "dialog", list, at), at["dialog"])
     runs.append(root_run(cur, scope, base, msgs, session=len(previous) + 1))
 
     merged_run = runs[-2].run_id if len(runs) > 1 else cur
@@ -246,7 +256,7 @@ def _msc_episode(
     merged_facts: list[GoldFact] = []
     for spk, lines in enumerate(merged):
         for k, text in enumerate(lines):
-            if not isinstance(text, str) or not text.strip():
+            if not text.strip():
                 continue
             mid = f"{scope}:merged:p{spk + 1}:{k}"
             members = folded.get(mid, [])

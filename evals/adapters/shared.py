@@ -13,7 +13,7 @@ import contextlib
 import functools
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -130,16 +130,84 @@ def make_dataset(
     return replace(ds, counts=compute_counts(ds))
 
 
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    list: "a list",
+    dict: "an object",
+    type(None): "null",
+}
+
+
+@dataclass(frozen=True)
+class At:
+    """Where a value of a source record sits: file, record (a file line or a 1-based
+    position) and the field path inside the record ("" for the record itself).
+
+    `at["qa"][3]["answer"]` is the path `qa[3].answer`; `at.error(...)` is the
+    DatasetError naming file:record:field that every adapter raises."""
+
+    file: Path
+    n: int | None
+    path: str = ""
+
+    def __getitem__(self, key: str | int) -> At:
+        if isinstance(key, int):
+            return At(self.file, self.n, f"{self.path}[{key}]")
+        return At(self.file, self.n, f"{self.path}.{key}" if self.path else key)
+
+    def error(self, message: str) -> DatasetError:
+        return DatasetError(str(self.file), self.n, self.path or None, message)
+
+
+_ABSENT = object()
+
+
+def check(value: Any, types: type | tuple[type, ...], at: At) -> Any:
+    """`value` if it is one of `types` (a bool is no integer or number, unless `bool` is
+    listed; an integer is a number where `float` is listed), else a DatasetError at `at`
+    naming the field, the expected types and the bad value's type."""
+    want = types if isinstance(types, tuple) else (types,)
+    if isinstance(value, bool):
+        ok = bool in want
+    else:
+        ok = isinstance(value, want) or (float in want and isinstance(value, int))
+    if not ok:
+        names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in want)
+        raise at.error(f"expected {names}, got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def field(
+    rec: Any, key: str, types: type | tuple[type, ...], at: At, *, default: Any = _ABSENT
+) -> Any:
+    """rec[key] checked by `check`, else a DatasetError naming file, record and field.
+
+    `rec` must be an object (an error at `at` otherwise). A missing key is an error
+    unless a `default` is given; a key present with the wrong type is always one
+    (a null is wrong unless `type(None)` is listed)."""
+    if not isinstance(rec, dict):
+        raise at.error(f"expected an object, got {type(rec).__name__} {rec!r:.60}")
+    if key not in rec:
+        if default is _ABSENT:
+            raise at[key].error("required field is missing")
+        return default
+    return check(rec[key], types, at[key])
+
+
+def each(value: Any, types: type | tuple[type, ...], at: At) -> list[Any]:
+    """`value` as a list whose every item is one of `types` (errors name `at[i]`)."""
+    check(value, list, at)
+    for i, item in enumerate(value):
+        check(item, types, at[i])
+    return value
+
+
 def require(rec: Any, key: str, types: type | tuple[type, ...], file: Path, n: int) -> Any:
     """rec[key] of the expected type, else a DatasetError naming file, record and field."""
-    if not isinstance(rec, dict):
-        raise DatasetError(str(file), n, None, f"expected an object, got {type(rec).__name__}")
-    if key not in rec:
-        raise DatasetError(str(file), n, key, "required field is missing")
-    value = rec[key]
-    if not isinstance(value, types):
-        raise DatasetError(str(file), n, key, f"unexpected {type(value).__name__} {value!r:.60}")
-    return value
+    return field(rec, key, types, At(file, n))
 
 
 @contextlib.contextmanager
@@ -148,8 +216,9 @@ def record_guard(file: Path, n: int | None) -> Iterator[None]:
     where a speaker name belongs, a number where the turns or the QA list belong) is a
     DatasetError naming file and record, never a TypeError traceback.
 
-    The adapters check the fields they name (`require`, `tool_chat`) first; this is
-    the net for the nested shapes they read without a check of their own.
+    The adapters check the type of every field they read (`field`, `each`,
+    `tool_chat`), so a mistyped field is a DatasetError naming it; this stays as the
+    last net, for a shape no check foresaw.
     """
     try:
         yield
@@ -217,36 +286,47 @@ def tool_chat(
 
     `tool_call_id` names the source's field answering a call (SWE-agent keeps a
     one-item list `tool_call_ids`). Everything else a message carries (thoughts,
-    message types, agent names) is left out.
+    message types, agent names) is left out. Every field read is type-checked:
+    content a string, null or a list of parts with string `text`; `name` a
+    string; each tool call an object with a string `id`, optional string `type`
+    and a `function` object with string `name` and `arguments`.
     """
-    if not isinstance(raw, list):
-        raise DatasetError(
-            str(file), n, at, f"expected a list of messages, got {type(raw).__name__}"
-        )
+    where = At(file, n, at)
+    check(raw, list, where)
     out = []
     for j, m in enumerate(raw):
-        role = m.get("role") if isinstance(m, dict) else None
+        mat = where[j]
+        role = field(m, "role", str, mat)
         if role not in ("system", "user", "assistant", "tool"):
-            raise DatasetError(str(file), n, f"{at}[{j}].role", f"unknown role {role!r}")
-        content = m.get("content")
+            raise mat["role"].error(f"unknown role {role!r}")
+        content = field(m, "content", (str, list, type(None)), mat, default=None)
         if isinstance(content, list):  # multi-part content: its text parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            parts = [
+                field(p, "text", str, mat["content"][k], default="") for k, p in enumerate(content)
+            ]
+            content = "".join(parts)
         msg: dict[str, Any] = {"role": role}
-        calls = m.get("tool_calls") or None
-        if calls is not None and not (
-            isinstance(calls, list)
-            and all(isinstance(c, dict) and isinstance(c.get("id", ""), str) for c in calls)
-        ):
-            got = f"expected a list of calls, got {calls!r:.60}"
-            raise DatasetError(str(file), n, f"{at}[{j}].tool_calls", got)
+        calls = field(m, "tool_calls", (list, type(None)), mat, default=None) or None
+        for k, c in enumerate(calls or ()):
+            cat = mat["tool_calls"][k]
+            field(c, "id", str, cat)
+            field(c, "type", str, cat, default=None)
+            fn = field(c, "function", dict, cat)
+            field(fn, "name", str, cat["function"])
+            field(fn, "arguments", str, cat["function"])
         msg["content"] = content if content is not None or (role == "assistant" and calls) else ""
-        if m.get("name") and role == "tool":
-            msg["name"] = m["name"]
+        name = field(m, "name", str, mat, default=None)
+        if name and role == "tool":
+            msg["name"] = name
         if calls and role == "assistant":
             msg["tool_calls"] = calls
         if role == "tool":
-            ids = m.get(tool_call_id)
-            msg["tool_call_id"] = ids[0] if isinstance(ids, list) and ids else ids
+            ids = field(m, tool_call_id, (str, list), mat, default=None)
+            if isinstance(ids, list):
+                if len(ids) != 1:
+                    raise mat[tool_call_id].error(f"expected one id, got {len(ids)}")
+                ids = check(ids[0], str, mat[tool_call_id][0])
+            msg["tool_call_id"] = ids
         out.append(msg)
     return out
 
@@ -254,6 +334,7 @@ def tool_chat(
 def utc_timestamp(value: Any, fmt: str, file: Path, n: int, at: str) -> float:
     """`value` parsed with `fmt` as UTC epoch seconds, else a DatasetError naming the
     file, record and field."""
+    check(value, str, At(file, n, at))
     try:
         return datetime.strptime(value, fmt).replace(tzinfo=UTC).timestamp()
     except (TypeError, ValueError):

@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from evals.adapters.shared import find_data, load_json, make_dataset, require, root_run, tool_chat
+from evals.adapters.shared import At, field, find_data, load_json, make_dataset, root_run, tool_chat
 from evals.adapters.tau_bench import NO_GOLD
 from evals.datasets import Dataset, Transcript
 
@@ -40,9 +40,10 @@ def load_swe_agent(path: str | Path, *, limit: int | None = None) -> Dataset:
     runs: list[Transcript] = []
     for k, file in enumerate(files):
         rec = load_json(file)
-        history = require(rec, "history", list, file, 1)
+        at = At(file, 1)
+        history = field(rec, "history", list, at)
         scope = f"swe:{file.stem}"
-        info = rec.get("info") if isinstance(rec.get("info"), dict) else {}
+        info = field(rec, "info", dict, at, default={})
         messages = tool_chat(history, file, 1, "history", tool_call_id="tool_call_ids")
         runs.append(
             root_run(
@@ -50,7 +51,7 @@ def load_swe_agent(path: str | Path, *, limit: int | None = None) -> Dataset:
                 scope,
                 base + 3600 * k,
                 messages,
-                exit_status=info.get("exit_status"),
+                exit_status=field(info, "exit_status", str, at["info"], default=None),
             )
         )
     return make_dataset(

@@ -33,7 +33,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from evals.adapters.shared import find_data, load_json, make_dataset, require, root_run, tool_chat
+from evals.adapters.shared import (
+    At,
+    field,
+    find_data,
+    load_json,
+    make_dataset,
+    root_run,
+    tool_chat,
+)
 from evals.datasets import Dataset, Transcript
 from memkit.errors import DatasetError
 
@@ -55,10 +63,12 @@ def load_tau_bench(path: str | Path, *, limit: int | None = None) -> Dataset:
         raise DatasetError(str(file), None, None, "expected a JSON list of trajectories")
     recs = []
     for n, rec in enumerate(data[:limit] if limit is not None else data, start=1):
-        task = require(rec, "task_id", int, file, n)
-        trial = require(rec, "trial", int, file, n)
-        info = require(rec, "info", dict, file, n)
-        user = require(info.get("task") or {}, "user_id", str, file, n)
+        at = At(file, n)
+        task = field(rec, "task_id", int, at)
+        trial = field(rec, "trial", int, at)
+        info = field(rec, "info", dict, at)
+        user = field(field(info, "task", dict, at["info"]), "user_id", str, at["info"]["task"])
+        field(rec, "reward", float, at, default=None)  # kept in the run's meta: a number
         recs.append((task, trial, n, user, rec))
     base = datetime.fromisoformat(TAU_START).timestamp()
     runs: list[Transcript] = []

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memkit.errors import RequestTooLarge
+from memkit.checks import check_type
+from memkit.errors import ConfigError, RequestTooLarge
 from memkit.params import ConsolidationParams
 from memkit.redact import redact
 from memkit.text import byte_len, truncate_middle
@@ -95,6 +96,17 @@ def _memory_json(m: Memory) -> dict[str, Any]:
     }
 
 
+def _check_items(value: Any, name: str, cls: type) -> None:
+    if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, Sequence):
+        got = f"{type(value).__name__} {value!r:.80}"
+        raise ConfigError(f"{name} must be a list of {cls.__name__}, got {got}")
+    for i, item in enumerate(value):
+        if not isinstance(item, cls):
+            raise ConfigError(
+                f"{name}[{i}] must be a {cls.__name__}, got {type(item).__name__} {item!r:.80}"
+            )
+
+
 def build_request(rollouts: Sequence[Rollout], snapshot: Sequence[Memory]) -> dict[str, Any]:
     """The unshaped payload `{"rollouts": [...], "memories": [...]}` (fresh copies).
 
@@ -102,7 +114,11 @@ def build_request(rollouts: Sequence[Rollout], snapshot: Sequence[Memory]) -> di
     may stage a rollout or open a store without redaction, and what reaches a
     provider (and the response cache's request key) must hold no secret.
     Redaction is idempotent, so evidence redacted at staging hashes the same.
+    `rollouts` must be a list of `Rollout`s and `snapshot` a list of `Memory`s
+    (a ConfigError naming the argument or item otherwise; one isinstance each).
     """
+    _check_items(rollouts, "rollouts", Rollout)
+    _check_items(snapshot, "snapshot", Memory)
     return {
         "rollouts": [_rollout_json(r) for r in rollouts],
         "memories": [_memory_json(m) for m in snapshot],
@@ -143,16 +159,33 @@ def shape_request(
     Returns the text and the excerpt size used (None when it fit as is).
     Raises RequestTooLarge when even 16-byte excerpts do not fit, i.e. the
     ids and other metadata alone are too large; no provider is called then.
-    The payload is never mutated.
+    The payload is never mutated. A payload that is not `build_request`'s
+    (`{"rollouts": [...], "memories": [...]}` of JSON values) or params of
+    another class is a ConfigError naming it, never a TypeError or KeyError.
     """
-    text = encode(payload)
-    size_now = byte_len(text)
-    if size_now <= params.request_bytes:
-        return text, None
-    for size in SHAPE_SIZES:
-        text = encode(_excerpt(payload, size))
-        if byte_len(text) <= params.request_bytes:
-            return text, size
+    check_type(params, "params", ConsolidationParams)
+    if not (
+        isinstance(payload, dict)
+        and isinstance(payload.get("rollouts"), list)
+        and isinstance(payload.get("memories"), list)
+    ):
+        raise ConfigError(
+            'payload must be build_request\'s {"rollouts": [...], "memories": [...]}, '
+            f"got {type(payload).__name__} {payload!r:.80}"
+        )
+    try:
+        text = encode(payload)
+        size_now = byte_len(text)
+        if size_now <= params.request_bytes:
+            return text, None
+        for size in SHAPE_SIZES:
+            text = encode(_excerpt(payload, size))
+            if byte_len(text) <= params.request_bytes:
+                return text, size
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
+        raise ConfigError(
+            f"payload is not build_request's JSON payload ({type(e).__name__}: {e!s:.120})"
+        ) from None
     raise RequestTooLarge(
         f"request is {byte_len(text)} bytes even with {SHAPE_SIZES[-1]}-byte excerpts "
         f"(limit {params.request_bytes}; unshaped {size_now})"

@@ -45,14 +45,40 @@ def rollout_id(messages: Iterable[Mapping[str, Any]]) -> str:
     Streamed one message at a time (`[`, messages joined by `,`, `]`), so the
     hash equals that of `canonical_json(list(messages))` without building a
     second copy of a long transcript.
+
+    `messages` that are not an iterable of message objects (None, a string, one
+    message), or a message that is not UTF-8 JSON, are a TranscriptError naming
+    them, never a TypeError: the check rides along the one pass the hash makes.
     """
+    _check_messages_arg(messages, Iterable)
     h = hashlib.sha256(b"[")
     for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise _bad_message(i, m)
         if i:
             h.update(b",")
-        h.update(canonical_json(m).encode("utf-8"))
+        try:
+            h.update(canonical_json(m).encode("utf-8"))
+        except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as e:
+            raise TranscriptError(
+                f"messages[{i}] is not UTF-8 JSON ({type(e).__name__}: {e!s:.120})"
+            ) from None
     h.update(b"]")
     return h.hexdigest()
+
+
+def _check_messages_arg(messages: Any, kind: type) -> None:
+    """`messages` is a `kind` (Iterable or Sequence) of messages, not a str/bytes/one message."""
+    if isinstance(messages, (str, bytes, bytearray, Mapping)) or not isinstance(messages, kind):
+        raise TranscriptError(
+            f"messages must be a list of message objects, got {type(messages).__name__} "
+            f"{messages!r:.80}"
+        )
+
+
+def _bad_message(i: int, m: Any) -> TranscriptError:
+    got = f"{type(m).__name__} {m!r:.80}"
+    return TranscriptError(f"messages[{i}] must be a message object, got {got}")
 
 
 def eligible(run: Mapping[str, Any]) -> bool:
@@ -111,12 +137,22 @@ def evidence_messages(
     Walks backwards from the last message while fewer than
     `evidence_messages` are kept and the byte budget is positive; system
     messages and empty results are skipped and do not count.
+
+    Arguments of the wrong type (messages that are not a list of message
+    objects, params or redaction of another class) are a TranscriptError or
+    ConfigError naming them; only the messages walked are looked at.
     """
+    _check_messages_arg(messages, Sequence)
+    check_type(params, "params", ConsolidationParams)
+    check_type(redaction, "redaction", RedactionParams)
     kept: list[dict[str, Any]] = []
     budget = params.evidence_bytes
-    for m in reversed(messages):
+    last = len(messages) - 1
+    for k, m in enumerate(reversed(messages)):
         if len(kept) >= params.evidence_messages or budget <= 0:
             break
+        if not isinstance(m, Mapping):
+            raise _bad_message(last - k, m)
         role = str(m.get("role") or "")
         if role == "system":
             continue
