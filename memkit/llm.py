@@ -511,7 +511,8 @@ async def acomplete(
         try:
             # The SDK timeout bounds the HTTP call; wait_for is a backstop for
             # providers or mocks that ignore it.
-            resp = await asyncio.wait_for(lm.acompletion(**kwargs), timeout + 5.0)
+            # (`extra` may carry the timeout: the backstop follows the one sent)
+            resp = await asyncio.wait_for(lm.acompletion(**kwargs), float(kwargs["timeout"]) + 5.0)
         except asyncio.CancelledError:
             await limit.release(ticket, "cancelled", clock() - t0)
             raise

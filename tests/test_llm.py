@@ -566,3 +566,26 @@ def test_preflight_checks_the_ollama_server_named_by_its_variable(monkeypatch):
         with pytest.raises(ProviderError) as e:
             llm.preflight(model)
         assert e.value.kind == "connection" and f":{port}" in str(e.value), str(e.value)
+
+
+def test_a_model_timeout_option_governs_the_call_and_is_not_in_the_cache_key(srv):
+    """`--timeout 900` (a model option, carried in `extra`) reached LiteLLM, but
+    the asyncio backstop still fired at the pass's 60 s + 5: a recording run
+    against a slow local model saw 65.0 s timeouts. The answer does not depend
+    on the timeout, so neither does the cache key."""
+    srv.behaviours["slow6"] = slow(6.0, GOOD)
+    store = _store()
+    params = ConsolidationParams(timeout_s=0.5)  # backstop was 5.5 s < the 6 s reply
+    c = _consolidator(srv, "slow6", max_attempts=1, extra={"timeout": 30.0})
+    res = run_pass_sync(store, "s", c, params)
+    assert [a.outcome for a in res.attempts] == ["ok"], res.attempts
+    assert res.outcome == "committed"
+    fast = LiteLLMConsolidator("openai/x", extra={"timeout": 1.0, "temperature": 0})
+    slow_ = LiteLLMConsolidator("openai/x", extra={"timeout": 900.0, "temperature": 0})
+
+    class Req:
+        class params:
+            output_tokens = 10
+
+    assert fast._call_params(Req, False) == slow_._call_params(Req, False)
+    assert fast._call_params(Req, False)["temperature"] == 0

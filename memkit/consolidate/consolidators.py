@@ -117,7 +117,7 @@ class LiteLLMConsolidator:
         return {
             "max_tokens": request.params.output_tokens,
             "json_mode": json_mode,
-            **self.extra,
+            **{k: v for k, v in self.extra.items() if k != "timeout"},
         }
 
     async def propose(self, request: ConsolidationRequest) -> Reply:
@@ -147,7 +147,7 @@ class LiteLLMConsolidator:
                 api_base=self.api_base,
                 api_key=self.api_key,
                 max_tokens=request.params.output_tokens,
-                timeout=request.params.timeout_s,
+                timeout=self.extra.get("timeout", request.params.timeout_s),
                 json_mode=json_mode,
                 retry=self.retry,
                 concurrency=self.concurrency,
