@@ -90,7 +90,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "bundled": {
         "dataset": "datasets/bundled",
         "store_mode": True,
-        "consolidators": ("heuristic", "oracle"),
+        # SmolLM2-135M recorded free-form and schema-constrained (README: "Recorded
+        # runs"), replayed offline beside the heuristic and the oracle
+        "consolidators": (
+            "heuristic",
+            "oracle",
+            "replay:datasets/bundled/recordings/smollm2-135m-free.jsonl",
+            "replay:datasets/bundled/recordings/smollm2-135m-schema.jsonl",
+        ),
     },
 }
 

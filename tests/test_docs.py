@@ -128,3 +128,63 @@ def test_committed_longmemeval_example_has_the_session_and_turn_tables():
     assert "| statistic | session @5 | session @10 | turn @5 | turn @10 |" in table
     groups = md[md.index("## Per probe group") :]
     assert "| undefined_abstention |" in groups and "| session_recall_any_at_5 |" in groups
+
+
+FREE = "pipeline:replay:datasets/bundled/recordings/smollm2-135m-free.jsonl"
+SCHEMA = "pipeline:replay:datasets/bundled/recordings/smollm2-135m-schema.jsonl"
+DECODING = (
+    "strict_validity",
+    "valid_after_repair",
+    "hallucinated_ids",
+    "extraction_recall",
+    "extraction_precision",
+    "budget_waste",
+    "tokens_per_pass",
+)
+
+
+def constrained_decoding_table(example: Path) -> str:
+    """The example README's table of what constrained decoding changed for SmolLM2,
+    built from the committed metrics.json and compare.csv (this test keeps them equal)."""
+    import pandas as pd
+
+    rows = json.loads((example / "metrics.json").read_text())["metrics"]
+    val = {(r["system"], r["metric"]): r for r in rows}
+    cmp = pd.read_csv(example / "compare.csv")
+    pair = cmp[(cmp.a == FREE) & (cmp.b == SCHEMA)].set_index("metric")
+
+    def one(r):
+        if r is None or r["value"] is None:
+            return "undefined"
+        v = r["value"]
+        if isinstance(v, float) and v != v:
+            return "undefined"
+        return f"{v:.3f} (n={r['n']})"
+
+    out = [
+        "| metric | free-form | schema-constrained | free − schema [95% CI] "
+        "| pairs/clusters | interval |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in DECODING:
+        d = pair.loc[m]
+        diff = (
+            "undefined"
+            if pd.isna(d.value)
+            else f"{d.value:+.3f}" + ("" if pd.isna(d.lo) else f" [{d.lo:+.3f}, {d.hi:+.3f}]")
+        )
+        out.append(
+            f"| {m} | {one(val.get((FREE, m)))} | {one(val.get((SCHEMA, m)))} | {diff} "
+            f"| {int(d.n)}/{int(d.clusters)} | {d.method} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def test_the_example_states_what_constrained_decoding_changed():
+    """Issue #17: reports/example compares SmolLM2 free-form and schema-constrained
+    (replayed recordings) with paired intervals; the README's table is the committed
+    numbers, not a hand copy that can drift."""
+    example = REPO / "reports" / "example"
+    manifest = json.loads((example / "manifest.json").read_text())
+    assert FREE in manifest["systems"] and SCHEMA in manifest["systems"]
+    assert constrained_decoding_table(example) in (example / "README.md").read_text()
