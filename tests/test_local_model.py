@@ -7,9 +7,12 @@ here instead of skipping: that target exists to run this test.
 
 The test starts the server itself on a free loopback port, stages runs of two
 bundled scopes, runs a handful of consolidation passes through
-`litellm:hosted_vllm/smollm2-135m` (free-form and JSON mode), stops the server
-and checks that every request was answered and accounted for, whatever the
-135M model wrote, and that no process is left behind.
+`litellm:hosted_vllm/smollm2-135m` (free-form, then constrained to memkit's
+proposal schema), each request shaped to the model's own 8,192-token context
+(the per-model budget, not a hand-picked byte limit), stops the server and
+checks that every request was answered and accounted for, whatever the 135M
+model wrote, and that no process is left behind. The server runs one thread:
+the machine has two cores and pytest may run beside it.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ pytestmark = pytest.mark.skipif(
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "bundled" / "transcripts.jsonl"
 SCOPES = {"lab-notes": 2, "homefin": 2}
 """Scope -> passes run in it (4 in all: a handful, ~1-2 min of CPU)."""
-PARAMS = ConsolidationParams(request_bytes=12_000, output_tokens=384, timeout_s=600.0)
-"""A request the model's 8,192-token context holds with room for the answer."""
+PARAMS = ConsolidationParams(output_tokens=384, timeout_s=600.0)
+"""The SPEC's 60,000-byte limit: the model's context (below) lowers it."""
 
 
 def _runs(scope: str) -> list[dict]:
@@ -50,29 +53,38 @@ def test_passes_through_the_real_model():
     ls.bundled_model()
     store = SQLiteStore.open(":memory:", embedder=None)
     staged = {s: {r.id for r in (stage_run(store, run) for run in _runs(s)) if r} for s in SCOPES}
-    results = []
-    with ls.running(ls._check_port(0), threads=2) as srv:
+    results, forms = [], []
+    with ls.running(ls._check_port(0), threads=1) as srv:
         pid = srv.pid
-        for json_mode in (False, True):
+        for form in ({"json_mode": False}, {"structured_output": "json_object"}):
             c = get_consolidator(
                 f"litellm:{ls.LITELLM_MODEL}",
                 api_base=srv.api_base,
-                json_mode=json_mode,
+                context_tokens=ls.CONTEXT_TOKENS,
                 extra={"temperature": 0, "seed": ls.SEED},
+                **form,
             )
             for scope, n in SCOPES.items():
-                results += [run_pass_sync(store, scope, c, PARAMS) for _ in range(n // 2)]
+                done = [run_pass_sync(store, scope, c, PARAMS) for _ in range(n // 2)]
+                results += done
+                forms += [form] * len(done)
     assert ls._proc_start(pid) is None, "the server outlived its block"
 
     assert len(results) == sum(SCOPES.values())
-    for res in results:
+    for res, form in zip(results, forms, strict=True):
         assert res.attempts, res
         last = res.attempts[-1]
+        # the attempt says which form was asked for (the schema rides in json_object)
+        want = None if form.get("json_mode") is False else "json_object+schema"
+        assert last.response_format == want, last
         # answered: a real HTTP 200 with text, tokens both ways and a latency
         assert (last.status, last.error) == (200, None), last
         assert last.raw_response is not None
         assert last.input_tokens > 0 and last.output_tokens > 0
         assert last.latency_s > 0
+        # shaped to the model's budget, and the prompt the server counted fits its context
+        assert 0 < res.request_bytes <= res.request_budget < PARAMS.request_bytes, res
+        assert last.input_tokens + PARAMS.output_tokens <= ls.CONTEXT_TOKENS, last
         # read once, both ways, and the pass followed its governing reading
         assert last.parse_mode in ("strict", "repaired", "failed")
         for code in (last.strict_code, last.lenient_code):
