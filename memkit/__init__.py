@@ -34,6 +34,7 @@ from memkit.params import (
     RedactionParams,
     WorkerParams,
 )
+from memkit.redact import redact  # eager: a lazy `redact` is shadowed by the submodule
 from memkit.text import trigram_similarity, truncate_bytes, truncate_middle, word_set
 from memkit.types import (
     KINDS,
@@ -72,7 +73,6 @@ _LAZY: dict[str, str] = {
     "finish_run": "memkit.worker",
     "get_consolidator": "memkit.consolidate",
     "get_embedder": "memkit.embed",
-    "redact": "memkit.redact",
     "run_pass": "memkit.consolidate",
     "run_pass_sync": "memkit.consolidate",
     "stage_run": "memkit.consolidate",

@@ -49,3 +49,24 @@ def test_only_memkit_llm_imports_litellm():
         and re.search(r"^\s*(import litellm|from litellm\b)", p.read_text(), re.M)
     ]
     assert offenders == []
+
+
+def test_every_public_name_survives_its_submodules_being_imported():
+    """A lazy export named like a submodule (`redact`) became the module once the
+    store had imported `memkit.redact`: `from memkit import redact` then gave a
+    module, and `memkit bench store` crashed calling it. In a fresh process, after
+    loading every submodule, no public name may be a module."""
+    code = textwrap.dedent(
+        """
+        import importlib, pkgutil, types
+        import memkit
+        for m in pkgutil.iter_modules(memkit.__path__):
+            importlib.import_module(f"memkit.{m.name}")
+        bad = [n for n in memkit.__all__ if isinstance(getattr(memkit, n), types.ModuleType)]
+        assert not bad, bad
+        print(memkit.redact("password=hunter2"))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "hunter2" not in out.stdout
