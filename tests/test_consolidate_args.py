@@ -10,7 +10,13 @@ import hashlib
 
 import pytest
 
-from memkit.consolidate import build_request, evidence_messages, rollout_id, shape_request
+from memkit.consolidate import (
+    build_request,
+    evidence_messages,
+    prepare_request,
+    rollout_id,
+    shape_request,
+)
 from memkit.errors import ConfigError, TranscriptError
 from memkit.params import ConsolidationParams
 from memkit.types import Memory, Rollout
@@ -115,3 +121,30 @@ def test_checked_helpers_build_the_same_request():
     assert payload["rollouts"][0]["messages"] == MSGS
     text, size = shape_request(payload)
     assert size is None and text.startswith('{"rollouts":[{"id":"r1"')
+
+
+@pytest.mark.parametrize(
+    "kw, names",
+    [
+        ({"scope_id": None}, "scope_id must be a string, not NoneType"),
+        ({"scope_id": 5}, "scope_id must be a string, not int"),
+        ({"scope_id": "s\ud800"}, "scope_id is not encodable as UTF-8"),
+        ({"replicate": "0"}, "replicate must be an integer, not str"),
+        ({"replicate": -1}, "replicate must be within 0.."),
+        ({"replicate": True}, "replicate must be an integer, not bool"),
+        ({"system_prompt": None}, "system_prompt must be a string"),
+        ({"system_prompt": "x\ud800"}, "system_prompt is not encodable as UTF-8"),
+        ({"prompt_version": 1}, "prompt_version must be a string, not int"),
+    ],
+)
+def test_prepare_request_refuses_its_own_bad_arguments_naming_them(kw, names):
+    args = {"scope_id": "s", "rollouts": [ROLLOUT], "snapshot": [_memory()], **kw}
+    with pytest.raises(ConfigError) as e:
+        prepare_request(**args)
+    assert names in str(e.value)
+
+
+def test_prepare_request_of_good_arguments_is_unchanged():
+    req = prepare_request("s", [ROLLOUT], [_memory()], replicate=2)
+    assert (req.scope_id, req.replicate, req.excerpt_size) == ("s", 2, None)
+    assert req.user_text == shape_request(build_request([ROLLOUT], [_memory()]))[0]

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memkit.checks import check_type
+from memkit.checks import check_int, check_scope, check_text, check_type
 from memkit.errors import ConfigError, RequestTooLarge
 from memkit.params import ConsolidationParams
 from memkit.redact import redact
@@ -262,7 +262,14 @@ def prepare_request(
     system_prompt: str = NATIVE_PROMPT,
     prompt_version: str = NATIVE_PROMPT_VERSION,
 ) -> ConsolidationRequest:
-    """Build and shape the request for one pass; raises RequestTooLarge first if needed."""
+    """Build and shape the request for one pass; raises RequestTooLarge first if needed.
+
+    Its own arguments are checked like the helpers': a ConfigError names a
+    scope id, replicate, prompt or prompt version of the wrong type."""
+    check_scope(scope_id)
+    check_int(replicate, "replicate", lo=0)
+    check_text(system_prompt, "system_prompt")
+    check_text(prompt_version, "prompt_version")
     text, size = shape_request(build_request(rollouts, snapshot), params)
     return ConsolidationRequest(
         scope_id=scope_id,
