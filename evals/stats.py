@@ -436,11 +436,9 @@ def paired_interval(
     if var > 0:
         half = _t(a.k - 1) * math.sqrt(var)
         return Estimate(diff, diff - half, diff + half, n, a.k, PAIRED_T)
-    if bounded is False:
-        return Estimate(diff, diff, diff, n, a.k, NO_SPREAD)
     ea = interval(a.y, a.d, a.codes, bounded=bounded)
     eb = interval(b.y, b.d, b.codes, bounded=bounded)
-    if ea.method == CLUSTER_T or eb.method == CLUSTER_T:  # judged not a share by its values
+    if CLUSTER_T in (ea.method, eb.method):  # not a share (told, or by its values)
         return Estimate(diff, diff, diff, n, a.k, NO_SPREAD)
     if math.isnan(ea.lo) or math.isnan(eb.lo):
         return Estimate(diff, diff, diff, n, a.k, PAIRED_T)

@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -331,8 +332,6 @@ def running(
 def _sigterm_exits() -> Iterator[None]:
     """While the block runs, SIGTERM raises SystemExit(143) so `finally` blocks run
     (Python's default is to die on the spot); only the main thread can set it."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
