@@ -14,13 +14,15 @@ Every writer goes through `Write`, one context manager:
 
     with Write(lock, indexes, scope) as w:  # lock, begin_write, catch up, w.seq
         ...SQL on w.conn stamping change_seq = w.seq...
-        w.put(LiveRow(...)); w.drop(scope, kind, rowid)   # collected, not applied
+        w.put(LiveRow(...)); w.drop(scope, kind, rowid)   # collected
     # COMMIT, then the collected patches are applied in order; on any error
-    # ROLLBACK and nothing is applied
+    # ROLLBACK, nothing is applied, and the scopes written are reloaded
 
-Inside the write, `w.similar` answers fold-in searches over the committed
-index plus this write's own collected rows, so a batch folds into rows it
-wrote itself exactly as one write after another would.
+The trigram indexes are the exception: they take each put and drop at once,
+so `w.similar` (fold-in, inside the write) sees this write's own rows and a
+batch folds into rows it wrote itself exactly as one write after another
+would. Nothing else reads them while the write holds the lock, and a
+rollback drops them (they reload from the table).
 
 Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.rank`);
 approximate search (vectors are exact brute force, no ANN; the gram index is
@@ -214,14 +216,15 @@ class Indexes:
             return bool(self.vectors or self.grams or self.keywords)
         return key in self.vectors or key in self.keywords or any(k[0] == key for k in self.grams)
 
-    def put(self, p: LiveRow) -> None:
+    def put(self, p: LiveRow, grams: bool = True) -> None:
+        """Hold `p` as live (`grams=False`: its trigram index already does)."""
         sv = self.vectors.get(p.scope_id)
         if sv is not None:
             if p.vec is None:
                 sv.drop(p.rowid)
             else:
                 sv.put(p.rowid, p.vec, p.confidence, p.last_seen, p.created)
-        gi = self.grams.get((p.scope_id, p.kind))
+        gi = self.grams.get((p.scope_id, p.kind)) if grams else None
         if gi is not None:
             gi.put(p.rowid, p.content, p.grams)
         ki = self.keywords.get(p.scope_id)
@@ -229,11 +232,12 @@ class Indexes:
             ki.put(p.rowid, p.content, p.tags, p.last_seen)
             self._shed_keywords(p.scope_id, ki)
 
-    def drop(self, scope_id: str, kind: str, rowid: int) -> None:
+    def drop(self, scope_id: str, kind: str, rowid: int, grams: bool = True) -> None:
+        """Forget a row that is no longer live (`grams=False`: its trigram index did)."""
         sv = self.vectors.get(scope_id)
         if sv is not None:
             sv.drop(rowid)
-        gi = self.grams.get((scope_id, kind))
+        gi = self.grams.get((scope_id, kind)) if grams else None
         if gi is not None:
             gi.drop(rowid)
         ki = self.keywords.get(scope_id)
@@ -368,8 +372,7 @@ class Write:
         self.seq = 0
         self._top = 0
         self._patches: list[LiveRow | Drop | Reload] = []
-        self._touched: dict[tuple[str, str], set[int]] = {}
-        self._overlay: dict[tuple[str, str], GramIndex] = {}
+        self._touched: set[str] = set()
 
     def __enter__(self) -> Write:
         self._lock.acquire()
@@ -397,11 +400,11 @@ class Write:
                 ix = self._indexes
                 # a write that changed no row stamped nothing: its number is not taken
                 ix.seen[ix.key(self.scope_id)] = self.seq if self._patches else self._top
-                for p in self._patches:
+                for p in self._patches:  # the trigram indexes took them already
                     if isinstance(p, LiveRow):
-                        ix.put(p)
+                        ix.put(p, grams=False)
                     elif isinstance(p, Drop):
-                        ix.drop(p.scope_id, p.kind, p.rowid)
+                        ix.drop(p.scope_id, p.kind, p.rowid, grams=False)
                     else:
                         ix.forget(p.scope_id)
             else:
@@ -411,50 +414,38 @@ class Write:
 
     def _rollback(self) -> None:
         self.conn.end_write(False)
-        # An index loaded inside this write may hold its rows: reload those scopes.
-        for scope_id in {key[0] for key in self._touched}:
+        # The trigram indexes took this write's rows as it went, and an index
+        # loaded inside it read them from the table: reload those scopes.
+        for scope_id in self._touched:
             self._indexes.forget(scope_id)
 
     def put(self, p: LiveRow) -> None:
-        """After commit, the indexes hold this row as live with these facts."""
-        key = (p.scope_id, p.kind)
+        """After commit, the indexes hold this row as live with these facts. The
+        (scope, kind) trigram index holds it at once, so the rest of this write
+        folds into it (a rollback drops that index)."""
         self._patches.append(p)
-        self._touched.setdefault(key, set()).add(p.rowid)
-        ov = self._overlay.get(key)
-        if ov is not None:
-            ov.put(p.rowid, p.content, p.grams)
+        self._touched.add(p.scope_id)
+        gi = self._indexes.grams.get((p.scope_id, p.kind))
+        if gi is not None:
+            gi.put(p.rowid, p.content, p.grams)
 
     def drop(self, scope_id: str, kind: str, rowid: int) -> None:
-        """After commit, the indexes no longer hold this row."""
-        key = (scope_id, kind)
+        """After commit, the indexes no longer hold this row (the trigram index at once)."""
         self._patches.append(Drop(scope_id, kind, rowid))
-        self._touched.setdefault(key, set()).add(rowid)
-        ov = self._overlay.get(key)
-        if ov is not None:
-            ov.drop(rowid)
+        self._touched.add(scope_id)
+        gi = self._indexes.grams.get((scope_id, kind))
+        if gi is not None:
+            gi.drop(rowid)
 
     def reload(self, scope_id: str) -> None:
         """After commit, drop the scope's indexes (a bulk write: cheaper to reload)."""
         self._patches.append(Reload(scope_id))
+        self._touched.add(scope_id)
 
     def similar(
         self, scope_id: str, kind: str, grams: frozenset[str], threshold: float
     ) -> dict[int, float]:
         """Live rows of (scope, kind) with trigram similarity >= threshold, as this
-        write sees them: the index, with the rows this write changed replaced."""
-        key = (scope_id, kind)
-        base = self._indexes.grams_of(scope_id, kind, threshold).similar(grams, threshold)
-        touched = self._touched.get(key)
-        if not touched:
-            return base
-        ov = self._overlay.get(key)
-        if ov is None:
-            ov = self._overlay[key] = GramIndex(floor=min(threshold, 1.0))
-            for p in self._patches:
-                if isinstance(p, LiveRow) and (p.scope_id, p.kind) == key:
-                    ov.put(p.rowid, p.content, p.grams)
-                elif isinstance(p, Drop) and (p.scope_id, p.kind) == key:
-                    ov.drop(p.rowid)
-        out = {r: s for r, s in base.items() if r not in touched}
-        out.update(ov.similar(grams, threshold))
-        return out
+        write sees them: the committed rows and the rows this write changed."""
+        self._touched.add(scope_id)  # an index loaded now reads this write's rows
+        return self._indexes.grams_of(scope_id, kind, threshold).similar(grams, threshold)

@@ -146,6 +146,36 @@ def test_a_rolled_back_write_leaves_the_indexes_consistent(pair):
     assert not again.folded  # the retracted row did not come back into the index
 
 
+def test_a_batch_that_fails_after_writing_leaves_no_row_in_any_index(pair, monkeypatch):
+    """The trigram index takes a batch's rows as it goes (so later items fold
+    into earlier ones); a batch that fails after its first row must leave no
+    trace of that row: not as a fold target (not even once SQLite hands its
+    rowid to the next row), not in recall, not to another connection."""
+    import memkit.store_rows as store_rows
+
+    a, b = pair
+    a.remember("s", "warm-up fact about invoices")  # the indexes are loaded
+    a.recall("s", "invoices")
+    real, calls = store_rows.insert, []
+
+    def second_insert_fails(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(store_rows, "insert", second_insert_fails)
+    with pytest.raises(OSError):
+        a.remember_many("s", [W1, "other"])
+    monkeypatch.setattr(store_rows, "insert", real)
+    zebra = a.remember("s", "zebras graze quietly near the river bend")  # may reuse its rowid
+    w2 = a.remember("s", W2)
+    assert not w2.folded and w2.id != zebra.id  # W1's row was rolled back
+    assert not b.remember("s", "the other connection never saw it: " + W1).folded
+    assert [m.content for m in a.live("s")].count(W2) == 1
+    assert W1 not in [h.memory.content for h in a.recall("s", W1, limit=10)]
+
+
 def test_change_seq_rises_with_every_write(pair):
     a, b = pair
     r = a.remember("s", W1)
