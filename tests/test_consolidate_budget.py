@@ -27,9 +27,9 @@ from memkit.consolidate.budget import BYTES_PER_TOKEN, TEMPLATE_TOKENS, request_
 from memkit.consolidate.request import (
     NATIVE_PROMPT,
     SHAPE_SIZES,
-    _excerpt,
     build_request,
     encode,
+    excerpt,
 )
 from memkit.errors import ConfigError, RequestTooLarge
 from memkit.params import ConsolidationParams
@@ -142,7 +142,7 @@ def test_a_request_at_the_budget_goes_unshaped_one_byte_over_is_shaped(srv):
 
 def test_the_smallest_size_must_fit_else_no_provider_call(srv):
     store = _store()
-    smallest = byte_len(encode(_excerpt(_payload(store), SHAPE_SIZES[-1])))
+    smallest = byte_len(encode(excerpt(_payload(store), SHAPE_SIZES[-1])))
     fits = run_pass_sync(store, "s", _llm(srv, "tiny-fits", max_request_bytes=smallest), FAST)
     assert fits.outcome == "committed" and fits.excerpt_size == SHAPE_SIZES[-1]
     assert len(srv.calls_for("tiny-fits")) == 1
