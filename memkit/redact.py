@@ -273,6 +273,20 @@ def redact(text: str, params: RedactionParams = RedactionParams()) -> str:
     Idempotent: redacting a redacted text changes nothing, so evidence can be
     redacted again on its way to a provider without moving request hashes.
     """
+    return _redact(text, params, gated=True)
+
+
+def redact_ungated(text: str, params: RedactionParams = RedactionParams()) -> str:
+    """`redact` without its literal pre-check: every rule scans every text.
+
+    Slower, and the same answer by construction of the rules' gates (a rule
+    is skipped only when the text lacks a literal every match needs); the
+    reference to check that claim against, e.g. after adding or changing a rule.
+    """
+    return _redact(text, params, gated=False)
+
+
+def _redact(text: str, params: RedactionParams, *, gated: bool) -> str:
     if not text:
         return text
     out = text
@@ -280,7 +294,7 @@ def redact(text: str, params: RedactionParams = RedactionParams()) -> str:
         # casefold, and dotless i, match what the (?i) patterns match
         lower = text.casefold().replace("\u0131", "i")
         for gate, pat, repl in _RULES:
-            if _open(gate, lower):
+            if not gated or _open(gate, lower):
                 out = pat.sub(repl, out)
     if params.pii:
         for pat in _PII_PATTERNS:
