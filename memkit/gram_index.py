@@ -57,12 +57,24 @@ reorder at 64k rows) took 0.7 s."""
 
 def count_at_least(slots: np.ndarray, min_hits: int, nslots: int) -> tuple[np.ndarray, np.ndarray]:
     """(the values in `slots` (all < nslots) occurring >= min_hits times, their
-    counts), ascending. A sort when the postings are few next to the slots,
-    else one bincount (a pass over every slot, but no sort)."""
-    if slots.size * 40 < nslots:  # measured crossover: sort ~20 ns/posting, bincount ~0.5 ns/slot
-        cand, hits = np.unique(slots, return_counts=True)
-        keep = hits >= min_hits
-        return cand[keep], hits[keep]
+    counts), ascending. A sort when the postings are fewer than half the slots
+    (a value occurs >= h times iff a sorted run holds it at i and i + h - 1),
+    else one bincount (a pass over every slot, but no sort). Measured at 100k
+    slots: 8k postings 22 us sorted vs 70 us bincount; 50k about even."""
+    if slots.size * 2 < nslots:
+        s = np.sort(slots)
+        h = max(int(min_hits), 1)
+        if s.size < h:
+            return s[:0], np.zeros(0, dtype=np.int64)
+        head = s[: s.size - h + 1]
+        vals = head[s[h - 1 :] == head]
+        if vals.size:
+            first = np.empty(vals.size, dtype=bool)
+            first[0] = True
+            np.not_equal(vals[1:], vals[:-1], out=first[1:])
+            vals = vals[first]
+        counts = np.searchsorted(s, vals, "right") - np.searchsorted(s, vals, "left")
+        return vals, counts.astype(np.int64)
     counts = np.bincount(slots, minlength=nslots)
     cand = np.flatnonzero(counts >= min_hits)
     return cand, counts[cand]
