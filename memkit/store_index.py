@@ -47,6 +47,10 @@ from memkit.store_rows import nan
 SYNC_MAX = 5_000
 """Catching up on more changed rows than this drops the indexes instead (they reload)."""
 
+KEYWORD_BACKLOG = 4_096
+"""A keyword index queues writes until its next query; once the queue is longer
+than this and than the index's rows, the index is dropped (it reloads)."""
+
 
 @dataclass(frozen=True, slots=True)
 class LiveRow:
@@ -223,6 +227,7 @@ class Indexes:
         ki = self.keywords.get(p.scope_id)
         if ki is not None:
             ki.put(p.rowid, p.content, p.tags, p.last_seen)
+            self._shed_keywords(p.scope_id, ki)
 
     def drop(self, scope_id: str, kind: str, rowid: int) -> None:
         sv = self.vectors.get(scope_id)
@@ -234,6 +239,14 @@ class Indexes:
         ki = self.keywords.get(scope_id)
         if ki is not None:
             ki.drop(rowid)
+            self._shed_keywords(scope_id, ki)
+
+    def _shed_keywords(self, scope_id: str, ki: KeywordIndex) -> None:
+        """Drop a keyword index whose queue of writes (applied at its next query)
+        outgrew its rows: building it again from SQLite then costs no more."""
+        queued, live = ki.backlog
+        if queued > max(live, KEYWORD_BACKLOG):
+            del self.keywords[scope_id]
 
     def forget(self, scope_id: str | None = None) -> None:
         """Drop the indexes (of one scope, or all); they reload on use."""

@@ -57,6 +57,31 @@ def test_index_equals_the_literal_scan(ops, query, limit):
     assert ix.search(keywords(query), limit) == literal(rows, query, limit)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["put", "put", "drop", "search"]), st.integers(1, 8), row),
+        max_size=40,
+    ),
+    query=st.text(alphabet=ALPHABET, min_size=1, max_size=8),
+)
+def test_queued_writes_are_applied_in_order_at_every_query(ops, query):
+    """Writes queue until the next query; a query between writes sees exactly
+    the rows written before it (put after drop, drop after put, rewordings)."""
+    ix, rows = KeywordIndex(), {}
+    for op, rowid, (content, tags, seen) in ops:
+        if op == "put":
+            ix.put(rowid, content, tags, seen)
+            rows[rowid] = (content, tags, seen)
+        elif op == "drop":
+            ix.drop(rowid)
+            rows.pop(rowid, None)
+        else:
+            assert ix.search(keywords(query), 5) == literal(rows, query, 5)
+            assert ix.backlog == (0, len(rows))
+    assert len(ix) == len(rows)
+
+
 def test_two_character_keywords_and_tags_match_exactly():
     ix = KeywordIndex()
     ix.put(1, "the db is postgres", (), 1.0)

@@ -88,6 +88,32 @@ def test_many_foreign_changes_reload_the_indexes_instead(pair, monkeypatch):
     assert [h.id for h in a.recall("s", W1)][:1] == [first.id]
 
 
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_keyword_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch, extra):
+    """A keyword index queues writes until its next query. At KEYWORD_BACKLOG
+    queued writes (more than its rows) it is kept; one more and it is dropped,
+    to load again on the next keyword query. Either way that query answers
+    every write."""
+    from memkit.keyword_index import KeywordIndex
+
+    monkeypatch.setattr(store_index, "KEYWORD_BACKLOG", 4)
+    a, _ = pair
+    a.embedder = None  # recall takes the keyword path
+    a.remember("s", "warm-up fact about invoices")
+    assert [h.path for h in a.recall("s", "invoices")] == ["keyword"]
+    builds: list = []
+    real = KeywordIndex.build.__func__
+    monkeypatch.setattr(
+        KeywordIndex, "build", classmethod(lambda c, *x: builds.append(1) or real(c, *x))
+    )
+    words = ["alpha", "bravo", "charlie", "delta", "echo"][: 4 + extra]
+    for w in words:
+        a.remember("s", f"{w} {w[::-1]} {w.upper()}x ledgers")
+    hits = a.recall("s", "ledgers", limit=10)
+    assert len(hits) == 4 + extra and {h.path for h in hits} == {"keyword"}
+    assert len(builds) == extra  # kept and caught up, or dropped and loaded again
+
+
 def test_own_writes_need_no_reload(pair, monkeypatch):
     a, _ = pair
     a.remember("s", "warm-up fact about invoices")
