@@ -402,7 +402,7 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     """One run folder (run_main after the experiment's datasets are split)."""
     from evals.providers import below_floors, parse_floors
     from evals.record import record_run
-    from evals.runner import _resume_key, preflight, run_eval
+    from evals.runner import preflight, resume_key, run_eval
     from evals.runs import default_name, prepare_run_dir
 
     floors = parse_floors(a.fail_under)
@@ -443,9 +443,7 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     preflight(cfg)  # before any data is read or any folder made: a dead provider fails in seconds
     ds = _load_checked(cfg)
     out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
-    prepare_run_dir(
-        out, cfg.to_dict(), _resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite
-    )
+    prepare_run_dir(out, cfg.to_dict(), resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite)
     try:
         res = run_eval(
             cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds, check_providers=False

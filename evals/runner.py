@@ -281,8 +281,11 @@ def _code_hash() -> str:
     return h.hexdigest()
 
 
-def _resume_key(config: RunConfig, ds: Any) -> str:
-    """Finished units are reused only by a rerun of the same config, data and code."""
+def resume_key(config: RunConfig, ds: Any) -> str:
+    """The folder under `units/` where a run of `config` on `ds` keeps its finished
+    units until it completes: a hash of the config (without its name), the
+    dataset's fingerprint and this code, so `--resume` reuses units only for the
+    same config, data and code (`evals.runs.prepare_run_dir`)."""
     cfg = config.to_dict()
     cfg.pop("name", None)
     fp = ds.fingerprint() if hasattr(ds, "fingerprint") else getattr(ds, "name", "")
@@ -371,7 +374,7 @@ def _run(
     from memkit.embed import get_embedder
 
     ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
-    units_dir = out / "units" / _resume_key(config, ds)
+    units_dir = out / "units" / resume_key(config, ds)
     units_dir.mkdir(parents=True, exist_ok=True)
     if embedder is None:
         inner = get_embedder(config.embedder)

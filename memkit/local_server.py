@@ -232,10 +232,11 @@ def start(
 ) -> tuple[ServerState, subprocess.Popen]:
     """Start the server and wait until it serves the model.
 
-    Refuses (LocalServerError) when the extra is missing, this state file
-    records a live server, or the port is taken; when the process dies or
-    never answers within `timeout_s` it is killed, the state file removed and
-    the error carries the tail of its log.
+    `port` 0 picks a free port (the returned state and the state file record
+    the one chosen). Refuses (LocalServerError) when the extra is missing,
+    this state file records a live server, or the port is taken; when the
+    process dies or never answers within `timeout_s` it is killed, the state
+    file removed and the error carries the tail of its log.
     """
     state_file = Path(state_file or default_state_file())
     check_extra()
@@ -366,7 +367,10 @@ def _parser():
     }
     s = sub.add_parser("start", help="start the server, wait until it answers, print api_base")
     s.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help="port on 127.0.0.1 (default %(default)s)"
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="port on 127.0.0.1 (default %(default)s; 0: a free one)",
     )
     s.add_argument("--model", metavar="GGUF", help="another GGUF file (default: bundled SmolLM2)")
     s.add_argument("--threads", type=int, help="inference threads (default: llama.cpp's)")

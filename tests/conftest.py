@@ -30,6 +30,24 @@ def repo_root() -> Path:
     return REPO
 
 
+@pytest.fixture
+def rendered_figures(monkeypatch) -> list:
+    """Every matplotlib figure saved while the test runs (what `evals.report` renders
+    to PNG), in order: plots are checked as the report draws them. A closed figure
+    draws again on a new canvas (`FigureCanvasAgg(fig)`)."""
+    from matplotlib.figure import Figure
+
+    saved: list = []
+    savefig = Figure.savefig
+
+    def spy(self, *args, **kwargs):
+        saved.append(self)
+        return savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", spy)
+    return saved
+
+
 # --- store backends: one conformance suite over SQLite and Postgres ---------------------
 #
 # `make_store(**open_options)` opens a store on the test's backend; tests that take

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -237,4 +239,151 @@ def test_every_exception_memkit_raises_is_a_memkit_error():
                 and not issubclass(cls, MemkitError)
             ):
                 bad.append(f"{p.relative_to(ROOT)}:{node.lineno} raises {name}")
+    assert bad == [], bad
+
+
+# --- tests use memkit and evals through public names only ------------------------------
+
+TESTS = ROOT / "tests"
+OURS = ("memkit", "evals")
+SAMPLE_MARK = "# a sample of what the check refuses"
+_OUR_PATH = re.compile(r"(?:memkit|evals)(?:\.\w+)+(?::\w+)?")
+
+
+def _ours(module: str) -> bool:
+    return module.split(".")[0] in OURS
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _own_private_names(tree: ast.AST) -> set[str]:
+    """Private names a test file defines itself (its helpers, its fakes' attributes):
+    `def _x`, `class _X`, `_x = ...`, `self._x = ...`. Reaching those is its own business."""
+    own = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            own.add(node.attr)
+    return {n for n in own if _private(n)}
+
+
+def _foreign_names(tree: ast.AST) -> set[str]:
+    """Names bound by imports from anything but memkit and evals (os, argparse,
+    other test files): their private names are not this project's."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.asname or a.name.split(".")[0] for a in node.names if not _ours(a.name)}
+        elif isinstance(node, ast.ImportFrom) and (node.level or not _ours(node.module or "")):
+            out |= {a.asname or a.name for a in node.names}
+    return out
+
+
+def private_reaches(source: str, where: str = "<test>") -> list[str]:
+    """Where a test's source reaches a private name of memkit or evals: an import
+    (`from memkit.x import _y`, a private module), an attribute (`obj._y`, unless
+    `obj` is self/cls or a name imported from elsewhere, or `_y` is the file's own),
+    a string naming one (`setattr(obj, "_y", ...)`, `patch("memkit.x._y")`), and the
+    same inside code held in a multi-line string (a script a test runs in a
+    subprocess)."""
+    tree = ast.parse(source)
+    own, foreign = _own_private_names(tree), _foreign_names(tree)
+
+    def ours_receiver(node: ast.AST) -> bool:
+        return not (
+            isinstance(node, ast.Name) and (node.id in ("self", "cls") or node.id in foreign)
+        )
+
+    bad = []
+    for node in ast.walk(tree):
+        at = f"{where}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.ImportFrom) and not node.level and _ours(node.module or ""):
+            names = [*node.module.split("."), *(a.name for a in node.names)]
+            bad += [f"{at}: from {node.module} import {n}" for n in names if _private(n)][:1]
+        elif isinstance(node, ast.Import):
+            bad += [
+                f"{at}: import {a.name}"
+                for a in node.names
+                if _ours(a.name) and any(map(_private, a.name.split(".")))
+            ]
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            if ours_receiver(node.value) and node.attr not in own:
+                bad.append(f"{at}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and len(node.args) >= 2:
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            key = node.args[1]
+            if (
+                name in ("setattr", "getattr", "hasattr", "delattr", "object")
+                and isinstance(key, ast.Constant)
+                and isinstance(key.value, str)
+                and _private(key.value)
+                and ours_receiver(node.args[0])
+                and key.value not in own
+            ):
+                bad.append(f"{at}: {name}({ast.unparse(node.args[0])}, {key.value!r})")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if _OUR_PATH.fullmatch(text) and any(map(_private, re.split(r"[.:]", text))):
+                bad.append(f"{at}: {text!r}")
+            elif "\n" in text and ("memkit" in text or "evals" in text) and SAMPLE_MARK not in text:
+                with contextlib.suppress(SyntaxError):
+                    bad += private_reaches(textwrap.dedent(text), f"{at} (code in a string)")
+    return bad
+
+
+def test_the_private_reach_check_catches_each_form():
+    reaches = private_reaches(
+        textwrap.dedent(
+            """
+            # a sample of what the check refuses
+            import os
+            import memkit._hidden
+            from memkit.llm import _retry_after
+            from evals import report
+            from memkit import local_server as ls
+            report._bars(1)
+            store = open_store()
+            store._bulk_load("s", [])
+            monkeypatch.setattr(report, "_figure_png", None)
+            mock.patch("memkit.redact._open")
+            CHILD = "from memkit import local_server as ls\\nls._check_port(0)\\n"
+            os._exit(0)                      # not ours
+            class Fake:
+                def __init__(self):
+                    self._n = 0              # its own
+                def f(self, other):
+                    return self._n + other._n + ls.__name__.__len__()
+            """
+        )
+    )
+    assert SAMPLE_MARK == "# a sample of what the check refuses"  # the sample is skipped below
+    assert sorted(r.split(": ", 1)[1] for r in reaches) == [
+        "'memkit.redact._open'",
+        "from memkit.llm import _retry_after",
+        "import memkit._hidden",
+        "ls._check_port",
+        "report._bars",
+        "setattr(report, '_figure_png')",
+        "store._bulk_load",
+    ]
+
+
+def test_tests_use_only_public_names_of_memkit_and_evals():
+    """The suite tests behaviour, not internals (issue #20): no test imports or
+    reaches a private name of memkit or evals; a capability a test needs is a
+    documented public name first."""
+    bad = []
+    for p in sorted(TESTS.rglob("*.py")):
+        bad += private_reaches(p.read_text(encoding="utf-8"), str(p.relative_to(ROOT)))
     assert bad == [], bad

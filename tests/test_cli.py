@@ -64,37 +64,54 @@ def test_help_at_every_level(argv, capsys):
     assert "usage:" in capsys.readouterr().out
 
 
-def _parsers(parser):
-    """A parser and its subcommands' parsers."""
-    import argparse
+def _help_entries(text: str) -> list[tuple[str, bool]]:
+    """(invocation, has help text) of every argument `--help` lists. A section is a
+    heading ("options:") and indented lines: a group's description first (ended by a
+    blank line), then one entry per argument, indented 2 (4: a subcommand); its help
+    follows after two spaces or on the next, deeper indented line."""
+    sections: list[list[list[str]]] = []  # section -> blank-separated chunks of lines
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            heading = line.endswith(":") and not line.startswith("usage:")
+            sections.append([[]] if heading else [])
+        elif sections and sections[-1]:
+            if line.strip():
+                sections[-1][-1].append(line)
+            elif sections[-1][-1]:
+                sections[-1].append([])
+    out = []
+    for chunks in sections:
+        chunks = [c for c in chunks if c]
+        for i, line in enumerate(chunks[-1] if chunks else []):
+            indent = len(line) - len(line.lstrip(" "))
+            if indent not in (2, 4):
+                continue  # a continuation line of the help above
+            invocation, _, rest = line.strip().partition("  ")
+            nxt = chunks[-1][i + 1] if i + 1 < len(chunks[-1]) else ""
+            deeper = len(nxt) - len(nxt.lstrip(" ")) > 4
+            out.append((invocation, bool(rest.strip()) or deeper))
+    return out
 
-    yield parser
-    for a in parser._actions:
-        if isinstance(a, argparse._SubParsersAction):
-            for sub in a.choices.values():
-                yield from _parsers(sub)
+
+def _help_of_every_level(argv, capsys) -> dict[str, str]:
+    """`memkit <argv> --help` and the help of every subcommand below it."""
+    assert main([*argv, "--help"]) == 0
+    text = capsys.readouterr().out
+    found = {" ".join(argv): text}
+    for invocation, _ in _help_entries(text):
+        if invocation.startswith("{"):
+            for sub in invocation.strip("{}").split(","):
+                found.update(_help_of_every_level([*argv, sub], capsys))
+    return found
 
 
 @pytest.mark.parametrize("argv", COMMANDS)
-def test_every_option_has_help_text(argv, monkeypatch):
-    """Was: many options had no help text."""
-    import argparse
-
-    class Parsed(Exception):
-        pass
-
-    def grab(self, *a, **k):
-        raise Parsed(self)
-
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", grab)
-    with pytest.raises(Parsed) as got:
-        main(argv)
-    missing = [
-        f"{p.prog} {'/'.join(a.option_strings) or a.dest}"
-        for p in _parsers(got.value.args[0])
-        for a in p._actions
-        if not a.help and a.dest != "help"
-    ]
+def test_every_option_has_help_text(argv, capsys):
+    """Was: many options had no help text. Read from what `--help` shows, at every level."""
+    helps = _help_of_every_level(argv, capsys)
+    entries = [(cmd, inv, ok) for cmd, text in helps.items() for inv, ok in _help_entries(text)]
+    assert any(inv.startswith("-h, --help") for _, inv, _ in entries)
+    missing = [f"{cmd}: {inv}" for cmd, inv, ok in entries if not ok]
     assert missing == []
 
 

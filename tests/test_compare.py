@@ -64,16 +64,20 @@ def test_compare_refuses_an_unregistered_metric(run):
         compare_runs(run, "a", None, "b", metrics=["p@1"])
 
 
-def test_compare_plot_marks_direction_and_names_the_interval(run, monkeypatch):
+def test_compare_plot_marks_direction_and_names_the_interval(run, rendered_figures):
     """The compare plot marks each metric ↑/↓ and names the interval method it drew
     (it used to say "paired bootstrap" whatever the method was)."""
-    from evals import report
+    from evals.aggregate import metrics_from_run
+    from evals.report import build_report
+    from evals.runfolder import write_metrics
 
-    figs = []
-    monkeypatch.setattr(report, "_figure_png", lambda fig: figs.append(fig) or b"png")
+    write_metrics(run, metrics_from_run(run))  # a run folder a report can be built from
     d = compare_runs(run, "a", None, "b", metrics=["precision_returned", "budget_waste"])
-    assert report._compare_plot(d) == b"png"
-    (ax,) = figs[0].axes
+    d.to_csv(run / "compare.csv", index=False)  # as `memkit eval compare` writes it
+    build_report(run)
+    assert (run / "compare.png").is_file()
+    (fig,) = [f for f in rendered_figures if "Paired differences" in f.axes[0].get_title()]
+    (ax,) = fig.axes
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert any(lb.startswith("precision_returned ↑") for lb in labels)
     assert any(lb.startswith("budget_waste ↓") for lb in labels)

@@ -27,9 +27,9 @@ from memkit.consolidate.budget import BYTES_PER_TOKEN, TEMPLATE_TOKENS, request_
 from memkit.consolidate.request import (
     NATIVE_PROMPT,
     SHAPE_SIZES,
-    _excerpt,
     build_request,
     encode,
+    excerpt,
 )
 from memkit.errors import ConfigError, RequestTooLarge
 from memkit.params import ConsolidationParams
@@ -142,7 +142,7 @@ def test_a_request_at_the_budget_goes_unshaped_one_byte_over_is_shaped(srv):
 
 def test_the_smallest_size_must_fit_else_no_provider_call(srv):
     store = _store()
-    smallest = byte_len(encode(_excerpt(_payload(store), SHAPE_SIZES[-1])))
+    smallest = byte_len(encode(excerpt(_payload(store), SHAPE_SIZES[-1])))
     fits = run_pass_sync(store, "s", _llm(srv, "tiny-fits", max_request_bytes=smallest), FAST)
     assert fits.outcome == "committed" and fits.excerpt_size == SHAPE_SIZES[-1]
     assert len(srv.calls_for("tiny-fits")) == 1
@@ -192,19 +192,40 @@ def test_a_context_litellm_knows_lowers_the_budget_without_options(srv):
     )
 
 
-def test_cli_and_experiment_options_reach_the_consolidator(tmp_path):
-    from evals.commands import _model_options, _run_parser
-    from evals.experiment import load_experiment
-    from evals.providers import consolidator_kwargs
+def test_cli_and_experiment_options_reach_the_consolidator(srv, tmp_path, monkeypatch):
+    """`memkit eval run --context-tokens/--max-request-bytes`: the run's passes are
+    shaped to the budget those options give, and the manifest records them."""
+    from test_eval_data import write_tiny_dataset
 
+    from evals.commands import run_main
+    from evals.experiment import load_experiment
+    from evals.runfolder import read_jsonl
+
+    tiny = write_tiny_dataset(tmp_path / "tiny")
+    monkeypatch.setenv("MEMKIT_TEST_STUB_KEY", "k")
     spec = "litellm:openai/smollm2"
-    a = _run_parser().parse_args(
-        ["--consolidator", spec, "--context-tokens", "8192", "--max-request-bytes", "9000"]
+    by_context = request_budget(
+        60_000, output_tokens=2048, system_prompt=NATIVE_PROMPT, context_tokens=8192
     )
-    opts = _model_options(a, (spec,), None)[spec]
-    kw = consolidator_kwargs(spec, opts, 4)
-    cons = get_consolidator(spec, **kw)
-    assert (cons.context_tokens, cons.max_request_bytes) == (8192, 9000)
+    for n, (flags, budget) in enumerate(
+        [
+            (["--context-tokens", "8192"], by_context),
+            (
+                ["--context-tokens", "8192", "--max-request-bytes", str(by_context - 1)],
+                by_context - 1,
+            ),
+        ]
+    ):
+        out = tmp_path / f"run{n}"
+        argv = ["--dataset", str(tiny), "--mode", "pipeline", "--embedder", "hashing",
+                "--resamples", "20", "--consolidator", spec, "--api-base", srv.url,
+                "--api-key-env", "MEMKIT_TEST_STUB_KEY", "--cache-dir", str(tmp_path / "cache"),
+                "--out", str(out), "--quiet", "--no-report", *flags]  # fmt: skip
+        assert run_main(argv) == 0
+        options = json.loads((out / "manifest.json").read_text())["config"]["model_options"]
+        assert options[spec]["context_tokens"] == 8192
+        passes = [p for p in read_jsonl(out / "passes.jsonl") if p.get("request_budget")]
+        assert passes and {p["request_budget"] for p in passes} == {budget}
 
     exp = tmp_path / "e.toml"
     exp.write_text(f'[models."{spec}"]\ncontext_tokens = 8192\n', encoding="utf-8")

@@ -82,11 +82,38 @@ def test_worst_case_shapes_to_fit_with_every_id():
     # the first size that fits was used: the next larger one does not fit
     bigger = {16: 32, 32: 64, 64: 128, 128: 256, 256: 512, 512: 1024, 1024: 2048}
     if size in bigger:
-        from memkit.consolidate.request import _excerpt, encode
+        from memkit.consolidate.request import encode, excerpt
 
-        assert byte_len(encode(_excerpt(payload, bigger[size]))) > 60_000
+        assert byte_len(encode(excerpt(payload, bigger[size]))) > 60_000
     assert (rollouts, snapshot) == originals
     assert payload == build_request(*originals)  # the payload itself was not mutated
+
+
+def test_excerpt_is_what_shaping_sends_at_that_size():
+    from memkit.consolidate import excerpt
+    from memkit.consolidate.request import SHAPE_MAX_TAGS, SHAPE_SIZES, encode
+    from memkit.errors import ConfigError
+
+    payload = build_request([_rollout(0, 4, 3000)], [_memory(0, 3000)])
+    frozen = json.dumps(payload)
+    for size in SHAPE_SIZES:
+        cut = excerpt(payload, size)
+        # a budget of exactly that excerpt's length: shaping sends that excerpt
+        text, used = shape_request(
+            payload, ConsolidationParams(request_bytes=byte_len(encode(cut)))
+        )
+        assert (used, json.loads(text)) == (size, cut)
+        assert all(byte_len(m["content"]) <= size for m in cut["rollouts"][0]["messages"])
+        assert byte_len(cut["memories"][0]["content"]) <= size
+        assert len(cut["memories"][0]["tags"]) == SHAPE_MAX_TAGS
+        assert cut["rollouts"][0]["id"] == payload["rollouts"][0]["id"]
+    assert json.dumps(payload) == frozen  # never mutated
+    for bad_size in (0, -1, 1.5, "16", True):
+        with pytest.raises(ConfigError, match="size"):
+            excerpt(payload, bad_size)
+    for bad in (None, [], {"rollouts": []}, {"rollouts": [{}], "memories": []}):
+        with pytest.raises(ConfigError, match="payload"):
+            excerpt(bad, 16)
 
 
 def test_limit_exactly_met_and_one_past():
@@ -199,9 +226,9 @@ def test_shaping_property(contents, memories, limit):
     try:
         text, size = shape_request(payload, ConsolidationParams(request_bytes=limit))
     except RequestTooLarge:
-        from memkit.consolidate.request import _excerpt, encode
+        from memkit.consolidate.request import encode, excerpt
 
-        assert byte_len(encode(_excerpt(payload, 16))) > limit
+        assert byte_len(encode(excerpt(payload, 16))) > limit
     else:
         assert byte_len(text) <= limit
         got = json.loads(text)

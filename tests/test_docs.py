@@ -4,6 +4,7 @@ notebooks can be re-executed by hand, and `dir(memkit)` shows every export."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -43,22 +44,45 @@ def test_documented_records_are_the_example_records():
         assert rec in rows
 
 
-def test_documented_fields_are_the_loaders_fields():
-    """Every required field the loader checks is named in the format table."""
-    from evals import datasets
+def _checked_fields(tmp_path: Path) -> set[str]:
+    """The fields the loader checks, found by what it refuses: each field of the
+    example's dataset.json and of the first record of each record file, given a
+    value of the wrong type, is an error naming that field."""
+    import shutil
 
+    from evals.datasets import load_dataset
+    from memkit.errors import DatasetError
+
+    checked = set()
+    for name in ("dataset.json", "transcripts.jsonl", "facts.jsonl", "probes.jsonl"):
+        lines = (EXAMPLE / name).read_text().splitlines()
+        record = json.loads("\n".join(lines) if name.endswith(".json") else lines[0])
+        for key, value in record.items():
+            d = tmp_path / f"{name}-{key}"
+            shutil.copytree(EXAMPLE, d)
+            wrong = {**record, key: "text" if isinstance(value, dict) else {"wrong": 1}}
+            rest = [] if name.endswith(".json") else lines[1:]
+            (d / name).write_text("\n".join([json.dumps(wrong), *rest]) + "\n")
+            try:
+                load_dataset(d)
+            except DatasetError as e:
+                fields = {(x.field or "").split(".")[0].split("[")[0] for x in e.errors or [e]}
+                checked |= fields & {key}
+    return checked
+
+
+def test_documented_fields_are_the_loaders_fields(tmp_path):
+    """Every field the loader checks is named in the format table."""
+    from evals.datasets import GoldFact, Probe, Transcript
+
+    checked = _checked_fields(tmp_path)
+    # the example shows every field of the three record types (the loader checks them all)
+    for record in (Transcript, GoldFact, Probe):
+        fields = {f.name for f in dataclasses.fields(record)} - {"meta", "started_ts"}
+        assert fields <= checked, (record.__name__, sorted(fields - checked))
+    assert {"name", "version", "description", "license", "counts"} <= checked  # dataset.json
     text = DOCS.read_text()
-    fields = {
-        *datasets._TRANSCRIPT_FIELDS,
-        *datasets._FACT_FIELDS,
-        *datasets._PROBE_FIELDS,
-        *(k for k, _ in datasets._META_FIELDS),
-        "a",
-        "b",
-        "label",
-        "source",
-    }
-    missing = sorted(f for f in fields if f"`{f}`" not in text)
+    missing = sorted(f for f in {*checked, "a", "b", "label", "source"} if f"`{f}`" not in text)
     assert missing == []
 
 

@@ -192,7 +192,7 @@ def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
 
 
 def test_sweep_plot_one_panel_per_family_distinct_colours_and_the_point_drawn(
-    tiny, tmp_path, monkeypatch
+    tiny, tmp_path, rendered_figures
 ):
     """The sweep plot (issue #19 item 4): one panel per metric family (a share never
     shares an axis with a count or a ratio), no colour used by two series, and the
@@ -200,18 +200,17 @@ def test_sweep_plot_one_panel_per_family_distinct_colours_and_the_point_drawn(
     import pandas as pd
     from matplotlib.colors import to_hex
 
-    from evals import registry, report
+    from evals import registry
 
     root, _ = tiny
     out = tmp_path / "sw"
     grid = "floor=0.1,0.2,0.3,0.4"
     assert sweep_main(["--dataset", str(root), "--grid", grid, "--out", str(out), "--quiet"]) == 0
+    assert (out / "sweep.png").is_file()
     frame = pd.read_csv(out / "sweep.csv")
     rec = json.loads((out / "recommended.json").read_text())
-    figs = []
-    monkeypatch.setattr(report, "_figure_png", lambda fig: figs.append(fig) or b"png")
-    assert report._sweep_plot(frame, rec) == b"png"
-    (fig,) = figs
+    # the figure the sweep's report drew (sweep.png)
+    (fig,) = [f for f in rendered_figures if f.axes[0].get_title().startswith("Sweep over")]
     families = {registry.get(m).family for m in frame["metric"].unique()}
     assert len(fig.axes) == len(families) >= 2
     colours = []

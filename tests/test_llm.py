@@ -372,23 +372,41 @@ def test_retry_policy_delays():
 
 
 def test_retry_after_header_forms():
+    """A 429's Retry-After as seconds, as milliseconds, as an HTTP date, unreadable
+    or absent: what the attempt records (and the retry waits for)."""
     import email.utils
     import time
 
-    import httpx
+    from memkit import llm
 
-    from memkit.llm import _retry_after
-
-    class E(Exception):
-        def __init__(self, headers):
-            self.response = httpx.Response(429, headers=headers)
-
-    assert _retry_after(E({"Retry-After": "2.5"})) == 2.5
-    assert _retry_after(E({"retry-after-ms": "150"})) == 0.15
     when = email.utils.formatdate(time.time() + 20, usegmt=True)
-    assert 15 < _retry_after(E({"Retry-After": when})) <= 21
-    assert _retry_after(E({"Retry-After": "soon"})) is None
-    assert _retry_after(E({})) is None and _retry_after(Exception()) is None
+    scripts = {
+        "secs": status(429, headers={"Retry-After": "2.5"}),
+        "ms": status(429, headers={"retry-after-ms": "150"}),
+        "date": status(429, headers={"Retry-After": when}),
+        "soon": status(429, headers={"Retry-After": "soon"}),
+        "none": status(429),
+        "e503": status(503, headers={"Retry-After": "2.5"}),  # not a rate limit: not read
+    }
+
+    async def first_attempt(name: str):
+        with pytest.raises(ProviderError) as e:
+            await llm.acomplete(
+                f"openai/{name}",
+                [{"role": "user", "content": "hi"}],
+                api_base=srv.url,
+                api_key="stub",
+                json_mode=False,
+                retry=llm.RetryPolicy(max_attempts=1),
+            )
+        (a,) = e.value.attempts
+        return a.retry_after_s
+
+    with StubServer(scripts) as srv:
+        got = {name: asyncio.run(first_attempt(name)) for name in scripts}
+    assert (got["secs"], got["ms"]) == (2.5, 0.15)
+    assert 15 < got["date"] <= 21
+    assert got["soon"] is None and got["none"] is None and got["e503"] is None
 
 
 def test_json_mode_follows_litellm_unless_overridden(srv):
@@ -568,7 +586,7 @@ def test_preflight_checks_the_ollama_server_named_by_its_variable(monkeypatch):
         assert e.value.kind == "connection" and f":{port}" in str(e.value), str(e.value)
 
 
-def test_a_model_timeout_option_governs_the_call_and_is_not_in_the_cache_key(srv):
+def test_a_model_timeout_option_governs_the_call_and_is_not_in_the_cache_key(srv, tmp_path):
     """`--timeout 900` (a model option, carried in `extra`) reached LiteLLM, but
     the asyncio backstop still fired at the pass's 60 s + 5: a recording run
     against a slow local model saw 65.0 s timeouts. The answer does not depend
@@ -580,12 +598,16 @@ def test_a_model_timeout_option_governs_the_call_and_is_not_in_the_cache_key(srv
     res = run_pass_sync(store, "s", c, params)
     assert [a.outcome for a in res.attempts] == ["ok"], res.attempts
     assert res.outcome == "committed"
-    fast = LiteLLMConsolidator("openai/x", extra={"timeout": 1.0, "temperature": 0})
-    slow_ = LiteLLMConsolidator("openai/x", extra={"timeout": 900.0, "temperature": 0})
-
-    class Req:
-        class params:
-            output_tokens = 10
-
-    assert fast._call_params(Req, False) == slow_._call_params(Req, False)
-    assert fast._call_params(Req, False)["temperature"] == 0
+    # one cache: the same request under another timeout is a hit, under another
+    # temperature (an option that can change the answer) a miss
+    cache = ResponseCache(tmp_path / "cache")
+    n0 = len(srv.calls_for("good"))
+    sent = []
+    for timeout, temperature in ((1.0, 0), (900.0, 0), (1.0, 0.5)):
+        extra = {"timeout": timeout, "temperature": temperature}
+        c = _consolidator(srv, "good", cache=cache, extra=extra)
+        assert run_pass_sync(_store(), "s", c, FAST).outcome == "committed"
+        sent.append(c.provider_calls)
+    assert sent == [1, 0, 1]
+    assert len(srv.calls_for("good")) - n0 == 2
+    assert srv.calls_for("good")[-1].body["temperature"] == 0.5

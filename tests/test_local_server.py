@@ -70,20 +70,22 @@ def fake(monkeypatch, tmp_path):
 
 
 def _gone(pid: int) -> bool:
-    return ls._proc_start(pid) is None
-
-
-def _free_port() -> int:
-    return ls._check_port(0)
+    """True once `pid` has exited: no /proc entry, or a zombie (it runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 def test_start_status_stop_leaves_nothing(fake):
-    st, _ = ls.start(_free_port(), state_file=fake.state, timeout_s=30)
+    st, _ = ls.start(0, state_file=fake.state, timeout_s=30)  # port 0: a free one
+    assert 0 < st.port <= 65535
     assert json.loads(fake.state.read_text())["pid"] == st.pid
     assert ls.status(fake.state) == st
     assert st.api_base == f"http://127.0.0.1:{st.port}/v1"
     with pytest.raises(LocalServerError, match="already running"):
-        ls.start(_free_port(), state_file=fake.state, timeout_s=30)
+        ls.start(0, state_file=fake.state, timeout_s=30)
     assert ls.stop(fake.state) == st
     assert _gone(st.pid)
     assert not fake.state.exists() and not Path(st.log).exists()
@@ -109,7 +111,7 @@ def test_bad_port_is_a_config_error(fake, port):
 def test_a_server_that_dies_is_reported_with_its_log(fake):
     fake.mode = "die"
     with pytest.raises(LocalServerError, match=r"exited with status 3(.|\n)*boom: cannot load"):
-        ls.start(_free_port(), state_file=fake.state, timeout_s=30)
+        ls.start(0, state_file=fake.state, timeout_s=30)
     assert not fake.state.exists()
 
 
@@ -132,7 +134,7 @@ def started(monkeypatch):
 def test_a_server_that_never_answers_is_killed(fake, started):
     fake.mode = "hang"
     with pytest.raises(LocalServerError, match="did not answer"):
-        ls.start(_free_port(), state_file=fake.state, timeout_s=0.5)
+        ls.start(0, state_file=fake.state, timeout_s=0.5)
     assert not fake.state.exists()
     assert [p.poll() for p in started] == [-signal.SIGTERM]
 
@@ -154,7 +156,7 @@ def test_stop_never_signals_a_reused_pid(fake):
 
 
 def test_running_stops_the_server_even_when_the_block_fails(fake):
-    with pytest.raises(RuntimeError, match="inside"), ls.running(_free_port()) as st:
+    with pytest.raises(RuntimeError, match="inside"), ls.running(0) as st:
         pid = st.pid
         assert not _gone(pid)
         raise RuntimeError("inside")
@@ -170,7 +172,7 @@ ls.check_extra = lambda: None
 ls.bundled_model = lambda: fake
 server = [sys.executable, "-c", sys.argv[4], mode]
 ls.command = lambda m, port, threads=None: [*server, str(port), alias]
-with ls.running(ls._check_port(0)) as st:
+with ls.running(0) as st:
     print(st.pid, flush=True)
     time.sleep(600)
 """
@@ -219,11 +221,11 @@ def test_missing_extra_names_the_install_command(monkeypatch):
 
 def test_cli_start_status_stop(fake, capsys):
     state = str(fake.state)
-    port = _free_port()
-    assert main(["local-server", "start", "--port", str(port), "--state-file", state]) == 0
+    assert main(["local-server", "start", "--port", "0", "--state-file", state]) == 0
     out = capsys.readouterr().out
-    assert f"api_base: http://127.0.0.1:{port}/v1" in out
-    pid = json.loads(fake.state.read_text())["pid"]
+    recorded = json.loads(fake.state.read_text())
+    pid, port = recorded["pid"], recorded["port"]
+    assert port != 0 and f"api_base: http://127.0.0.1:{port}/v1" in out
     assert main(["local-server", "status", "--state-file", state]) == 0
     assert f"running: pid {pid}" in capsys.readouterr().out
     assert main(["local-server", "stop", "--state-file", state]) == 0
@@ -260,7 +262,7 @@ def test_eval_run_starts_and_stops_its_own_server(fake, started, tmp_path, capsy
     out = tmp_path / "run"
     argv = ["eval", "run", "--preset", "bundled", "--mode", "pipeline", "--scope", "lab-notes",
             "--consolidator", f"litellm:{ls.LITELLM_MODEL}", "--local-server",
-            "--local-server-port", str(_free_port()), "--out", str(out), "--no-report",
+            "--local-server-port", "0", "--out", str(out), "--no-report",
             "--quiet", "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     assert len(started) == 1 and started[0].poll() is not None  # stopped after the run

@@ -164,32 +164,23 @@ def test_the_browser_check_sees_a_broken_image_and_a_missing_table(run, tmp_path
     assert got["rows"] == 0
 
 
-def test_plot_tick_labels_never_overlap(run, monkeypatch):
-    """Every bar plot of the report, drawn: no two x tick labels intersect."""
+def test_plot_tick_labels_never_overlap(run, tmp_path, rendered_figures):
+    """Every bar plot of the report, as build_report draws it: no two x tick labels
+    intersect."""
     import itertools
 
-    import pandas as pd
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from evals import report
-
-    figs = []
-
-    def keep(fig):
-        figs.append(fig)
-        return b"png"
-
-    monkeypatch.setattr(report, "_figure_png", keep)
-    table = pd.DataFrame.from_records(json.loads((run / "metrics.json").read_text())["metrics"])
-    for metrics in (
-        report.RECALL_PLOT,
-        ("budget_waste", *report.WASTE_PARTS),
-        report.VALIDITY_PLOT,
-    ):
-        report._bars(table, metrics, "t", "y")
+    d = tmp_path / "run"
+    shutil.copytree(run, d)
+    build_report(d)
+    bars = ("Recall quality", "Budget waste", "Proposal validity")
+    figs = [f for f in rendered_figures if f.axes[0].get_title().startswith(bars)]
     assert len(figs) == 3
     for fig in figs:
-        fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()
+        canvas = FigureCanvasAgg(fig)  # the report closed it: draw it again
+        canvas.draw()
+        renderer = canvas.get_renderer()
         (ax,) = fig.axes
         boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
         assert len(boxes) >= 3

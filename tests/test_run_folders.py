@@ -64,9 +64,9 @@ def test_resume_continues_a_killed_run(tiny, tmp_path, capsys):
     metrics = (out / "metrics.json").read_bytes()
     # simulate a kill after the units were written: keep only units/, as a killed run does
     from evals.datasets import load_dataset
-    from evals.runner import RunConfig, _resume_key
+    from evals.runner import RunConfig, resume_key
 
-    key = _resume_key(
+    key = resume_key(
         RunConfig(**json.loads((out / "manifest.json").read_text())["config"]),
         load_dataset(tiny),
     )

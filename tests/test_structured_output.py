@@ -122,18 +122,28 @@ def test_the_option_is_checked_and_excludes_a_hand_made_response_format(srv):
         )
 
 
-def test_cli_flag_reaches_the_request(srv):
-    from evals.commands import _model_options, _run_parser
-    from evals.providers import consolidator_kwargs
+def test_cli_flag_reaches_the_request(srv, tmp_path, monkeypatch):
+    """`memkit eval run --structured-output json_object`: every request of the run
+    carries the schema, and every attempt records it."""
+    from test_eval_data import write_tiny_dataset
 
-    spec = "litellm:openai/flagged"
-    a = _run_parser().parse_args(["--consolidator", spec, "--structured-output", "json_object"])
-    kw = consolidator_kwargs(spec, _model_options(a, (spec,), None)[spec], 4)
-    res = run_pass_sync(
-        _store(), "s", get_consolidator(spec, api_base=srv.url, api_key="k", **kw), FAST
-    )
-    assert srv.calls_for("flagged")[-1].body["response_format"]["schema"] == PROPOSAL_SCHEMA
-    assert res.attempts[-1].response_format == "json_object+schema"
+    from evals.commands import run_main
+    from evals.runfolder import read_jsonl
+
+    tiny = write_tiny_dataset(tmp_path / "tiny")
+    monkeypatch.setenv("MEMKIT_TEST_STUB_KEY", "k")
+    out = tmp_path / "run"
+    n0 = len(srv.calls_for("flagged"))
+    argv = ["--dataset", str(tiny), "--mode", "pipeline", "--embedder", "hashing",
+            "--resamples", "20", "--consolidator", "litellm:openai/flagged",
+            "--api-base", srv.url, "--api-key-env", "MEMKIT_TEST_STUB_KEY",
+            "--structured-output", "json_object", "--cache-dir", str(tmp_path / "cache"),
+            "--out", str(out), "--quiet", "--no-report"]  # fmt: skip
+    assert run_main(argv) == 0
+    calls = srv.calls_for("flagged")[n0:]
+    assert calls and all(c.body["response_format"]["schema"] == PROPOSAL_SCHEMA for c in calls)
+    attempts = read_jsonl(out / "attempts.jsonl")
+    assert attempts and {a["response_format"] for a in attempts} == {"json_object+schema"}
 
 
 def test_the_schema_states_the_validators_bounds():

@@ -223,15 +223,28 @@ def test_containment():
     assert containment(a, frozenset()) == 0.0
 
 
-def test_alnum_runs_match_str_isalnum_on_every_code_point():
-    """The trigram word splitter is a regex; it must agree with str.isalnum exactly."""
+def _trigrams_by_char(s: str) -> frozenset[str]:
+    """pg_trgm's trigrams with words split character by character by `str.isalnum`."""
+    words, word = [], ""
+    for ch in s.lower():
+        if ch.isalnum():
+            word += ch
+        elif word:
+            words.append(word)
+            word = ""
+    words += [word] if word else []
+    return frozenset(f"  {w} "[i : i + 3] for w in words for i in range(len(w) + 1))
+
+
+def test_trigram_words_split_exactly_where_str_isalnum_says_on_every_code_point():
+    """Trigram words are maximal runs of `str.isalnum()` characters (pg_trgm's rule):
+    each code point between two letters either joins them into one word or splits
+    them, exactly as `str.isalnum` says."""
     import sys
 
-    from memkit.text import _ALNUM_RUN
-
     bad = [
-        i
+        hex(i)
         for i in range(sys.maxunicode + 1)
-        if bool(_ALNUM_RUN.fullmatch(chr(i))) != chr(i).isalnum()
+        if trigrams(f"a{chr(i)}b") != _trigrams_by_char(f"a{chr(i)}b")
     ]
     assert bad == []

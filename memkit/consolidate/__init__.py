@@ -33,6 +33,7 @@ from memkit.consolidate.request import (
     ConsolidationRequest,
     build_request,
     evidence_text,
+    excerpt,
     prepare_request,
     shape_request,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "eligible",
     "evidence_messages",
     "evidence_text",
+    "excerpt",
     "get_consolidator",
     "judge",
     "parse_response",

@@ -151,6 +151,38 @@ def _excerpt(payload: dict[str, Any], size: int) -> dict[str, Any]:
     }
 
 
+def excerpt(payload: dict[str, Any], size: int) -> dict[str, Any]:
+    """`build_request`'s payload as `shape_request` sends it at excerpt size `size`:
+    a new payload with every message, final answer and memory content cut to
+    `size` UTF-8 bytes (`truncate_middle`), at most SHAPE_MAX_TAGS tags of at
+    most min(size, SHAPE_TAG_BYTES) bytes each; ids, roles and kinds untouched.
+    `encode(excerpt(payload, size))` is the request text at that size, e.g. to
+    see how large a request is at the smallest size (SHAPE_SIZES[-1]) before
+    choosing a model's byte budget. `payload` is not mutated; a payload that is
+    not `build_request`'s or a `size` that is not an integer >= 1 is a
+    ConfigError naming it."""
+    check_int(size, "size", lo=1)
+    _check_payload(payload)
+    try:
+        return _excerpt(payload, size)
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
+        raise ConfigError(
+            f"payload is not build_request's JSON payload ({type(e).__name__}: {e!s:.120})"
+        ) from None
+
+
+def _check_payload(payload: Any) -> None:
+    if not (
+        isinstance(payload, dict)
+        and isinstance(payload.get("rollouts"), list)
+        and isinstance(payload.get("memories"), list)
+    ):
+        raise ConfigError(
+            'payload must be build_request\'s {"rollouts": [...], "memories": [...]}, '
+            f"got {type(payload).__name__} {payload!r:.80}"
+        )
+
+
 def shape_request(
     payload: dict[str, Any], params: ConsolidationParams = ConsolidationParams()
 ) -> tuple[str, int | None]:
@@ -164,15 +196,7 @@ def shape_request(
     another class is a ConfigError naming it, never a TypeError or KeyError.
     """
     check_type(params, "params", ConsolidationParams)
-    if not (
-        isinstance(payload, dict)
-        and isinstance(payload.get("rollouts"), list)
-        and isinstance(payload.get("memories"), list)
-    ):
-        raise ConfigError(
-            'payload must be build_request\'s {"rollouts": [...], "memories": [...]}, '
-            f"got {type(payload).__name__} {payload!r:.80}"
-        )
+    _check_payload(payload)
     try:
         text = encode(payload)
         size_now = byte_len(text)
