@@ -124,7 +124,7 @@ def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log
     row: dict = {"backend": backend, "rows": n}
     store = open_store(url, embedder=emb)
     t = time.perf_counter()
-    store._bulk_load(SCOPE, texts, vecs)
+    store.bulk_load(SCOPE, texts, vecs)
     row["load_s"] = time.perf_counter() - t
     qs = vecs[nrng.integers(0, n, queries)] + 0.05 * _unit(nrng, queries)
     t = time.perf_counter()

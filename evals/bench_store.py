@@ -38,7 +38,7 @@ For each size (live rows in one scope, 256-d vectors) the same run measures:
   one WordLlama call per text (timed alone on the round's texts) plus the
   bare write, 1 / (1/embed + 1/bare). "of ceiling" is the store's share of it.
 
-Rows are bulk-loaded through the store's documented private `_bulk_load`
+Rows are bulk-loaded through the store's `bulk_load` (no fold-in)
 (random unit vectors; synthetic short texts, or with `--texts
 longmemeval:<dir>` real chat sentences, which make fold-in work harder:
 longer, with more common trigrams). Queries are noisy copies of stored vectors, so a few
@@ -273,7 +273,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
     store = SQLiteStore.open(path, embedder=emb)
     texts, vecs = source(rng, n), _unit(nrng, n)
     t = time.perf_counter()
-    store._bulk_load("bench", texts, vecs)
+    store.bulk_load("bench", texts, vecs)
     log(f"  {n:>7} rows loaded in {time.perf_counter() - t:.1f}s")
 
     src = nrng.integers(0, n, queries)

@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from memkit.checks import check_confidence, check_content, check_kind, check_scope, check_tags
 from memkit.embed import Embedder, get_embedder, normalize_rows
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RedactionParams
@@ -350,47 +349,8 @@ class PostgresStore(SQLStore):
         ).fetchone()
         return hits if embedded <= len(rows) else None
 
-    # -- bulk load (benchmarks) ------------------------------------------------------------
-
-    def bulk_load(
-        self,
-        scope_id: str,
-        contents: Sequence[str],
-        embeddings: np.ndarray | None = None,
-        *,
-        kind: str = "fact",
-        confidence: float = 0.7,
-        timestamps: Sequence[float] | None = None,
-    ) -> None:
-        """Insert many live rows in one write and one COPY, for benchmarks and test
-        fixtures: it bypasses fold-in (near-duplicates stay separate rows), does
-        not redact, and records no tags. Not for an agent's memories: use
-        `remember_many`, which keeps every SPEC rule.
-
-        `embeddings` (one row per content) are normalised; `timestamps` sets
-        created_at = last_seen_at per row (default: now). Arguments are checked
-        first (ConfigError naming the argument); nothing is written then."""
-        check_scope(scope_id)
-        check_tags(contents, "contents")  # a list of strings, not one string
-        for i, content in enumerate(contents):
-            check_content(content, f"contents[{i}]")
-        check_kind(kind)
-        check_confidence(confidence)
-        n = len(contents)
-        if embeddings is not None and np.shape(embeddings)[:1] != (n,):
-            raise ConfigError(
-                f"embeddings must have one row per content ({n}), got shape {np.shape(embeddings)}"
-            )
-        if timestamps is not None and len(timestamps) != n:
-            raise ConfigError(
-                f"timestamps must have one entry per content ({n}), got {len(timestamps)}"
-            )
-        self._bulk_load(
-            scope_id, contents, embeddings, kind=kind, confidence=confidence, timestamps=timestamps
-        )
-
     def _bulk_rows(self, w: Any, rows: Any) -> None:
-        """`SQLStore._bulk_load`'s rows in one COPY."""
+        """`SQLStore.bulk_load`'s rows in one COPY."""
         with self._conn.conn.cursor().copy(
             "COPY memories (id, scope_id, kind, content, tags, confidence, created_at, "
             "seen_count, last_seen_at, embedding, ngrams, change_seq) FROM STDIN"

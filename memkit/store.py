@@ -1023,7 +1023,7 @@ class SQLStore:
 
     # -- bulk load (benchmarks) ------------------------------------------------------------
 
-    def _bulk_load(
+    def bulk_load(
         self,
         scope_id: str,
         contents: Sequence[str],
@@ -1033,10 +1033,30 @@ class SQLStore:
         confidence: float = 0.7,
         timestamps: Sequence[float] | None = None,
     ) -> None:
-        """Insert many rows without fold-in, in one write (benchmarks and fixtures
-        only; each backend's `_bulk_rows` inserts them its fastest way).
-        `embeddings` rows are normalised; `timestamps` sets created_at =
-        last_seen_at per row (default: now)."""
+        """Insert many live rows in one write, for benchmarks and test fixtures:
+        it bypasses fold-in (near-duplicates stay separate rows), does not
+        redact, and records no tags. Not for an agent's memories: use
+        `remember_many`, which keeps every SPEC rule. Each backend inserts the
+        rows its fastest way (SQLite `executemany`, Postgres one COPY).
+
+        `embeddings` (one row per content) are normalised; `timestamps` sets
+        created_at = last_seen_at per row (default: now). Arguments are checked
+        first (ConfigError naming the argument); nothing is written then."""
+        ck.check_scope(scope_id)
+        ck.check_tags(contents, "contents")  # a list of strings, not one string
+        for i, content in enumerate(contents):
+            ck.check_content(content, f"contents[{i}]")
+        ck.check_kind(kind)
+        ck.check_confidence(confidence)
+        n = len(contents)
+        if embeddings is not None and np.shape(embeddings)[:1] != (n,):
+            raise ConfigError(
+                f"embeddings must have one row per content ({n}), got shape {np.shape(embeddings)}"
+            )
+        if timestamps is not None and len(timestamps) != n:
+            raise ConfigError(
+                f"timestamps must have one entry per content ({n}), got {len(timestamps)}"
+            )
         now = float(self.clock())
         if embeddings is not None:
             embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))

@@ -128,28 +128,3 @@ def test_a_scratch_store_is_empty_and_gone_after_close(pg_server_dsn):
         open_scratch_store("mysql://x/y", embedder=None)
     with open_scratch_store(None, embedder=None) as s:  # in memory
         assert isinstance(s, SQLiteStore)
-
-
-def test_bulk_load_bypasses_fold_in_and_checks_its_arguments_first(pg_dsn):
-    """`bulk_load` (benchmarks and fixtures): near-duplicates stay separate rows, where
-    `remember` folds them; a bad argument writes nothing."""
-    clock = Clock()
-    with PostgresStore.open(pg_dsn, embedder=TableEmbedder(dim=DIM), clock=clock) as s:
-        texts = ["Deploy with make deploy.", "Deploy with make deploy!"]
-        s.bulk_load("b", texts, np.eye(2, DIM), timestamps=[1.0, 2.0])
-        assert sorted(m.content for m in s.live("b")) == sorted(texts)
-        assert sorted(m.created_at for m in s.live("b")) == [1.0, 2.0]
-        s.remember("r", texts[0])
-        assert s.remember("r", texts[1]).folded  # remember folds them
-        for bad, match in (
-            ({"contents": "one string"}, "contents"),
-            ({"contents": ["ok", 5]}, r"contents\[1\]"),
-            ({"embeddings": np.eye(3, DIM)}, "one row per content"),
-            ({"timestamps": [1.0]}, "one entry per content"),
-            ({"kind": "nope"}, "kind"),
-        ):
-            args = {"contents": ["x", "y"], **bad}
-            contents = args.pop("contents")
-            with pytest.raises(ConfigError, match=match):
-                s.bulk_load("c", contents, **args)
-        assert s.live("c") == []

@@ -8,6 +8,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from test_store_helpers import Clock, TableEmbedder
 from memkit.errors import ConfigError
 from memkit.params import DAY, FoldParams
 from memkit.store import SQLiteStore
+from memkit.stores import open_store
 
 WORDS = ("deploy", "staging", "make", "ops", "box", "db", "postgres", "dark", "mode", "Đức")
 COLUMNS = (
@@ -194,3 +196,31 @@ def test_embedding_never_holds_the_store_lock(make_store, slow):
         emb.release.set()
         t.join(10)
     s.close()
+
+
+DIM = 4
+
+
+def test_bulk_load_bypasses_fold_in_and_checks_its_arguments_first(store_url):
+    """`bulk_load` (benchmarks and fixtures), on both backends: near-duplicates
+    stay separate rows, where `remember` folds them; a bad argument writes nothing."""
+    clock = Clock()
+    with open_store(store_url, embedder=TableEmbedder(dim=DIM), clock=clock) as s:
+        texts = ["Deploy with make deploy.", "Deploy with make deploy!"]
+        s.bulk_load("b", texts, np.eye(2, DIM), timestamps=[1.0, 2.0])
+        assert sorted(m.content for m in s.live("b")) == sorted(texts)
+        assert sorted(m.created_at for m in s.live("b")) == [1.0, 2.0]
+        s.remember("r", texts[0])
+        assert s.remember("r", texts[1]).folded  # remember folds them
+        for bad, match in (
+            ({"contents": "one string"}, "contents"),
+            ({"contents": ["ok", 5]}, r"contents\[1\]"),
+            ({"embeddings": np.eye(3, DIM)}, "one row per content"),
+            ({"timestamps": [1.0]}, "one entry per content"),
+            ({"kind": "nope"}, "kind"),
+        ):
+            args = {"contents": ["x", "y"], **bad}
+            contents = args.pop("contents")
+            with pytest.raises(ConfigError, match=match):
+                s.bulk_load("c", contents, **args)
+        assert s.live("c") == []
