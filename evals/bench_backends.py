@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from evals.bench_store import DIM, LIMIT, _pct, _texts, _unit
+from evals.bench_store import DIM, LIMIT, percentiles, synthetic_texts, unit_vectors
 
 SCOPE = "bench"
 
@@ -116,17 +116,17 @@ def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log
     from memkit.stores import open_store
 
     rng, nrng = random.Random(n), np.random.default_rng(n)
-    texts, vecs = _texts(rng, n), _unit(nrng, n)
-    new = _texts(random.Random(-n), 5 * writes)
+    texts, vecs = synthetic_texts(rng, n), unit_vectors(nrng, n)
+    new = synthetic_texts(random.Random(-n), 5 * writes)
     pick = rng.sample(range(n), 5 * writes)
     batch_texts = [f"{texts[i]} again" if k % 2 else new[k] for k, i in enumerate(pick)]
-    emb = _Table(texts + batch_texts, np.vstack([vecs, _unit(nrng, len(batch_texts))]))
+    emb = _Table(texts + batch_texts, np.vstack([vecs, unit_vectors(nrng, len(batch_texts))]))
     row: dict = {"backend": backend, "rows": n}
     store = open_store(url, embedder=emb)
     t = time.perf_counter()
     store.bulk_load(SCOPE, texts, vecs)
     row["load_s"] = time.perf_counter() - t
-    qs = vecs[nrng.integers(0, n, queries)] + 0.05 * _unit(nrng, queries)
+    qs = vecs[nrng.integers(0, n, queries)] + 0.05 * unit_vectors(nrng, queries)
     t = time.perf_counter()
     store.recall(SCOPE, "q", LIMIT, query_embedding=qs[0])  # loads the matrix
     row["index_load_s"] = time.perf_counter() - t
@@ -135,7 +135,7 @@ def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log
         t = time.perf_counter()
         exact.append([h.id for h in store.recall(SCOPE, "q", LIMIT, query_embedding=q)])
         times.append(time.perf_counter() - t)
-    row["exact_p50"], row["exact_p95"] = _pct(times)
+    row["exact_p50"], row["exact_p95"] = percentiles(times)
     log(f"  {backend} {n:,}: exact recall p50 {row['exact_p50']:.2f} ms")
     store.close()
     if backend == "postgres":
@@ -148,7 +148,7 @@ def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log
             got = [h.id for h in ann.recall(SCOPE, "q", LIMIT, query_embedding=q)]
             times.append(time.perf_counter() - t)
             hit.append(len(set(got) & set(want)) / max(len(want), 1))
-        row["hnsw_p50"], row["hnsw_p95"] = _pct(times)
+        row["hnsw_p50"], row["hnsw_p95"] = percentiles(times)
         row["hnsw_recall8"] = float(np.mean(hit))
         row["hnsw_fallbacks"] = ann.ann_counts["exact_fallback"]
         ann.close()

@@ -73,7 +73,7 @@ COMMON = (
 ).split()
 
 
-def _texts(rng: random.Random, n: int) -> list[str]:
+def synthetic_texts(rng: random.Random, n: int) -> list[str]:
     """Short synthetic memories: common words mixed with random names/identifiers."""
     letters = "abcdefghijklmnopqrstuvwxyz"
 
@@ -85,12 +85,12 @@ def _texts(rng: random.Random, n: int) -> list[str]:
     return [" ".join(word() for _ in range(rng.randint(6, 12))) for _ in range(n)]
 
 
-def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     x = rng.standard_normal((n, DIM)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _pct(xs: list[float]) -> tuple[float, float]:
+def percentiles(xs: list[float]) -> tuple[float, float]:
     a = np.asarray(xs) * 1e3
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
 
@@ -171,7 +171,7 @@ def _write_batch(
     nrng: np.random.Generator,
     texts: list[str],
     writes: int,
-    source: TextSource = _texts,
+    source: TextSource = synthetic_texts,
 ):
     restate = [texts[i] + " again" for i in nrng.integers(0, len(texts), writes // 2)]
     batch = restate + source(rng, writes - len(restate))
@@ -260,7 +260,7 @@ def _bare_rate(path: str, batch: list[str], vec: np.ndarray) -> float:
     return rate
 
 
-def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts) -> dict:
+def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthetic_texts) -> dict:
     import faiss
 
     from memkit.embed import WordLlamaEmbedder
@@ -271,7 +271,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
     path = str(tmp / f"bench-{n}.db")
     emb = WordLlamaEmbedder(DIM)
     store = SQLiteStore.open(path, embedder=emb)
-    texts, vecs = source(rng, n), _unit(nrng, n)
+    texts, vecs = source(rng, n), unit_vectors(nrng, n)
     t = time.perf_counter()
     store.bulk_load("bench", texts, vecs)
     log(f"  {n:>7} rows loaded in {time.perf_counter() - t:.1f}s")
@@ -372,14 +372,14 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
     store.close()
     os.remove(path)
 
-    r50, r95 = _pct(rec)
-    e50, e95 = _pct(rec_emb)
-    f50, f95 = _pct(fai)
-    s50, s95 = _pct(scan)
+    r50, r95 = percentiles(rec)
+    e50, e95 = percentiles(rec_emb)
+    f50, f95 = percentiles(fai)
+    s50, s95 = percentiles(scan)
     return {
         "n": n,
         "recall": (r50, r95),
-        "recall_1t": _pct(rec1),
+        "recall_1t": percentiles(rec1),
         "recall_embed": (e50, e95),
         "faiss": (f50, f95),
         "scan": (s50, s95),
@@ -393,10 +393,10 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = _texts
         "folded": folded,
         "writes": 3 * rounds * writes,
         "index_build_s": build,
-        "keyword": _pct(kw),
+        "keyword": percentiles(kw),
         "keyword_build_s": kw_build,
-        "numpy": _pct(npy),
-        "recall_vs_numpy": _pct(rec_np),
+        "numpy": percentiles(npy),
+        "recall_vs_numpy": percentiles(rec_np),
         "remember_many_per_s": overall(many),
     }
 
@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="memkit-bench-") as tmp:
         for n in sizes:
-            source = _texts if pool is None else pool_source(pool)
+            source = synthetic_texts if pool is None else pool_source(pool)
             rows.append(bench_size(n, args.queries, Path(tmp), log, source))
     print(render(rows))
     print(f"\n{_threads_note()}")
