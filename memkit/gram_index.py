@@ -114,6 +114,9 @@ class GramIndex:
         self._ranked = 0  # live rows when the order was set
         self._added = 0  # slots added since
         self._mine = np.zeros(0, dtype=np.uint8)  # scratch: 1 at the probe's gram ids
+        self._probe: tuple[frozenset[str], list[int]] | None = None
+        """The last search's grams and their ids in the order, while the index is
+        unchanged: a write searches, then puts the same grams."""
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -162,24 +165,30 @@ class GramIndex:
 
     def put(self, rowid: int, content: str, grams: frozenset[str] | None = None) -> None:
         """Index a live row (idempotent; a new wording replaces the old one)."""
-        ids = self._gram_ids(trigrams(content) if grams is None else grams)
+        probe, self._probe = self._probe, None
+        if grams is not None and probe is not None and probe[0] is grams:
+            by_rank = probe[1]  # searched just now, every gram known: ids and order at hand
+            ids = sorted(by_rank)
+        else:
+            ids, by_rank = self._gram_ids(trigrams(content) if grams is None else grams), None
         old = self._slot.get(rowid)
         if old is not None:
             s, n = self._start[old], self._len[old]
             if n == len(ids) and self._ids[s : s + n].tolist() == ids:
                 return
             self._kill(old)
-        self._add(rowid, ids)
+        self._add(rowid, ids, by_rank)
         self._maybe_compact()
 
     def drop(self, rowid: int) -> None:
         """Forget a row that is no longer live (idempotent)."""
+        self._probe = None
         slot = self._slot.pop(rowid, None)
         if slot is not None:
             self._kill(slot)
             self._maybe_compact()
 
-    def _add(self, rowid: int, ids: list[int]) -> None:
+    def _add(self, rowid: int, ids: list[int], by_rank: list[int] | None = None) -> None:
         slot = len(self._len)
         self._slot[rowid] = slot
         self._rowid.append(rowid)
@@ -187,7 +196,9 @@ class GramIndex:
         self._len.append(len(ids))
         self._ids.extend(ids)
         post = self._post
-        prefix = sorted(ids, key=self._rank.__getitem__)[: self._prefix_len(len(ids))]
+        if by_rank is None:
+            by_rank = sorted(ids, key=self._rank.__getitem__)
+        prefix = by_rank[: self._prefix_len(len(ids))]
         for i in prefix:
             post[i].append(slot)
         self._live += len(prefix)
@@ -232,6 +243,7 @@ class GramIndex:
 
     def _load(self, rowids: list[int], id_lists: Sequence[Sequence[int]]) -> None:
         """Replace the slots, order and postings with these rows (ids sorted per row)."""
+        self._probe = None
         nvocab = len(self._vocab)
         lens = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
         flat = (
@@ -285,6 +297,7 @@ class GramIndex:
         post = self._post
         known = [i for i in map(self._vocab.get, grams) if i is not None]
         known.sort(key=self._rank.__getitem__)
+        self._probe = (grams, known) if len(known) == n else None
         # grams no row holds come first in the order and fill the prefix for nothing
         take = min(n, n - need + self.hits) - (n - len(known))
         if take <= 0:

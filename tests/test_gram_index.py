@@ -27,6 +27,9 @@ op = st.one_of(
     st.tuples(st.just("put"), st.integers(1, 25), st.lists(st.sampled_from(VOCAB), max_size=8)),
     st.tuples(st.just("drop"), st.integers(1, 25), st.just([])),
     st.tuples(st.just("compact"), st.just(0), st.just([])),
+    # a write: search with the grams, then put the same grams object (the store's
+    # pattern, which reuses the search's gram ids and order)
+    st.tuples(st.just("fold"), st.integers(1, 25), st.lists(st.sampled_from(VOCAB), max_size=8)),
 )
 
 
@@ -56,6 +59,13 @@ def test_similar_equals_brute_force_through_rewords_drops_and_compaction(
         elif kind == "drop":
             gi.drop(rowid)
             live.pop(rowid, None)
+        elif kind == "fold":
+            text = " ".join(words)
+            grams = trigrams(text)
+            got = gi.similar(grams, t)
+            assert got.keys() == brute(live, text, t).keys()
+            gi.put(rowid, text, grams)
+            live[rowid] = text
         else:
             gi.compact()
     assert len(gi) == len(live)
@@ -65,6 +75,32 @@ def test_similar_equals_brute_force_through_rewords_drops_and_compaction(
         assert got.keys() == want.keys()
         for r in got:
             assert got[r] == pytest.approx(want[r], abs=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    writes=st.lists(
+        st.tuples(st.integers(1, 12), st.lists(st.sampled_from(VOCAB), min_size=1, max_size=8)),
+        min_size=1,
+        max_size=40,
+    ),
+    t=st.sampled_from([0.3, 0.5, 0.65, 0.8]),
+    hits=st.sampled_from([1, 2]),
+)
+def test_writes_that_search_then_put_post_the_prefix_of_the_order(writes, t, hits):
+    """A write's put reuses its search's gram ids and order; the prefix it posts
+    must still be the row's first grams in the order (shallow depths, a floor
+    at the threshold: the rows post only part of their grams)."""
+    seed = {100 + i: " ".join(VOCAB[i : i + 3]) for i in range(0, len(VOCAB), 2)}
+    gi, live = GramIndex.build(seed.items(), t, hits), dict(seed)
+    for rowid, words in writes:
+        text = " ".join(words)
+        grams = trigrams(text)
+        assert gi.similar(grams, t).keys() == brute(live, text, t).keys()
+        gi.put(rowid, text, grams)
+        live[rowid] = text
+    for words in VOCAB:
+        assert gi.similar(trigrams(words), t).keys() == brute(live, words, t).keys()
 
 
 def test_floor_and_depth_are_checked_and_thresholds_below_the_floor_refused():
