@@ -34,6 +34,9 @@ def fake_row(n: int) -> dict:
         "numpy": (0.8, 0.9),
         "recall_vs_numpy": (1.0, 1.1),
         "remember_many_per_s": 15000.0,
+        "decide_per_s": 4000.0,
+        "embed_batch_per_s": 20000.0,
+        "many_ceiling_per_s": 1 / (1 / 4000 + 1 / 20000),
     }
 
 
@@ -44,7 +47,7 @@ def test_table_rows_have_as_many_cells_as_the_header():
         assert len({line.count("|") for line in table.splitlines()}) == 1
     recall, writes, keyword = (t.splitlines() for t in tables)
     assert keyword[-1] == (
-        "| 100,000 | 2.00 / 3.00 | 2.00x | 0.80 | 1.25x | 15,000 | 10.0x | 1.50 |"
+        "| 100,000 | 2.00 / 3.00 | 2.00x | 0.80 | 1.25x | 15,000 | 10.0x | 3,333 | 2.2x | 1.50 |"
     )
     assert "| 100,000 |" in recall[-1] and "2.40x" in recall[-1]
     assert writes[-1] == (
@@ -52,6 +55,7 @@ def test_table_rows_have_as_many_cells_as_the_header():
         "| 2.5 | 1,000x | 3,000/6,000 | 0.50 |"
     )
     assert "ceiling: embed + bare write" in writes[0] and "ceiling: bare SQLite" in writes[0]
+    assert "ceiling: fold-in decisions + batch embed" in keyword[0]
 
 
 def test_a_ceiling_adds_the_times_of_the_steps_it_cannot_skip():
@@ -90,6 +94,8 @@ def test_tiny_run_folds_half_the_writes(tmp_path):
     assert row["remember_store_per_s"] > 0 and row["index_build_s"] >= 0
     assert row["bare_sqlite_per_s"] > 0 and row["fold_scan_per_s"] > 0
     assert 0 < row["ceiling_per_s"] < min(row["embed_per_s"], row["bare_sqlite_per_s"])
+    lo = min(row["decide_per_s"], row["embed_batch_per_s"])
+    assert 0 < row["many_ceiling_per_s"] < lo
 
 
 def _scan_store(tmp_path, clock):
