@@ -455,14 +455,16 @@ class SQLStore:
                 q = normalize_rows(self.embedder.embed([query]))[0]
             except Exception:
                 why = "embed_error"  # fall through to the keyword path (SPEC §4.1)
-        with self._lock:
-            if q is not None:
+        if q is not None:
+            with self._lock:
                 hits = self._recall_vector(scope_id, q, limit, params)
-                if hits:
-                    return hits
-                why = "below_floor"
-            hits = self._recall_keyword(scope_id, query, limit, params)
-            return [dataclasses.replace(h, fallback=why) for h in hits]
+            if hits:
+                return hits
+            why = "below_floor"
+        kws = keywords(query)  # outside the lock, like the embedding: a huge query stalls no one
+        with self._lock:
+            hits = self._recall_keyword(scope_id, kws, limit, params)
+        return [dataclasses.replace(h, fallback=why) for h in hits]
 
     def _recall_vector(self, scope_id, q, limit, params) -> list[Recalled]:
         sv = self._ix.vectors_of(scope_id)
@@ -507,9 +509,8 @@ class SQLStore:
             )
         return out
 
-    def _recall_keyword(self, scope_id, query, limit, params) -> list[Recalled]:
+    def _recall_keyword(self, scope_id, kws, limit, params) -> list[Recalled]:
         lim = rank.keyword_limit(limit, params)
-        kws = keywords(query or "")
         if not kws:
             rows = sql.rows(
                 self._conn,

@@ -198,6 +198,44 @@ def test_embedding_never_holds_the_store_lock(make_store, slow):
     s.close()
 
 
+def test_keyword_tokenizing_never_holds_the_store_lock(make_store, monkeypatch):
+    """A huge query's keywords are taken outside the lock (a 10 MB query takes
+    ~1 s): another thread's write and recall go on meanwhile."""
+    import threading
+
+    import memkit.store as store_module
+    from memkit.text import keywords
+
+    entered, release = threading.Event(), threading.Event()
+
+    def gated(query):
+        if query.startswith("slow"):
+            entered.set()
+            assert release.wait(10), "never released"
+        return keywords(query)
+
+    monkeypatch.setattr(store_module, "keywords", gated)
+    s = make_store(embedder=None, clock=Clock())
+    s.remember("s", "a fact about deploys")
+    got = []
+    t = threading.Thread(target=lambda: got.append(s.recall("s", "slow deploys")))
+    t.start()
+    try:
+        assert entered.wait(10)
+        done = []
+        other = threading.Thread(
+            target=lambda: done.append((s.remember("s", "another fact"), s.recall("s", "fact")))
+        )
+        other.start()
+        other.join(10)
+        assert done and not release.is_set(), "the other thread waited for the tokenizer"
+    finally:
+        release.set()
+        t.join(10)
+    assert [h.memory.content for h in got[0]] == ["a fact about deploys"]
+    s.close()
+
+
 DIM = 4
 
 
