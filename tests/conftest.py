@@ -212,3 +212,12 @@ def _drop_schema(base: str, schema: str) -> None:
 
     with psycopg.connect(base, autocommit=True) as c:
         c.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def process_gone(pid: int) -> bool:
+    """True once `pid` has exited: no /proc entry, or a zombie (it runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")

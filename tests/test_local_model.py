@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import process_gone
 
 from memkit import SQLiteStore
 from memkit import local_server as ls
@@ -40,15 +41,6 @@ SCOPES = {"lab-notes": 2, "homefin": 2}
 """Scope -> passes run in it (4 in all: a handful, ~1-2 min of CPU)."""
 PARAMS = ConsolidationParams(output_tokens=384, timeout_s=600.0)
 """The SPEC's 60,000-byte limit: the model's context (below) lowers it."""
-
-
-def _gone(pid: int) -> bool:
-    """True once `pid` has exited: no /proc entry, or a zombie (it runs nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 def _runs(scope: str) -> list[dict]:
@@ -77,7 +69,7 @@ def test_passes_through_the_real_model():
                 done = [run_pass_sync(store, scope, c, PARAMS) for _ in range(n // 2)]
                 results += done
                 forms += [form] * len(done)
-    assert _gone(pid), "the server outlived its block"
+    assert process_gone(pid), "the server outlived its block"
 
     assert len(results) == sum(SCOPES.values())
     for res, form in zip(results, forms, strict=True):

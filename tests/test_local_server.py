@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import process_gone
 
 from memkit import local_server as ls
 from memkit.cli import main
@@ -69,15 +70,6 @@ def fake(monkeypatch, tmp_path):
     return Fake
 
 
-def _gone(pid: int) -> bool:
-    """True once `pid` has exited: no /proc entry, or a zombie (it runs nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
 def test_start_status_stop_leaves_nothing(fake):
     st, _ = ls.start(0, state_file=fake.state, timeout_s=30)  # port 0: a free one
     assert 0 < st.port <= 65535
@@ -87,7 +79,7 @@ def test_start_status_stop_leaves_nothing(fake):
     with pytest.raises(LocalServerError, match="already running"):
         ls.start(0, state_file=fake.state, timeout_s=30)
     assert ls.stop(fake.state) == st
-    assert _gone(st.pid)
+    assert process_gone(st.pid)
     assert not fake.state.exists() and not Path(st.log).exists()
     assert ls.stop(fake.state) is None and ls.status(fake.state) is None
 
@@ -158,9 +150,9 @@ def test_stop_never_signals_a_reused_pid(fake):
 def test_running_stops_the_server_even_when_the_block_fails(fake):
     with pytest.raises(RuntimeError, match="inside"), ls.running(0) as st:
         pid = st.pid
-        assert not _gone(pid)
+        assert not process_gone(pid)
         raise RuntimeError("inside")
-    assert _gone(pid)
+    assert process_gone(pid)
 
 
 CHILD = r"""
@@ -190,14 +182,14 @@ def test_sigterm_to_the_running_process_stops_its_server(tmp_path):
     pid = None
     try:
         pid = int(child.stdout.readline())
-        assert not _gone(pid)
+        assert not process_gone(pid)
         child.send_signal(signal.SIGTERM)
         assert child.wait(timeout=60) == 128 + signal.SIGTERM
-        assert _gone(pid)
+        assert process_gone(pid)
     finally:
         child.kill()
         child.wait()
-        if pid is not None and not _gone(pid):  # the failure this test is about: clean up
+        if pid is not None and not process_gone(pid):  # the failure this test is about: clean up
             os.killpg(pid, signal.SIGKILL)
 
 
@@ -230,7 +222,7 @@ def test_cli_start_status_stop(fake, capsys):
     assert f"running: pid {pid}" in capsys.readouterr().out
     assert main(["local-server", "stop", "--state-file", state]) == 0
     assert f"stopped pid {pid}" in capsys.readouterr().out
-    assert _gone(pid)
+    assert process_gone(pid)
     assert main(["local-server", "status", "--state-file", state]) == 0
     assert "not running" in capsys.readouterr().out
 
