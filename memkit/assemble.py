@@ -14,15 +14,13 @@ run's task and never lets a store failure fail the run.
 from __future__ import annotations
 
 import logging
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from memkit.errors import ConfigError
 from memkit.params import AssemblyParams, RecallParams
-from memkit.text import TRUNCATED_MARKER, truncate_bytes
+from memkit.text import TRUNCATED_MARKER, fold_accents, truncate_bytes
 from memkit.types import Memory, Recalled
 
 log = logging.getLogger(__name__)
@@ -51,38 +49,6 @@ _TOKEN_TABLE = bytes(_TOKEN_BYTES)
 del _TOKEN_BYTES, _b
 
 
-class _DropMarks(dict):
-    """str.translate table deleting combining marks (category Mn), filled lazily."""
-
-    def __missing__(self, cp: int) -> int | None:
-        out = None if unicodedata.category(chr(cp)) == "Mn" else cp
-        self[cp] = out
-        return out
-
-
-_DROP_MARKS = _DropMarks()
-
-
-_COMBINING_DIACRITICS = re.compile("[\u0300-\u036f]+")
-"""U+0300-U+036F, all category Mn: the marks of Latin-script accents."""
-
-
-def _fold(text: str) -> str:
-    """`memkit.text.fold_accents(text).lower()`, two to three times faster.
-
-    The common case (Latin accents, Vietnamese) is settled by one regex pass
-    over the combining-diacritics block: when only ASCII and đ/Đ remain, no
-    other mark can be left and NFC is the identity. Anything else takes the
-    general path, which drops every Mn character and recomposes.
-    """
-    t = _COMBINING_DIACRITICS.sub("", unicodedata.normalize("NFD", text))
-    u = t.replace("đ", "d").replace("Đ", "D")
-    if u.isascii():
-        return u.lower()
-    t = unicodedata.normalize("NFC", t.translate(_DROP_MARKS))
-    return t.replace("đ", "d").replace("Đ", "D").lower()
-
-
 def dedup_words(text: str) -> frozenset[bytes]:
     """The SPEC §5.2 word set of `text`, with tokens as UTF-8 bytes.
 
@@ -90,7 +56,7 @@ def dedup_words(text: str) -> frozenset[bytes]:
     this); ASCII text skips the Unicode folding, which is the identity there.
     """
     if not text.isascii():
-        text = _fold(text)
+        text = fold_accents(text).lower()
     return frozenset(text.encode("utf-8").translate(_TOKEN_TABLE).split())
 
 

@@ -86,11 +86,43 @@ def truncate_middle(s: str, n: int) -> str:
 # --- dedup word sets (SPEC §5.2) -------------------------------------------
 
 
+class _DropMarks(dict):
+    """str.translate table deleting combining marks (category Mn), filled lazily."""
+
+    def __missing__(self, cp: int) -> int | None:
+        out = None if unicodedata.category(chr(cp)) == "Mn" else cp
+        self[cp] = out
+        return out
+
+
+_DROP_MARKS = _DropMarks()
+
+_COMBINING_DIACRITICS = re.compile("[\u0300-\u036f]+")
+"""U+0300-U+036F, all category Mn: the marks of Latin-script accents."""
+
+
 def fold_accents(s: str) -> str:
-    """NFD, drop combining marks (Mn), NFC, and map đ/Đ to d/D."""
-    decomposed = unicodedata.normalize("NFD", s)
-    stripped = "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
-    return unicodedata.normalize("NFC", stripped).replace("đ", "d").replace("Đ", "D")
+    """NFD, drop combining marks (Mn), NFC, and map đ/Đ to d/D.
+
+    ASCII text is returned as is (every step is the identity there). The
+    common accented case (Latin, Vietnamese) is settled by one regex pass over
+    the combining-diacritics block: when only ASCII remains once those and
+    đ/Đ are gone, no other mark can be left and NFC is the identity. Anything
+    else drops every Mn character through a lazily filled translate table and
+    recomposes. A property test pins all three paths to the per-character
+    definition."""
+    if s.isascii():
+        return s
+    t = _COMBINING_DIACRITICS.sub("", unicodedata.normalize("NFD", s))
+    u = t.replace("đ", "d").replace("Đ", "D")
+    if u.isascii():
+        return u
+    t = unicodedata.normalize("NFC", t.translate(_DROP_MARKS))
+    return t.replace("đ", "d").replace("Đ", "D")
+
+
+_DEDUP_TOKEN = re.compile("[a-z0-9\u0080-\U0010ffff]+")
+"""A run of ASCII a-z, 0-9 or non-ASCII characters (SPEC §5.2 tokens)."""
 
 
 def word_set(s: str) -> frozenset[str]:
@@ -99,18 +131,7 @@ def word_set(s: str) -> frozenset[str]:
     Token characters are ASCII a-z, 0-9 and any non-ASCII character; every
     other character separates tokens.
     """
-    folded = fold_accents(s).lower()
-    words: set[str] = set()
-    cur: list[str] = []
-    for c in folded:
-        if ("a" <= c <= "z") or ("0" <= c <= "9") or ord(c) > 127:
-            cur.append(c)
-        elif cur:
-            words.add("".join(cur))
-            cur = []
-    if cur:
-        words.add("".join(cur))
-    return frozenset(words)
+    return frozenset(_DEDUP_TOKEN.findall(fold_accents(s).lower()))
 
 
 def containment(a: frozenset[str], b: frozenset[str]) -> float:

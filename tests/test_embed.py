@@ -131,3 +131,17 @@ def test_litellm_embedder_sends_only_the_prefix(monkeypatch):
     )
     LiteLLMEmbedder("openai/emb").embed(["x" * 10_000_000, "short"])
     assert [len(t) for t in sent] == [EMBED_MAX_BYTES, 5]
+
+
+def test_wordllama_batches_by_length_and_gives_each_text_its_own_vector():
+    """A batch above WordLlama's chunk of 64 is embedded in length order (less
+    padding); every text still gets exactly the vector it gets alone."""
+    import random
+
+    rng = random.Random(3)
+    words = "deploy staging cluster budget ünïcode 日本語 the a of".split()
+    texts = [" ".join(rng.choices(words, k=rng.choice([1, 3, 40, 200]))) for _ in range(150)]
+    emb = WordLlamaEmbedder()
+    batch = emb.embed(texts)
+    alone = np.vstack([emb.embed([t]) for t in texts])
+    assert batch.shape == (150, 256) and np.array_equal(batch, alone)

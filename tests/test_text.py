@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +13,7 @@ from memkit.text import (
     TRUNCATED_MARKER,
     byte_len,
     containment,
+    fold_accents,
     keyword_tokens,
     keywords,
     trigram_similarity,
@@ -208,6 +211,55 @@ def test_keywords_of_a_numeral_above_the_bmp_split_the_word():
 
 
 # --- dedup word sets -------------------------------------------------------------------------
+
+
+def _fold_by_char(s: str) -> str:
+    """SPEC §5.2's fold, literally: NFD, drop every Mn character, NFC, đ/Đ -> d/D."""
+    import unicodedata
+
+    d = unicodedata.normalize("NFD", s)
+    kept = "".join(c for c in d if unicodedata.category(c) != "Mn")
+    return unicodedata.normalize("NFC", kept).replace("đ", "d").replace("Đ", "D")
+
+
+def _word_set_by_char(s: str) -> frozenset[str]:
+    """SPEC §5.2's word set, literally: tokens of a-z, 0-9 and non-ASCII characters."""
+    words, cur = set(), []
+    for c in _fold_by_char(s).lower():
+        if ("a" <= c <= "z") or ("0" <= c <= "9") or ord(c) > 127:
+            cur.append(c)
+        elif cur:
+            words.add("".join(cur))
+            cur = []
+    if cur:
+        words.add("".join(cur))
+    return frozenset(words)
+
+
+_ACCENTY = "aAdDđĐeEoOuUyYiIİKǅﬁ \u0300\u0301\u0303\u0309\u0323\u0302\u0306\u031b\u0903\u20dd-,.ß"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.text(st.characters(exclude_categories=("Cs",)), max_size=60),
+        st.text(alphabet=_ACCENTY, max_size=40),
+        st.text(alphabet=st.characters(max_codepoint=127), max_size=40),
+    )
+)
+def test_fold_and_word_set_equal_the_per_character_definition(s):
+    """The ASCII shortcut, the combining-diacritics pass and the general path
+    (spacing Mc and enclosing Me marks kept, đ mapped) all give SPEC §5.2."""
+    assert fold_accents(s) == _fold_by_char(s)
+    assert word_set(s) == _word_set_by_char(s)
+
+
+def test_fold_and_word_set_on_every_code_point():
+    every = "".join(map(chr, range(sys.maxunicode + 1))).encode("utf-8", "replace").decode()
+    for i in range(0, len(every), 50_000):
+        chunk = every[i : i + 50_000]
+        assert fold_accents(chunk) == _fold_by_char(chunk)
+        assert word_set(chunk) == _word_set_by_char(chunk)
 
 
 def test_word_set_folds_accents_and_d_stroke():
