@@ -83,15 +83,15 @@ class KeywordIndex:
         """Positions of the rows holding each word (dead ones included)."""
         self._word_post: dict[str, array] = {}
         """2- or 3-character gram -> ids of the words holding it."""
-        self._queue: list[tuple[int, str, float] | int] = []
-        """Writes not applied yet, in order: (rowid, haystack, ts) or a dropped rowid."""
+        self._queue: list[tuple[int, str | None, float]] = []
+        """Writes not applied yet, in order: (rowid, haystack, ts); haystack None drops."""
 
     def __len__(self) -> int:
         self._apply()
         return len(self._pos)
 
     @property
-    def backlog(self) -> int:
+    def backlog(self) -> tuple[int, int]:
         """Writes queued since the last query, and the live rows before them."""
         return len(self._queue), len(self._pos)
 
@@ -111,18 +111,17 @@ class KeywordIndex:
 
     def drop(self, rowid: int) -> None:
         """Row `rowid` is no longer live (idempotent)."""
-        self._queue.append(rowid)
+        self._queue.append((rowid, None, 0.0))
 
     def _apply(self) -> None:
         queue, self._queue = self._queue, []
-        for op in queue:
-            if isinstance(op, int):
-                p = self._pos.pop(op, None)
+        for rowid, hay, ts in queue:
+            if hay is None:
+                p = self._pos.pop(rowid, None)
                 if p is not None:
                     self._kill(p)
                     self._maybe_compact()
                 continue
-            rowid, hay, ts = op
             old = self._pos.get(rowid)
             if old is not None:
                 if self._hay[old] == hay:
