@@ -51,7 +51,7 @@ def test_table_rows_have_as_many_cells_as_the_header():
     )
     assert "| 100,000 |" in recall[-1] and "2.40x" in recall[-1]
     assert writes[-1] == (
-        "| 100,000 | 1,500 | 3,333 | 0.45 | 2,500 (2,400-2,600) | 10,000 | 0.25 "
+        "| 100,000 | 1,500 | 3,333 | 0.45 | 2,500 (2,400-2,600) | 10,000 | 0.25 | 267 "
         "| 2.5 | 1,000x | 3,000/6,000 | 0.50 |"
     )
     assert "ceiling: embed + bare write" in writes[0] and "ceiling: bare SQLite" in writes[0]
