@@ -152,12 +152,11 @@ def test_vietnamese_stopwords_removed():
     assert keywords("và của là có không") == []
 
 
-def _tokens_by_char(s):
-    """The keyword splitter as first written (a loop per character): the reference
-    the linear-time `keyword_tokens` must reproduce token for token."""
+def _runs(s, keep):
+    """The maximal runs of characters `keep` accepts, in order (a loop per character)."""
     out, cur = [], []
     for c in s:
-        if c.isalpha() or c.isdecimal():
+        if keep(c):
             cur.append(c)
         elif cur:
             out.append("".join(cur))
@@ -165,6 +164,12 @@ def _tokens_by_char(s):
     if cur:
         out.append("".join(cur))
     return out
+
+
+def _tokens_by_char(s):
+    """The keyword splitter as first written: the reference the linear-time
+    `keyword_tokens` must reproduce token for token."""
+    return _runs(s, lambda c: c.isalpha() or c.isdecimal())
 
 
 def _keywords_by_char(query, stopwords=STOPWORDS):
@@ -224,16 +229,9 @@ def _fold_by_char(s: str) -> str:
 
 def _word_set_by_char(s: str) -> frozenset[str]:
     """SPEC §5.2's word set, literally: tokens of a-z, 0-9 and non-ASCII characters."""
-    words, cur = set(), []
-    for c in _fold_by_char(s).lower():
-        if ("a" <= c <= "z") or ("0" <= c <= "9") or ord(c) > 127:
-            cur.append(c)
-        elif cur:
-            words.add("".join(cur))
-            cur = []
-    if cur:
-        words.add("".join(cur))
-    return frozenset(words)
+    return frozenset(
+        _runs(_fold_by_char(s).lower(), lambda c: "a" <= c <= "z" or "0" <= c <= "9" or c > "\x7f")
+    )
 
 
 _ACCENTY = "aAdDđĐeEoOuUyYiIİKǅﬁ \u0300\u0301\u0303\u0309\u0323\u0302\u0306\u031b\u0903\u20dd-,.ß"
@@ -249,9 +247,13 @@ _ACCENTY = "aAdDđĐeEoOuUyYiIİKǅﬁ \u0300\u0301\u0303\u0309\u0323\u0302\u030
 )
 def test_fold_and_word_set_equal_the_per_character_definition(s):
     """The ASCII shortcut, the combining-diacritics pass and the general path
-    (spacing Mc and enclosing Me marks kept, đ mapped) all give SPEC §5.2."""
+    (spacing Mc and enclosing Me marks kept, đ mapped) all give SPEC §5.2, and so
+    does the assembler's byte-level tokenizer."""
+    from memkit.assemble import dedup_words
+
     assert fold_accents(s) == _fold_by_char(s)
     assert word_set(s) == _word_set_by_char(s)
+    assert {w.decode("utf-8") for w in dedup_words(s)} == word_set(s)
 
 
 def test_fold_and_word_set_on_every_code_point():
