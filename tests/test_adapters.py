@@ -23,6 +23,16 @@ from evals.adapters.locomo import CATEGORIES
 from evals.datasets import check_dataset, parse_timestamp
 from memkit.errors import ConfigError, DatasetError
 
+TAU_CALL = {"id": "c1", "type": "function", "function": {"name": "get_user", "arguments": "{}"}}
+TAU_TRAJECTORY = [
+    {"role": "system", "content": "policy"},
+    {"role": "user", "content": "Hi, I am mia_li."},
+    {"role": "assistant", "content": None, "tool_calls": [TAU_CALL]},
+    {"role": "tool", "tool_call_id": "c1", "name": "get_user", "content": '{"name": "Mia"}'},
+    {"role": "assistant", "content": "Hello Mia."},
+]
+"""A small τ-bench trajectory with one tool call (the agent adapters' fixture)."""
+
 # --- LoCoMo -----------------------------------------------------------------------
 
 

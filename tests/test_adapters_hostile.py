@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from test_adapters import TAU_TRAJECTORY as _TRAJ
 from test_adapters import _locomo_conv, _msc_episode
 
 from evals.adapters import load_locomo, load_msc, load_paws, load_stsb
@@ -104,15 +105,6 @@ def test_an_adapter_limit_is_checked_before_work(tmp_path, limit):
 
 WRONG = (5, None, "x", [], {}, True, 2.5, [5], ["x"], [{}])
 """What a mistyped source may carry where anything else belongs."""
-
-_CALL = {"id": "c1", "type": "function", "function": {"name": "get_user", "arguments": "{}"}}
-_TRAJ = [
-    {"role": "system", "content": "policy"},
-    {"role": "user", "content": "Hi, I am mia_li."},
-    {"role": "assistant", "content": None, "tool_calls": [_CALL]},
-    {"role": "tool", "tool_call_id": "c1", "name": "get_user", "content": '{"name": "Mia"}'},
-    {"role": "assistant", "content": "Hello Mia."},
-]
 
 
 def _valid_records() -> dict[str, tuple[str, object, dict]]:

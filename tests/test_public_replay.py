@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+from test_adapters import TAU_CALL, TAU_TRAJECTORY
 
 from evals.adapters import load_msc
 from evals.runfolder import read_jsonl
@@ -193,14 +194,7 @@ def test_agent_transcripts_map_tool_calls(tmp_path):
     from evals.adapters import load_swe_agent, load_tau_bench
     from evals.datasets import check_dataset
 
-    call = {"id": "c1", "type": "function", "function": {"name": "get_user", "arguments": "{}"}}
-    traj = [
-        {"role": "system", "content": "policy"},
-        {"role": "user", "content": "Hi, I am mia_li."},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "c1", "name": "get_user", "content": '{"name": "Mia"}'},
-        {"role": "assistant", "content": "Hello Mia."},
-    ]
+    call, traj = TAU_CALL, TAU_TRAJECTORY
     recs = [
         {
             "task_id": 1,

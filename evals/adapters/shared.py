@@ -205,11 +205,6 @@ def each(value: Any, types: type | tuple[type, ...], at: At) -> list[Any]:
     return value
 
 
-def require(rec: Any, key: str, types: type | tuple[type, ...], file: Path, n: int) -> Any:
-    """rec[key] of the expected type, else a DatasetError naming file, record and field."""
-    return field(rec, key, types, At(file, n))
-
-
 @contextlib.contextmanager
 def record_guard(file: Path, n: int | None) -> Iterator[None]:
     """Run one record's conversion: a field of the wrong shape deep inside it (a list
