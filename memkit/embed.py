@@ -92,6 +92,18 @@ def _load_wordllama(config: str, dim: int) -> Any:
         return model
 
 
+def _wordllama_one(model: Any, text: str) -> np.ndarray:
+    """One text as WordLlama's `embed` computes it, without its batch machinery
+    (padding, attention masks, a thread pool for one text): every `remember`
+    embeds one text, and this halves that (65 -> 37 us a short text). The same
+    float32 operations in the same order: bit-identical (tested)."""
+    table = model.embedding
+    ids = np.asarray(model.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int32)
+    np.clip(ids, 0, table.shape[0] - 1, out=ids)
+    total = table[ids].sum(axis=0, dtype=np.float32)
+    return normalize_rows((total / np.float32(max(ids.size, 1)))[None, :])
+
+
 class WordLlamaEmbedder:
     """The default: WordLlama's 256-d weights ship inside the wheel (offline, fast)."""
 
@@ -105,6 +117,8 @@ class WordLlamaEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = _load_wordllama(self.config, self.dim)
+        if len(texts) == 1:
+            return _wordllama_one(model, texts[0])
         if len(texts) <= _WL_CHUNK:
             return normalize_rows(model.embed(texts))
         # WordLlama pads each chunk of 64 to its longest text; chunks of similar

@@ -145,3 +145,31 @@ def test_wordllama_batches_by_length_and_gives_each_text_its_own_vector():
     batch = emb.embed(texts)
     alone = np.vstack([emb.embed([t]) for t in texts])
     assert batch.shape == (150, 256) and np.array_equal(batch, alone)
+
+
+def test_wordllama_one_text_is_bit_identical_to_wordllamas_own_embed():
+    """`embed([text])` skips WordLlama's batch machinery; each vector must equal
+    what WordLlama's own `embed` gives that text (then L2-normalised)."""
+    import random
+    from pathlib import Path
+
+    import wordllama
+
+    from memkit.embed import EMBED_MAX_BYTES, normalize_rows
+
+    rng = random.Random(5)
+    words = "deploy staging cluster budget ünïcode 日本語 the a of 🙂 x1 --flag".split()
+    texts = ["", " ", "a", "\u0000", "🙂" * 3, "x" * EMBED_MAX_BYTES]
+    texts += [" ".join(rng.choices(words, k=rng.choice([1, 2, 7, 60, 400]))) for _ in range(80)]
+    emb = WordLlamaEmbedder()
+    model = wordllama.WordLlama.load(
+        config=emb.config,
+        dim=emb.dim,
+        cache_dir=Path(wordllama.__file__).parent,
+        disable_download=True,
+    )
+    for t in texts:
+        want = normalize_rows(model.embed([t]))
+        got = emb.embed([t])
+        assert got.shape == (1, 256) and got.dtype == np.float32
+        assert np.array_equal(got, want), t[:40]
