@@ -6,10 +6,13 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_store_helpers import T0, Clock, TableEmbedder, _raw_connection
 
 import memkit.store_index as store_index
 from memkit.gram_index import GramIndex
+from memkit.params import RecallParams
 from memkit.schema import MIGRATIONS, SCHEMA_VERSION
 from memkit.store import SQLiteStore
 from memkit.stores import open_store
@@ -90,13 +93,13 @@ def test_many_foreign_changes_reload_the_indexes_instead(pair, monkeypatch):
 
 @pytest.mark.parametrize("extra", [0, 1])
 def test_a_keyword_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch, extra):
-    """A keyword index queues writes until its next query. At KEYWORD_BACKLOG
+    """A keyword index queues writes until its next query. At BACKLOG
     queued writes (more than its rows) it is kept; one more and it is dropped,
     to load again on the next keyword query. Either way that query answers
     every write."""
     from memkit.keyword_index import KeywordIndex
 
-    monkeypatch.setattr(store_index, "KEYWORD_BACKLOG", 4)
+    monkeypatch.setattr(store_index, "BACKLOG", 4)
     a, _ = pair
     a.embedder = None  # recall takes the keyword path
     a.remember("s", "warm-up fact about invoices")
@@ -112,6 +115,68 @@ def test_a_keyword_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch
     hits = a.recall("s", "ledgers", limit=10)
     assert len(hits) == 4 + extra and {h.path for h in hits} == {"keyword"}
     assert len(builds) == extra  # kept and caught up, or dropped and loaded again
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_vector_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch, extra):
+    """A scope's vectors queue writes until the next vector recall. At BACKLOG
+    queued writes (more than its rows) they are kept; one more and they are
+    dropped, to load again on the next recall. Either way that recall ranks
+    every write."""
+    from memkit.store_index import ScopeVectors
+
+    monkeypatch.setattr(store_index, "BACKLOG", 4)
+    a, _ = pair
+    a.remember("s", "warm-up fact about invoices")
+    everything = RecallParams(floor=-1.0)  # the table embedder gives unknown texts cosine 0
+    assert [h.path for h in a.recall("s", "invoices", params=everything)] == ["vector"]
+    loads: list = []
+    real = ScopeVectors.load.__func__
+    monkeypatch.setattr(
+        ScopeVectors, "load", classmethod(lambda c, *x: loads.append(1) or real(c, *x))
+    )
+    words = ["alpha", "bravo", "charlie", "delta", "echo"][: 4 + extra]
+    ids = [a.remember("s", f"{w} {w[::-1]} {w.upper()}x ledgers").id for w in words]
+    hits = a.recall("s", "alpha ledgers", limit=10, params=everything)
+    assert set(ids) < {h.id for h in hits} and {h.path for h in hits} == {"vector"}
+    assert len(loads) == extra  # kept and caught up, or dropped and loaded again
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.integers(0, 9), st.sampled_from(["put", "put", "drop", "short"])),
+        max_size=40,
+    ),
+    start=st.integers(0, 5),
+)
+def test_queued_vector_writes_leave_the_matrix_as_writing_each_at_once(ops, start):
+    """`flush` applies runs of puts in one pass; the matrix, its columns' order
+    and every per-row array end exactly as applying each write when it came."""
+    import numpy as np
+
+    from memkit.store_index import ScopeVectors
+
+    rng = np.random.default_rng(len(ops) * 10 + start)
+    eager, lazy = ScopeVectors(dim=4), ScopeVectors(dim=4)
+    for sv in (eager, lazy):
+        for r in range(start):
+            sv.put(r, np.arange(4.0) + r, 0.5, float(r), 0.0)
+    for k, (rowid, what) in enumerate(ops):
+        if what == "drop":
+            eager.drop(rowid)
+            lazy.queue.append((rowid,))
+            continue
+        vec = rng.standard_normal(3 if what == "short" else 4)  # short: a mismatched vector
+        seen = None if k % 3 == 0 else float(k)
+        eager.put(rowid, vec, k / 40, seen, float(-k))
+        lazy.queue.append((rowid, vec, k / 40, seen, float(-k)))
+    lazy.flush()
+    assert lazy.queue == [] and lazy.n == eager.n and lazy.pos == eager.pos
+    n = eager.n
+    assert np.array_equal(lazy.rows(), eager.rows())
+    for name in ("rowid", "conf", "last_seen", "recency"):
+        assert np.array_equal(getattr(lazy, name)[:n], getattr(eager, name)[:n], equal_nan=True)
 
 
 def test_own_writes_need_no_reload(pair, monkeypatch):
