@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import memkit.gram_index as gram_index
 from memkit.gram_index import GramIndex
 from memkit.text import jaccard, trigram_similarity, trigrams
 
@@ -41,12 +43,19 @@ op = st.one_of(
     floor_share=st.sampled_from([0.0, 0.5, 1.0]),
     hits=st.sampled_from([1, 2, 3, 10]),
     bulk=st.booleans(),
+    few=st.sampled_from([0, 10**9]),
 )
 def test_similar_equals_brute_force_through_rewords_drops_and_compaction(
-    ops, probes, t, floor_share, hits, bulk
+    ops, probes, t, floor_share, hits, bulk, few
 ):
     """Stale postings (reworded, dropped rows), compaction, prefixes posted for
-    any floor <= t and any depth never lose or invent a match."""
+    any floor <= t and any depth never lose or invent a match, whichever way
+    the candidates are scored (`few`: all vectorised, all one by one)."""
+    with patch.object(gram_index, "FEW", few):
+        _similar_equals_brute_force(ops, probes, t, floor_share, hits, bulk)
+
+
+def _similar_equals_brute_force(ops, probes, t, floor_share, hits, bulk):
     floor = t * floor_share
     gi, live = GramIndex(floor, hits), {}
     if bulk:  # a bulk-built order, then grams first seen later go to its front
@@ -250,7 +259,7 @@ def test_bulk_build_answers_like_one_put_per_row():
     seed=st.integers(0, 2**16),
 )
 def test_count_at_least_equals_a_plain_count_on_every_path(nslots, total, min_hits, hot, seed):
-    """np.unique (few postings) and bincount (many) agree with a plain count."""
+    """The sorted runs (few postings) and bincount (many) agree with a plain count."""
     from collections import Counter
 
     import numpy as np
@@ -262,9 +271,8 @@ def test_count_at_least_equals_a_plain_count_on_every_path(nslots, total, min_hi
     if hot and total:  # a few slots hit many times, as true fold targets are
         slots[: min(total, hot * min_hits)] = rng.integers(0, nslots, hot).repeat(min_hits)[:total]
     slots = slots.astype(np.int32)
-    want = sorted((s, c) for s, c in Counter(slots.tolist()).items() if c >= min_hits)
-    cand, hits = count_at_least(slots, min_hits, nslots)
-    assert list(zip(cand.tolist(), hits.tolist(), strict=True)) == want
+    want = sorted(s for s, c in Counter(slots.tolist()).items() if c >= min_hits)
+    assert count_at_least(slots, min_hits, nslots).tolist() == want
 
 
 def test_holders_and_postings_count_live_rows_only():
@@ -279,3 +287,23 @@ def test_holders_and_postings_count_live_rows_only():
     assert gi.postings == full and gi.stale_postings == len(trigrams("deploy script"))
     gi.compact()
     assert gi.postings == len(trigrams("deploy notes")) and gi.stale_postings == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), t=st.sampled_from([0.3, 0.5, 0.65, 0.9]))
+def test_both_ways_of_scoring_give_the_same_doubles(seed, t):
+    """One by one (few candidates) and vectorised (many) score every candidate
+    to the same float, so which one runs never changes a fold-in decision."""
+    import random
+
+    rng = random.Random(seed)
+    rows = [(r, " ".join(rng.choices(VOCAB, k=rng.randint(1, 7)))) for r in range(300)]
+    gi = GramIndex.build(rows, floor=min(t, 0.5), hits=2)
+    for _ in range(20):
+        probe = trigrams(" ".join(rng.choices(VOCAB, k=rng.randint(1, 7))))
+        with patch.object(gram_index, "FEW", 0):
+            many = gi.similar(probe, t)
+        with patch.object(gram_index, "FEW", 10**9):
+            few = gi.similar(probe, t)
+        assert many == few
+        assert all(type(s) is float for s in few.values())
