@@ -152,7 +152,7 @@ def _words_alnum(s: str) -> list[str]:
     return _ALNUM_RUN.findall(s)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 13)
 def _word_trigrams(w: str) -> tuple[str, ...]:
     padded = f"  {w} "
     return tuple(padded[i : i + 3] for i in range(len(padded) - 2))
@@ -162,7 +162,11 @@ def trigrams(s: str) -> frozenset[str]:
     """pg_trgm's trigram set: lowercase, words padded "  w ", 3-char windows.
 
     Per-word grams are cached: words repeat across memories (Zipf), and every
-    write and every fold-in index build takes this set."""
+    write and every fold-in index build takes this set. 8,192 words hold the
+    Zipf head (92% hits on LongMemEval sentences; 98% at 65,536) in an eighth
+    of the memory, which `remember` shares with its embedder's tokenizer
+    (100k texts: 12.9 vs 11.9 us a LongMemEval sentence, 12.7 vs 14.5 us a
+    synthetic one; paired `remember` rounds at 100k rows +1.5% on the mean)."""
     return frozenset().union(*map(_word_trigrams, _words_alnum(s.lower())))
 
 
