@@ -99,7 +99,7 @@ def _wordllama_one(model: Any, text: str) -> np.ndarray:
     float32 operations in the same order: bit-identical (tested)."""
     table = model.embedding
     ids = np.asarray(model.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int32)
-    np.clip(ids, 0, table.shape[0] - 1, out=ids)
+    np.minimum(ids, table.shape[0] - 1, out=ids)  # WordLlama clips; ids are never < 0
     total = table[ids].sum(axis=0, dtype=np.float32)
     return normalize_rows((total / np.float32(max(ids.size, 1)))[None, :])
 
