@@ -102,7 +102,7 @@ def _wordllama_one(model: Any, text: str) -> np.ndarray:
     table = model.embedding
     ids = np.asarray(model.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int32)
     np.minimum(ids, table.shape[0] - 1, out=ids)  # WordLlama clips; ids are never < 0
-    total = table[ids].sum(axis=0, dtype=np.float32)
+    total = np.add.reduce(table[ids], axis=0, dtype=np.float32)  # what .sum() calls
     return normalize_rows((total / np.float32(max(ids.size, 1)))[None, :])
 
 
