@@ -53,8 +53,9 @@ SYNC_MAX = 5_000
 
 BACKLOG = 4_096
 """The vector and keyword indexes queue writes until their next query; once a
-queue is longer than this and than its index's rows, the index is dropped (it
-reloads from the table on its next use, which then costs no more)."""
+queue is longer than this and than its index's rows (a quarter of them for
+vectors), the index is dropped (it reloads from the table on its next use,
+which then costs no more)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,8 +303,10 @@ class Indexes:
             del self.keywords[scope_id]
 
     def _shed_vectors(self, scope_id: str, sv: ScopeVectors) -> None:
-        """The same for a scope's vectors (queued at ~1 KB each)."""
-        if len(sv.queue) > max(sv.n, BACKLOG):
+        """The same for a scope's vectors, at a quarter of its rows: a queued
+        write holds its ~1 KB vector, so the queue never adds more than a
+        quarter to the matrix's memory."""
+        if len(sv.queue) > max(sv.n // 4, BACKLOG):
             del self.vectors[scope_id]
 
     def forget(self, scope_id: str | None = None) -> None:

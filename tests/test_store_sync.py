@@ -142,6 +142,32 @@ def test_a_vector_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch,
     assert len(loads) == extra  # kept and caught up, or dropped and loaded again
 
 
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_vector_queue_may_reach_a_quarter_of_its_rows(pair, monkeypatch, extra):
+    """Past BACKLOG the vectors' bound is a quarter of their rows (a queued write
+    holds its vector): 12 rows keep 3 queued writes, and drop at a 4th."""
+    from memkit.store_index import ScopeVectors
+
+    monkeypatch.setattr(store_index, "BACKLOG", 1)
+    a, _ = pair
+    words = "amber birch cedar delta ember fjord grove harbor iris jade kelp lotus".split()
+    assert not any(a.remember("s", f"{w} {w.upper()}x {w[::-1]} invoices").folded for w in words)
+    everything = RecallParams(floor=-1.0)
+    assert {h.path for h in a.recall("s", "invoices", params=everything)} == {"vector"}
+    loads: list = []
+    real = ScopeVectors.load.__func__
+    monkeypatch.setattr(
+        ScopeVectors, "load", classmethod(lambda c, *x: loads.append(1) or real(c, *x))
+    )
+    ids = [
+        a.remember("s", f"queued fact {w} {w[::-1]}").id
+        for w in ["ab", "cd", "ef", "gh"][: 3 + extra]
+    ]
+    hits = a.recall("s", "queued", limit=50, params=everything)
+    assert set(ids) < {h.id for h in hits}
+    assert len(loads) == extra
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     ops=st.lists(
