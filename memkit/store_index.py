@@ -35,7 +35,6 @@ scope's first use); and memory bounds (a scope's index holds all its live rows).
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -177,18 +176,8 @@ class ScopeVectors:
             setattr(self, name, arr)
 
     def put(self, rowid: int, vec: np.ndarray, conf: float, last_seen, created) -> None:
-        i = self.pos.get(rowid)
-        if i is None:
-            self.grow(self.n + 1)
-            i = self.n
-            self.n += 1
-            self.pos[rowid] = i
-        v = np.asarray(vec, dtype=np.float32).ravel()
-        self.cols[:, i] = v if v.shape[0] == self.dim else 0.0  # mismatched length: cosine 0
-        self.rowid[i] = rowid
-        self.conf[i] = conf
-        self.last_seen[i] = seen = nan(last_seen)
-        self.recency[i] = nan(created) if math.isnan(seen) else seen
+        """Hold one row now (the queue's writes go through `flush`)."""
+        self._put_run([(rowid, vec, conf, last_seen, created)])
 
     def drop(self, rowid: int) -> None:
         i = self.pos.pop(rowid, None)

@@ -178,26 +178,45 @@ def test_a_vector_queue_may_reach_a_quarter_of_its_rows(pair, monkeypatch, extra
 )
 def test_queued_vector_writes_leave_the_matrix_as_writing_each_at_once(ops, start):
     """`flush` applies runs of puts in one pass; the matrix, its columns' order
-    and every per-row array end exactly as applying each write when it came."""
+    and every per-row array end exactly as applying each write when it came,
+    and each live row holds its last write (a vector of the wrong length as
+    zeros; recency is last_seen, else created)."""
     import numpy as np
 
     from memkit.store_index import ScopeVectors
 
     rng = np.random.default_rng(len(ops) * 10 + start)
     eager, lazy = ScopeVectors(dim=4), ScopeVectors(dim=4)
+    want: dict[int, tuple] = {}  # rowid -> (vector, conf, last_seen, recency), by hand
     for sv in (eager, lazy):
         for r in range(start):
             sv.put(r, np.arange(4.0) + r, 0.5, float(r), 0.0)
+    for r in range(start):
+        want[r] = (np.arange(4.0) + r, 0.5, float(r), float(r))
     for k, (rowid, what) in enumerate(ops):
         if what == "drop":
             eager.drop(rowid)
             lazy.queue.append((rowid,))
+            want.pop(rowid, None)
             continue
         vec = rng.standard_normal(3 if what == "short" else 4)  # short: a mismatched vector
         seen = None if k % 3 == 0 else float(k)
         eager.put(rowid, vec, k / 40, seen, float(-k))
         lazy.queue.append((rowid, vec, k / 40, seen, float(-k)))
+        held = np.zeros(4) if what == "short" else vec
+        want[rowid] = (
+            held,
+            k / 40,
+            np.nan if seen is None else seen,
+            float(-k) if seen is None else seen,
+        )
     lazy.flush()
+    assert set(lazy.pos) == set(want)
+    for rowid, (vec, conf, seen, recency) in want.items():
+        i = lazy.pos[rowid]
+        assert np.array_equal(lazy.rows()[i], vec.astype(np.float32))
+        assert lazy.rowid[i] == rowid and lazy.conf[i] == conf
+        assert np.array_equal([lazy.last_seen[i], lazy.recency[i]], [seen, recency], equal_nan=True)
     assert lazy.queue == [] and lazy.n == eager.n and lazy.pos == eager.pos
     n = eager.n
     assert np.array_equal(lazy.rows(), eager.rows())
