@@ -279,14 +279,7 @@ def test_containment():
 
 def _trigrams_by_char(s: str) -> frozenset[str]:
     """pg_trgm's trigrams with words split character by character by `str.isalnum`."""
-    words, word = [], ""
-    for ch in s.lower():
-        if ch.isalnum():
-            word += ch
-        elif word:
-            words.append(word)
-            word = ""
-    words += [word] if word else []
+    words = _runs(s.lower(), str.isalnum)
     return frozenset(f"  {w} "[i : i + 3] for w in words for i in range(len(w) + 1))
 
 
@@ -294,8 +287,6 @@ def test_trigram_words_split_exactly_where_str_isalnum_says_on_every_code_point(
     """Trigram words are maximal runs of `str.isalnum()` characters (pg_trgm's rule):
     each code point between two letters either joins them into one word or splits
     them, exactly as `str.isalnum` says."""
-    import sys
-
     bad = [
         hex(i)
         for i in range(sys.maxunicode + 1)
