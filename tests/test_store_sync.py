@@ -22,12 +22,13 @@ W2 = "The staging deploy runs ./deploy.sh --env staging from the ops box."
 W3 = "the staging deploy runs ./deploy.sh --env staging from the ops box!"
 
 
-def count_builds(monkeypatch) -> list:
-    """From now on, one item per trigram index built from the table."""
+def count_builds(monkeypatch, cls=GramIndex, name: str = "build") -> list:
+    """From now on, one item per index `cls.name` builds from the table (by
+    default: per trigram index built)."""
     builds: list = []
-    real = GramIndex.build.__func__
+    real = getattr(cls, name).__func__
     monkeypatch.setattr(
-        GramIndex, "build", classmethod(lambda c, *x, **k: builds.append(1) or real(c, *x, **k))
+        cls, name, classmethod(lambda c, *x, **k: builds.append(1) or real(c, *x, **k))
     )
     return builds
 
@@ -104,11 +105,7 @@ def test_a_keyword_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch
     a.embedder = None  # recall takes the keyword path
     a.remember("s", "warm-up fact about invoices")
     assert [h.path for h in a.recall("s", "invoices")] == ["keyword"]
-    builds: list = []
-    real = KeywordIndex.build.__func__
-    monkeypatch.setattr(
-        KeywordIndex, "build", classmethod(lambda c, *x: builds.append(1) or real(c, *x))
-    )
+    builds = count_builds(monkeypatch, KeywordIndex)
     words = ["alpha", "bravo", "charlie", "delta", "echo"][: 4 + extra]
     for w in words:
         a.remember("s", f"{w} {w[::-1]} {w.upper()}x ledgers")
@@ -130,11 +127,7 @@ def test_a_vector_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch,
     a.remember("s", "warm-up fact about invoices")
     everything = RecallParams(floor=-1.0)  # the table embedder gives unknown texts cosine 0
     assert [h.path for h in a.recall("s", "invoices", params=everything)] == ["vector"]
-    loads: list = []
-    real = ScopeVectors.load.__func__
-    monkeypatch.setattr(
-        ScopeVectors, "load", classmethod(lambda c, *x: loads.append(1) or real(c, *x))
-    )
+    loads = count_builds(monkeypatch, ScopeVectors, "load")
     words = ["alpha", "bravo", "charlie", "delta", "echo"][: 4 + extra]
     ids = [a.remember("s", f"{w} {w[::-1]} {w.upper()}x ledgers").id for w in words]
     hits = a.recall("s", "alpha ledgers", limit=10, params=everything)
@@ -154,11 +147,7 @@ def test_a_vector_queue_may_reach_a_quarter_of_its_rows(pair, monkeypatch, extra
     assert not any(a.remember("s", f"{w} {w.upper()}x {w[::-1]} invoices").folded for w in words)
     everything = RecallParams(floor=-1.0)
     assert {h.path for h in a.recall("s", "invoices", params=everything)} == {"vector"}
-    loads: list = []
-    real = ScopeVectors.load.__func__
-    monkeypatch.setattr(
-        ScopeVectors, "load", classmethod(lambda c, *x: loads.append(1) or real(c, *x))
-    )
+    loads = count_builds(monkeypatch, ScopeVectors, "load")
     ids = [
         a.remember("s", f"queued fact {w} {w[::-1]}").id
         for w in ["ab", "cd", "ef", "gh"][: 3 + extra]
