@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -199,3 +201,141 @@ def test_normalize_rows_gives_the_bits_of_dividing_by_numpys_norm(rows, dim, sca
     got = normalize_rows(x.copy())
     assert got.dtype == np.float32 and np.array_equal(got, want)
     assert np.array_equal(normalize_rows(x[0].copy()), want[:1])
+
+
+# --- WordLlama's token ids, piece by piece ------------------------------------
+
+
+def _wordllama_tokenizer():
+    from memkit.embed import _load_wordllama
+
+    return _load_wordllama("l2_supercat", 256)[0].tokenizer
+
+
+@functools.cache
+def _piece_ids():
+    from memkit.embed import token_ids
+
+    return token_ids(_wordllama_tokenizer())
+
+
+_TOKEN_EDGES = [
+    "",
+    " ",
+    "  ",
+    "a",
+    " a",
+    "a ",
+    "a  b",
+    "   lead and trail   ",
+    "\u2581",
+    "a \u2581b\u2581",
+    "<s>",
+    "x </s> y",
+    "<unk><unk>",
+    "<s",
+    "s>",
+    "\u0000",
+    "a\tb\nc\r\nd",
+    "🙂🙂 x🙂",
+    "ünïcode 日本語 ελληνικά עברית",
+    "e\u0301 ﬁ Ⅻ",
+    "--flag=1 x1 $HOME ~/x.py",
+    "x" * 8192,
+]
+
+
+@pytest.mark.parametrize("text", _TOKEN_EDGES)
+def test_token_ids_piece_by_piece_are_the_tokenizers_own_at_the_edges(text):
+    """`remember` takes a text's ids piece by piece through a cache; they must
+    be exactly the ids the tokenizer gives the whole text: empty, spaces only,
+    the marker itself, added-token literals, control characters, scripts, the cap."""
+    assert _piece_ids()(text) == _wordllama_tokenizer().encode(text, add_special_tokens=False).ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                ["the", "deploy", " ", "  ", "\u2581", "<s>", "</s>", "\t", "日本", "🙂"]
+            ),
+            st.text(min_size=1, max_size=12),
+        ),
+        max_size=12,
+    )
+)
+def test_token_ids_piece_by_piece_are_the_tokenizers_own(parts):
+    """The same over random mixes of words, spaces, markers, literals and any text."""
+    tok = _wordllama_tokenizer()
+    for text in ("".join(parts), " ".join(parts)):
+        assert _piece_ids()(text) == tok.encode(text, add_special_tokens=False).ids, text[:60]
+
+
+def test_token_ids_match_on_real_sentences_even_with_a_tiny_cache(monkeypatch, shared_datasets):
+    """PAWS's Wikipedia sentences (names, numbers, diacritics), through a
+    2-piece cache that evicts all the time: every id list the tokenizer's own."""
+    import csv
+
+    import memkit.embed as embed
+
+    monkeypatch.setattr(embed, "PIECES_CACHED", 2)
+    tok = _wordllama_tokenizer()
+    ids = embed.token_ids(tok)
+    path = shared_datasets / "paws" / "paws_wiki_labeled_final_test.tsv"
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    texts = [r[k] for r in rows[:4000] for k in ("sentence1", "sentence2")]
+    assert len(texts) == 8000
+    assert [ids(t) for t in texts] == [tok.encode(t, add_special_tokens=False).ids for t in texts]
+
+
+def _tokenizer_with(edit):
+    """WordLlama's tokenizer with its JSON spec changed by `edit`."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    spec = json.loads(_wordllama_tokenizer().to_str())
+    edit(spec)
+    return Tokenizer.from_str(json.dumps(spec))
+
+
+def _merge_across_a_space(spec):
+    """A token "s▁t" and the merge that makes it, right after "▁t" forms."""
+    model = spec["model"]
+    model["vocab"]["s\u2581t"] = len(model["vocab"])
+    model["merges"].insert(1, ["s", "\u2581t"])
+
+
+def _split_on_whitespace(spec):
+    spec["pre_tokenizer"] = {"type": "WhitespaceSplit"}
+
+
+@pytest.mark.parametrize("edit", [_merge_across_a_space, _split_on_whitespace])
+def test_token_ids_fall_back_to_the_tokenizer_when_pieces_would_differ(edit):
+    """A tokenizer whose merges can cross a space (or that splits words itself)
+    is not taken piece by piece: the ids stay the tokenizer's own. With the
+    cross-space merge, pieces alone would miss the "s▁t" token."""
+    from memkit.embed import token_ids
+
+    tok = _tokenizer_with(edit)
+    text = "this is this test"
+    want = tok.encode(text, add_special_tokens=False)
+    if edit is _merge_across_a_space:
+        assert "s\u2581t" in want.tokens  # the case pieces cannot see
+    assert token_ids(tok)(text) == want.ids
+
+
+def test_wordllama_batch_is_bit_identical_to_wordllamas_own_batch():
+    """Every batch is embedded text by text; the vectors must be the ones
+    WordLlama's own batch `embed` (padding, masks) gives, normalised."""
+    import random
+
+    from memkit.embed import _load_wordllama
+
+    rng = random.Random(11)
+    words = "deploy staging cluster budget ünïcode 日本語 the a of 🙂 <s> x1".split()
+    texts = ["", " ", *(" ".join(rng.choices(words, k=rng.choice([1, 5, 90]))) for _ in range(100))]
+    model = _load_wordllama("l2_supercat", 256)[0]
+    assert np.array_equal(WordLlamaEmbedder().embed(texts), normalize_rows(model.embed(texts)))
