@@ -8,6 +8,10 @@ Every embedder embeds at most the first `EMBED_MAX_BYTES` of a text: the
 store keeps the full text (keyword recall and fold-in see all of it), but one
 huge write or query cannot stall a store for seconds of tokenising, nor
 exceed a provider's input limit.
+
+WordLlama is computed here text by text, with the tokenizer taken piece by
+piece (`token_ids`): the same bits as WordLlama's own `embed`, and cheaper at
+every batch size. Leaves out any ANN or vector storage (the store's).
 """
 
 from __future__ import annotations
