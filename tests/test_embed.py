@@ -206,10 +206,24 @@ def test_normalize_rows_gives_the_bits_of_dividing_by_numpys_norm(rows, dim, sca
 # --- WordLlama's token ids, piece by piece ------------------------------------
 
 
-def _wordllama_tokenizer():
-    from memkit.embed import _load_wordllama
+@functools.cache
+def _wordllama():
+    """WordLlama's own model, loaded apart from memkit's (the reference)."""
+    from pathlib import Path
 
-    return _load_wordllama("l2_supercat", 256)[0].tokenizer
+    import wordllama
+
+    emb = WordLlamaEmbedder()
+    return wordllama.WordLlama.load(
+        config=emb.config,
+        dim=emb.dim,
+        cache_dir=Path(wordllama.__file__).parent,
+        disable_download=True,
+    )
+
+
+def _wordllama_tokenizer():
+    return _wordllama().tokenizer
 
 
 @functools.cache
@@ -243,6 +257,12 @@ _TOKEN_EDGES = [
     "--flag=1 x1 $HOME ~/x.py",
     "x" * 8192,
 ]
+
+
+def test_the_shipped_tokenizer_is_taken_piece_by_piece():
+    """WordLlama's tokenizer has the shape `token_ids` checks for: a WordLlama
+    upgrade that changed it would fall back (right, but slower) and fail here."""
+    assert _piece_ids().piecewise
 
 
 @pytest.mark.parametrize("text", _TOKEN_EDGES)
@@ -324,7 +344,8 @@ def test_token_ids_fall_back_to_the_tokenizer_when_pieces_would_differ(edit):
     want = tok.encode(text, add_special_tokens=False)
     if edit is _merge_across_a_space:
         assert "s\u2581t" in want.tokens  # the case pieces cannot see
-    assert token_ids(tok)(text) == want.ids
+    ids = token_ids(tok)
+    assert not ids.piecewise and ids(text) == want.ids
 
 
 def test_wordllama_batch_is_bit_identical_to_wordllamas_own_batch():
@@ -332,10 +353,8 @@ def test_wordllama_batch_is_bit_identical_to_wordllamas_own_batch():
     WordLlama's own batch `embed` (padding, masks) gives, normalised."""
     import random
 
-    from memkit.embed import _load_wordllama
-
     rng = random.Random(11)
     words = "deploy staging cluster budget ünïcode 日本語 the a of 🙂 <s> x1".split()
     texts = ["", " ", *(" ".join(rng.choices(words, k=rng.choice([1, 5, 90]))) for _ in range(100))]
-    model = _load_wordllama("l2_supercat", 256)[0]
-    assert np.array_equal(WordLlamaEmbedder().embed(texts), normalize_rows(model.embed(texts)))
+    want = normalize_rows(_wordllama().embed(texts))
+    assert np.array_equal(WordLlamaEmbedder().embed(texts), want)
