@@ -137,9 +137,29 @@ def test_litellm_embedder_sends_only_the_prefix(monkeypatch):
     assert [len(t) for t in sent] == [EMBED_MAX_BYTES, 5]
 
 
-def test_wordllama_batches_by_length_and_gives_each_text_its_own_vector():
-    """A batch above WordLlama's chunk of 64 is embedded in length order (less
-    padding); every text still gets exactly the vector it gets alone."""
+@functools.cache
+def _wordllama():
+    """WordLlama's own model, loaded apart from memkit's (the reference)."""
+    from pathlib import Path
+
+    import wordllama
+
+    emb = WordLlamaEmbedder()
+    return wordllama.WordLlama.load(
+        config=emb.config,
+        dim=emb.dim,
+        cache_dir=Path(wordllama.__file__).parent,
+        disable_download=True,
+    )
+
+
+def _wordllama_tokenizer():
+    return _wordllama().tokenizer
+
+
+def test_wordllama_gives_each_text_of_a_batch_its_own_vector():
+    """A batch of 150 texts of very different lengths: every text gets exactly
+    the vector it gets alone."""
     import random
 
     rng = random.Random(3)
@@ -155,9 +175,6 @@ def test_wordllama_one_text_is_bit_identical_to_wordllamas_own_embed():
     """`embed([text])` skips WordLlama's batch machinery; each vector must equal
     what WordLlama's own `embed` gives that text (then L2-normalised)."""
     import random
-    from pathlib import Path
-
-    import wordllama
 
     from memkit.embed import EMBED_MAX_BYTES, normalize_rows
 
@@ -165,13 +182,7 @@ def test_wordllama_one_text_is_bit_identical_to_wordllamas_own_embed():
     words = "deploy staging cluster budget ünïcode 日本語 the a of 🙂 x1 --flag".split()
     texts = ["", " ", "a", "\u0000", "🙂" * 3, "x" * EMBED_MAX_BYTES]
     texts += [" ".join(rng.choices(words, k=rng.choice([1, 2, 7, 60, 400]))) for _ in range(80)]
-    emb = WordLlamaEmbedder()
-    model = wordllama.WordLlama.load(
-        config=emb.config,
-        dim=emb.dim,
-        cache_dir=Path(wordllama.__file__).parent,
-        disable_download=True,
-    )
+    emb, model = WordLlamaEmbedder(), _wordllama()
     for t in texts:
         want = normalize_rows(model.embed([t]))
         got = emb.embed([t])
@@ -204,26 +215,6 @@ def test_normalize_rows_gives_the_bits_of_dividing_by_numpys_norm(rows, dim, sca
 
 
 # --- WordLlama's token ids, piece by piece ------------------------------------
-
-
-@functools.cache
-def _wordllama():
-    """WordLlama's own model, loaded apart from memkit's (the reference)."""
-    from pathlib import Path
-
-    import wordllama
-
-    emb = WordLlamaEmbedder()
-    return wordllama.WordLlama.load(
-        config=emb.config,
-        dim=emb.dim,
-        cache_dir=Path(wordllama.__file__).parent,
-        disable_download=True,
-    )
-
-
-def _wordllama_tokenizer():
-    return _wordllama().tokenizer
 
 
 @functools.cache
