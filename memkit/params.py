@@ -1,8 +1,8 @@
-"""Every tunable of SPEC.md, with the reference defaults.
+"""Every tunable of the SPEC (docs/spec.md), with the reference defaults.
 
 A researcher overrides one field (`dataclasses.replace(RecallParams(), floor=0.3)`)
 and the defaults reproduce the reference behaviour exactly. Fields marked
-(memkit) go beyond the reference; their defaults are documented in SPEC.md.
+(memkit) go beyond the reference; their defaults are documented in docs/spec.md.
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ PROPOSAL_SCHEMA: dict[str, Any] = {
 }
 """The shape of a proposal as a JSON Schema, for constrained decoding only.
 
-It states the SPEC §7.1 change object with the validator's count bounds
+It states the SPEC §1.5 change object with the validator's count bounds
 (changes, ids, tags); byte bounds, blank content, unknown ids and scopes are
 left to `parse_response` + `validate_changes`, which stay the judges: an
 answer decoded under this schema is parsed and validated like any other.

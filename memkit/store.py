@@ -483,7 +483,7 @@ class SQLStore:
         return self._ranked(scope_id, q, mat, rowid, conf, last_seen, recency, limit, params)
 
     def _ranked(self, scope_id, q, mat, rowid, conf, last_seen, recency, limit, params):
-        """The vector path's answer over these candidates (SPEC §4.3 ranking)."""
+        """The vector path's answer over these candidates (SPEC §4.1 ranking)."""
         cos = rank.cosine_scores(q, mat)
         now = float(self.clock())
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, max(limit, 0))

@@ -132,7 +132,7 @@ def evidence_messages(
     params: ConsolidationParams = ConsolidationParams(),
     redaction: RedactionParams = RedactionParams(),
 ) -> list[dict[str, Any]]:
-    """The bounded, redacted tail of a transcript, in chronological order (SPEC §7.3).
+    """The bounded, redacted tail of a transcript, in chronological order (SPEC §7.1).
 
     Walks backwards from the last message while fewer than
     `evidence_messages` are kept and the byte budget is positive; system
