@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from evals.bench_store import DIM, LIMIT, percentiles, synthetic_texts, unit_vectors
+from evals.bench_data import DIM, LIMIT, percentiles, synthetic_texts, unit_vectors
 
 SCOPE = "bench"
 

@@ -234,8 +234,8 @@ def _json_arg(text: str) -> Any:
 
 
 def _config(a: argparse.Namespace, **extra: Any) -> Any:
-    from evals.checks import parse_set
     from evals.runner import RunConfig, preset
+    from evals.tunables import parse_set
 
     kw: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
     for key in ("limit", "embedder", "seed", "resamples"):
@@ -607,11 +607,11 @@ def sweep_main(argv: list[str]) -> int:
 
     Scored in store mode (pipeline mode for consolidation tunables)."""
     a = _sweep_parser().parse_args(argv)
-    from evals.checks import parse_grid
     from evals.providers import consolidator_kwargs, preflight
     from evals.runfolder import now
     from evals.runs import prepare_run_dir
     from evals.sweep import objective_metrics, resolve, sweep
+    from evals.tunables import parse_grid
 
     grid = parse_grid(a.grid)
     objective_metrics(a.objective)

@@ -3,7 +3,7 @@
 A grid maps tunable names to the values to try; every combination is a
 point. Names are `<group>.<field>` of memkit's params (`recall.floor`,
 `fold.window_days`, `assembly.block_bytes`, `consolidation.snapshot_policy`,
-...) or one of the short aliases in `ALIASES`.
+...) or one of the short aliases in `evals.tunables.ALIASES`.
 
 Cost model, so sweeps stay cheap:
 - recall and assembly tunables never change what is written, so all their
@@ -32,7 +32,6 @@ a numeric tunable) is flagged: the optimum may lie outside, extend the grid.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -53,51 +52,14 @@ from evals.replay import (
     scopes_of,
 )
 from evals.runfolder import DIGITS, RUN_VERSION, write_json, write_manifest, write_metrics
+from evals.tunables import GROUPS, resolve
 from memkit.errors import ConfigError
-from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
-
-GROUPS: dict[str, type] = {
-    "recall": RecallParams,
-    "assembly": AssemblyParams,
-    "fold": FoldParams,
-    "consolidation": ConsolidationParams,
-}
-ALIASES: dict[str, str] = {
-    "floor": "recall.floor",
-    "half_life": "recall.half_life_days",
-    "recency_share": "recall.recency_share",
-    "confidence_min": "recall.confidence_min",
-    "confidence_max": "recall.confidence_max",
-    "candidate_cap": "recall.candidate_cap",
-    "fold_threshold": "fold.threshold",
-    "fold_window": "fold.window_days",
-    "dedup_threshold": "assembly.dedup_threshold",
-    "entry_bytes": "assembly.entry_bytes",
-    "block_bytes": "assembly.block_bytes",
-    "overflow": "assembly.overflow",
-    "limit": "assembly.limit",
-    "snapshot_policy": "consolidation.snapshot_policy",
-    "snapshot_size": "consolidation.snapshot_size",
-    "max_rollouts": "consolidation.max_rollouts",
-}
+from memkit.params import FoldParams
 
 
 def default_metrics() -> tuple[str, ...]:
     """The registry's sweep list."""
     return registry.names(listed="sweep")
-
-
-def resolve(name: str) -> tuple[str, str]:
-    """A tunable name as (group, field); unknown names are errors naming them."""
-    full = ALIASES.get(name, name)
-    group, _, fld = full.partition(".")
-    cls = GROUPS.get(group)
-    if cls is None or fld not in {f.name for f in dataclasses.fields(cls)}:
-        from evals.checks import unknown
-
-        full_names = [f"{g}.{f.name}" for g, c in GROUPS.items() for f in dataclasses.fields(c)]
-        raise unknown("tunable", name, [*ALIASES, *full_names])
-    return group, fld
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,41 @@
+"""The synthetic workload both store benches draw from (`memkit bench store`,
+`evals.bench_store`, and its `--backend` side by side, `evals.bench_backends`):
+random unit vectors and short texts, and the percentiles they report. Its own
+module so that neither bench imports the other's internals.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+DIM = 256
+LIMIT = 8
+COMMON = (
+    "the deploy script staging database cluster budget marketing lead team prefers uses "
+    "release service invoice customer report weekly owner backup region migration runs "
+    "on in for with via is at by"
+).split()
+
+
+def synthetic_texts(rng: random.Random, n: int) -> list[str]:
+    """Short synthetic memories: common words mixed with random names/identifiers."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def word() -> str:
+        if rng.random() < 0.45:
+            return rng.choice(COMMON)
+        return "".join(rng.choice(letters) for _ in range(rng.randint(3, 9)))
+
+    return [" ".join(word() for _ in range(rng.randint(6, 12))) for _ in range(n)]
+
+
+def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = rng.standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def percentiles(xs: list[float]) -> tuple[float, float]:
+    a = np.asarray(xs) * 1e3
+    return float(np.percentile(a, 50)), float(np.percentile(a, 95))
