@@ -187,10 +187,28 @@ def _recommendation(rec: dict[str, Any], sweep: pd.DataFrame) -> str:
         )
         if diff:
             text += f", paired difference {_cell(diff)}"
-    text += "."
+        q = _qualifying(c, params)
+        text += f". {q}" if q else ""
+    text += "" if text.endswith(".") else "."
     if rec.get("warning"):
         text += f" Warning: recommendation {rec['warning']}."
     return text
+
+
+def _qualifying(c: dict[str, Any], params: list[str]) -> str:
+    """Which points passed the non-inferiority rule, and why the others did not."""
+    points = c.get("points") or []
+    if not points:
+        return ""
+    name = {v["point_index"]: ", ".join(f"{p}={v.get(p)}" for p in params) for v in points}
+    yes = [name[v["point_index"]] for v in points if v["qualifies"]]
+    no = [f"{name[v['point_index']]} ({v['why']})" for v in points if not v["qualifies"]]
+    text = f"Qualifying points ({len(yes)} of {len(points)}): {'; '.join(yes)}"
+    if c.get("only_best"):
+        text += " — none but the best point qualifies"
+    if no:
+        text += f". Not qualifying: {'; '.join(no)}"
+    return text + "."
 
 
 def _sweep_plot(sweep: pd.DataFrame, rec: dict[str, Any] | None = None) -> bytes | None:

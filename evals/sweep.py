@@ -17,13 +17,15 @@ The result is a long DataFrame (one row per point and metric: value, lo,
 hi, n, clusters, method) plus the recommended point.
 
 Objectives. The default (`DEFAULT_OBJECTIVE`) is a trade-off that counts
-waste: among the points whose `recall_at_8` is not significantly more than
-`MARGIN` (0.05) below the best point's (the paired 95% interval of point -
-best, over the same probes clustered by scope, reaches -MARGIN), the one
-with the smallest `budget_waste`; ties go to the first in grid order. With
-margin 0 any recall loss the data can detect rules a point out, which on the
-bundled set keeps only floors <= 0.05 (waste 0.86): the margin is the recall
-a user trades for less waste, stated in every recommendation. Any registered metric with a direction
+waste, by non-inferiority: a point qualifies when the *lower* end of the
+paired 95% interval of its `recall_at_8` minus the best point's (over the
+same probes, clustered by scope) clears -`MARGIN` (0.05), i.e. the data show
+it loses less than the margin; among the qualifying points the one with the
+smallest `budget_waste` wins, ties to the first in grid order. The best
+point always qualifies. A rule on the interval's upper end would let noise
+qualify a point (a wide interval reaches -margin more easily than a narrow
+one), so it is not used. The recommendation lists every point with its
+difference and why it did or did not qualify. Any registered metric with a direction
 can be the objective instead (its best value in that direction). A
 recommendation at the edge of the grid (the lowest or highest value tried of
 a numeric tunable) is flagged: the optimum may lie outside, extend the grid.
@@ -100,8 +102,8 @@ MARGIN = 0.05
 
 def default_text(margin: float = MARGIN) -> str:
     return (
-        f"smallest {TARGET} among points whose {CONSTRAINT} is not significantly more than "
-        f"{margin:g} below the best point's (paired 95% CI of point - best reaches -{margin:g})"
+        f"smallest {TARGET} among points whose {CONSTRAINT} is non-inferior to the best "
+        f"point's: the lower end of the paired 95% CI of point - best clears -{margin:g}"
     )
 
 
@@ -318,7 +320,11 @@ def recommend(
         if cons.empty or target.empty:
             raise ConfigError(f"default objective: {CONSTRAINT} or {TARGET} undefined everywhere")
         best = _best(cons, higher=True)
-        ok = [int(i) for i in cons["point_index"] if _not_below(cons, best, int(i), units, margin)]
+        verdicts = [
+            _verdict(cons, best, int(r["point_index"]), units, margin, params)
+            for _, r in cons.sort_values("point_index").iterrows()
+        ]
+        ok = [v["point_index"] for v in verdicts if v["qualifies"]]
         row = _best(target[target["point_index"].isin(ok)], higher=False)
         rule = default_text(margin)
         c = cons[cons["point_index"] == row["point_index"]].iloc[0]
@@ -330,8 +336,13 @@ def recommend(
                     **{p: _plain(best[p]) for p in params},
                     **_estimate_dict(best),
                 },
-                "difference": _difference(cons, best, int(row["point_index"]), units),
+                "difference": next(
+                    v["difference"] for v in verdicts if v["point_index"] == row["point_index"]
+                ),
                 "eligible_points": len(ok),
+                "qualifying": ok,
+                "only_best": len(ok) == 1,
+                "points": verdicts,
                 "margin": margin,
             },
             "metric": TARGET,
@@ -373,24 +384,50 @@ def _difference(
     va, vb = units[i][CONSTRAINT], units[b][CONSTRAINT]
     if len(va.nums) != len(vb.nums) or va.clusters != vb.clusters:
         raise ConfigError("sweep points were not scored on the same units; cannot pair them")
-    e = paired_interval(va.nums, va.dens, vb.nums, vb.dens, va.clusters)
+    e = paired_interval(
+        va.nums, va.dens, vb.nums, vb.dens, va.clusters, bounded=registry.bounded(CONSTRAINT)
+    )
     return e.as_dict(6)
 
 
-def _not_below(
+def _verdict(
     cons: pd.DataFrame,
     best: Any,
     i: int,
     units: Mapping[int, Mapping[str, Any]] | None,
     margin: float,
-) -> bool:
+    params: Sequence[str],
+) -> dict[str, Any]:
+    """Whether point i is non-inferior to the best on the constraint, and why.
+
+    Paired: the lower end of the CI of point - best must be >= -margin. Without
+    per-unit values (a frame alone), the point's own lower end must reach the
+    best value minus the margin. No interval at all cannot show non-inferiority.
+    """
+    r = cons[cons["point_index"] == i].iloc[0]
+    head = {"point_index": i, **{p: _plain(r[p]) for p in params}, "value": float(r["value"])}
     if i == int(best["point_index"]):
-        return True
+        return {**head, "difference": None, "qualifies": True, "why": "the best point"}
     d = _difference(cons, best, i, units)
     if d is None:
-        r = cons[cons["point_index"] == i].iloc[0]
-        return not (r["hi"] < best["value"] - margin)
-    return d["hi"] is None or d["hi"] >= -margin
+        lo, bound = _nan_none(r["lo"]), float(best["value"]) - margin
+        what = f"own lower end {_num(lo)} vs best {float(best['value']):.3f} - {margin:g}"
+    else:
+        lo, bound = d["lo"], -margin
+        what = f"paired lower end {_num(lo)} vs -{margin:g}"
+    if lo is None:
+        return {**head, "difference": d, "qualifies": False, "why": f"no interval ({what})"}
+    ok = lo >= bound
+    return {
+        **head,
+        "difference": d,
+        "qualifies": ok,
+        "why": f"{what}: {'clears' if ok else 'fails'}",
+    }
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
 
 
 def _plain(v: Any) -> Any:

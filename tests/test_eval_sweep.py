@@ -50,10 +50,15 @@ def test_twenty_point_floor_sweep(tiny, emb):
     assert rec["lo"] <= rec["value"] <= rec["hi"]
     # the default trade-off: no eligible point wastes less than the recommended one
     c = rec["constraint"]
-    assert c["metric"] == "recall_at_8" and c["difference"]["hi"] >= -c["margin"] == -0.05
+    assert c["metric"] == "recall_at_8" and -c["margin"] == -0.05
+    assert c["difference"] is None or c["difference"]["lo"] >= -0.05
     waste = f[f.metric == "budget_waste"].set_index("floor")["value"]
     assert rec["value"] == waste[rec["floor"]]
-    assert (waste[waste < rec["value"]].index > rec["floor"]).all()
+    # every point is listed with its verdict; no qualifying point wastes less
+    assert [v["floor"] for v in c["points"]] == floors
+    ok = [v["floor"] for v in c["points"] if v["qualifies"]]
+    assert ok == [floors[i] for i in c["qualifying"]] and rec["floor"] in ok
+    assert (waste[ok] >= rec["value"]).all()
     # fold-in does not depend on the floor: one replay served every point
     fold = f[f["metric"] == "fold_recall"]["value"]
     assert fold.nunique() == 1
@@ -137,10 +142,10 @@ def test_recommend_prefers_first_of_ties_in_the_registered_direction():
 def test_default_objective_trades_waste_against_recall_and_flags_the_edge():
     import pandas as pd
 
-    # the audit's case: the best recall (and nDCG) sits at the lowest floor, where
-    # waste is 0.86; floors 0.2 and 0.3 are not significantly below on recall
+    # the best recall sits at the lowest x, where waste is 0.86; without per-unit
+    # values a point qualifies when its own lower end reaches best - margin (0.85)
     recall = _frame(
-        "recall_at_8", [0.90, 0.89, 0.87, 0.70], [0.85, 0.84, 0.82, 0.62], [0.95, 0.94, 0.92, 0.78]
+        "recall_at_8", [0.90, 0.89, 0.87, 0.70], [0.85, 0.86, 0.85, 0.62], [0.95, 0.92, 0.89, 0.78]
     )
     waste = _frame(
         "budget_waste", [0.86, 0.75, 0.60, 0.40], [0.8, 0.7, 0.55, 0.33], [0.9, 0.8, 0.65, 0.47]
@@ -148,12 +153,34 @@ def test_default_objective_trades_waste_against_recall_and_flags_the_edge():
     rec = recommend(pd.concat([recall, waste]), ["x"])
     assert rec["x"] == 0.3 and rec["value"] == 0.60 and rec["metric"] == "budget_waste"
     assert rec["constraint"]["eligible_points"] == 3 and not rec["edge"]
+    assert rec["constraint"]["qualifying"] == [0, 1, 2]
     assert "warning" not in rec
     # when the eligible set reaches the last point, the recommendation is the grid edge
-    recall.loc[3, ["value", "lo", "hi"]] = [0.88, 0.83, 0.93]
+    recall.loc[3, ["value", "lo", "hi"]] = [0.88, 0.85, 0.91]
     rec = recommend(pd.concat([recall, waste]), ["x"])
     assert rec["x"] == 0.4 and rec["edge"] == ["x=0.4 is the highest value tried"]
     assert "extend the grid" in rec["warning"]
+
+
+def test_a_wide_interval_does_not_qualify_a_point_by_reaching_the_margin():
+    """#32 finding 1: the rule reads the lower end. A noisy point whose interval merely
+    reaches best - margin (upper end) used to win on waste; now a narrow point does."""
+    import pandas as pd
+
+    recall = _frame("recall_at_8", [0.90, 0.87, 0.86], [0.88, 0.86, 0.70], [0.92, 0.88, 0.99])
+    waste = _frame("budget_waste", [0.86, 0.60, 0.40], [0.8, 0.55, 0.33], [0.9, 0.65, 0.47])
+    rec = recommend(pd.concat([recall, waste]), ["x"])
+    assert rec["x"] == 0.2 and rec["constraint"]["qualifying"] == [0, 1]
+    why = {v["x"]: (v["qualifies"], v["why"]) for v in rec["constraint"]["points"]}
+    assert why[0.3][0] is False and "fails" in why[0.3][1]
+    assert why[0.1] == (True, "the best point") and not rec["constraint"]["only_best"]
+    # at the bound: a lower end exactly at best - margin qualifies, one past it does not
+    for lo, ok in ((0.85, True), (0.8499, False)):
+        recall.loc[2, "lo"] = lo
+        rec = recommend(pd.concat([recall, waste]), ["x"])
+        assert (rec["x"] == 0.3) is ok
+    recall.loc[[1, 2], "lo"] = 0.5
+    assert recommend(pd.concat([recall, waste]), ["x"])["constraint"]["only_best"]
 
 
 def test_cli_sweep_writes_frame_point_and_report(tiny, tmp_path, capsys):
