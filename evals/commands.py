@@ -680,6 +680,11 @@ def _compare_parser() -> argparse.ArgumentParser:
     p.add_argument("--b", metavar="SYSTEM", help="system b")
     p.add_argument("--b-run", metavar="DIR", help="run folder of system b (default: the same run)")
     p.add_argument("--metric", action="append", help="metric to compare (repeatable; default: all)")
+    p.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="pair runs on different datasets, probe sets or code anyway (says what differs)",
+    )
     p.add_argument("--no-report", action="store_true", help="do not rebuild the run's report")
     p.add_argument("--quiet", action="store_true", help="print only where the results went")
     return p
@@ -693,7 +698,7 @@ def compare_main(argv: list[str]) -> int:
     import pandas as pd
 
     from evals.checks import check_metric, check_names
-    from evals.compare import compare_runs
+    from evals.compare import check_pairable, compare_runs
     from evals.runfolder import read_jsonl
 
     run = Path(a.run)
@@ -712,8 +717,12 @@ def compare_main(argv: list[str]) -> int:
             raise ConfigError(f"{str(run)!r} has fewer than two pipeline systems; use --a/--b")
         pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]
     metrics = tuple(check_metric(m) for m in a.metric) if a.metric else None
+    allow = a.allow_mismatch
+    for x, y in pairs:
+        for why in check_pairable(run, x, Path(a.b_run or run), y, allow_mismatch=allow):
+            print(f"warning: {x} vs {y}: {why}; only matching units are paired", file=sys.stderr)
     frame = pd.concat(
-        [compare_runs(run, x, a.b_run, y, metrics=metrics) for x, y in pairs],
+        [compare_runs(run, x, a.b_run, y, metrics=metrics, allow_mismatch=allow) for x, y in pairs],
         ignore_index=True,
     )
     if frame.empty:

@@ -15,7 +15,9 @@ metric definitions (`evals.registry`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,59 @@ def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float
     return out
 
 
+@dataclass(frozen=True)
+class RunIdentity:
+    """What two runs must share for their units to pair: data, probes and code."""
+
+    fingerprint: str | None
+    probes: frozenset[tuple[str, str]]
+    revision: str | None
+
+
+def run_identity(run_dir: Path, system: str) -> RunIdentity:
+    """The dataset fingerprint and git revision of a run (its manifest) and the
+    (scope, probe) ids one of its systems was probed on."""
+    mpath = run_dir / "manifest.json"
+    m = json.loads(mpath.read_text(encoding="utf-8")) if mpath.is_file() else {}
+    probes = frozenset(
+        (str(r.get("scope_id")), str(r.get("probe_id")))
+        for r in read_jsonl(run_dir / "probes.jsonl")
+        if r["system"] == system
+    )
+    return RunIdentity((m.get("dataset") or {}).get("fingerprint"), probes, m.get("git_revision"))
+
+
+def mismatches(a: RunIdentity, b: RunIdentity) -> list[str]:
+    """Why units of two runs cannot be paired as they stand (empty: they can)."""
+    out = []
+    if a.fingerprint != b.fingerprint:
+        out.append(f"dataset fingerprints differ: {a.fingerprint} vs {b.fingerprint}")
+    if a.probes != b.probes:
+        out.append(
+            f"probe sets differ: {len(a.probes)} vs {len(b.probes)} probes, "
+            f"{len(a.probes & b.probes)} shared"
+        )
+    if a.revision != b.revision:
+        out.append(f"code versions differ: git {a.revision} vs {b.revision}")
+    return out
+
+
+def check_pairable(
+    a_run: Path, a_system: str, b_run: Path, b_system: str, *, allow_mismatch: bool = False
+) -> list[str]:
+    """The mismatches between two runs; an error naming both sides unless allowed."""
+    if a_run.resolve() == b_run.resolve():
+        return []
+    found = mismatches(run_identity(a_run, a_system), run_identity(b_run, b_system))
+    if found and not allow_mismatch:
+        raise ConfigError(
+            f"cannot pair {a_system!r} of {str(a_run)!r} with {b_system!r} of {str(b_run)!r}: "
+            + "; ".join(found)
+            + " (--allow-mismatch pairs what matches anyway)"
+        )
+    return found
+
+
 def compare_runs(
     a_run: str | Path,
     a_system: str,
@@ -68,6 +123,7 @@ def compare_runs(
     b_system: str | None = None,
     *,
     metrics: Sequence[str] | None = None,
+    allow_mismatch: bool = False,
 ) -> pd.DataFrame:
     """Paired CI of (a - b) per metric over the units defined on both sides.
 
@@ -76,7 +132,8 @@ def compare_runs(
     `clusters` the scopes they are nested in (the interval's independent
     draws). `b_run` defaults to `a_run` (two systems of one run); `metrics`
     defaults to the registry's compare list, and an unregistered name is an
-    error.
+    error. Two runs on different datasets, probe sets or code are refused
+    (`check_pairable`) unless `allow_mismatch`.
     """
     from evals.stats import paired_interval
 
@@ -85,6 +142,9 @@ def compare_runs(
     metrics = registry.names(listed="compare") if metrics is None else tuple(metrics)
     for m in metrics:
         registry.get(m)
+    check_pairable(
+        Path(a_run), a_system, Path(b_run or a_run), b_system, allow_mismatch=allow_mismatch
+    )
     ua = _units(Path(a_run), a_system)
     ub = _units(Path(b_run or a_run), b_system)
     if not ua or not ub:

@@ -84,3 +84,51 @@ def test_compare_plot_marks_direction_and_names_the_interval(run, rendered_figur
     methods = set(d["method"].dropna())
     assert methods and all(m in ax.get_title() for m in methods)
     assert "bootstrap" not in ax.get_title() or any("bootstrap" in m for m in methods)
+
+
+def _copy(run, dest, **manifest):
+    dest.mkdir()
+    (dest / "probes.jsonl").write_text((run / "probes.jsonl").read_text())
+    (dest / "manifest.json").write_text(json.dumps({"name": "t", "systems": ["a", "b"], **manifest}))
+    return dest
+
+
+@pytest.mark.parametrize(
+    ("a_manifest", "b_manifest", "named"),
+    [
+        ({"dataset": {"fingerprint": "f" * 8}}, {"dataset": {"fingerprint": "e" * 8}}, "ffffffff"),
+        ({"git_revision": "abc123"}, {"git_revision": "def456"}, "abc123"),
+    ],
+    ids=["dataset", "code"],
+)
+def test_compare_refuses_runs_that_cannot_pair_unless_allowed(
+    run, tmp_path, capsys, a_manifest, b_manifest, named
+):
+    """#32 finding 2: a --b-run on another dataset (or code) is an error naming both
+    sides (exit 2); --allow-mismatch pairs what matches and says what differs."""
+    ra, rb = _copy(run, tmp_path / "ra", **a_manifest), _copy(run, tmp_path / "rb", **b_manifest)
+    argv = [str(ra), "--a", "a", "--b", "b", "--b-run", str(rb), "--metric", "precision_returned"]
+    assert compare_main(argv) == 2
+    err = capsys.readouterr().err
+    other = json.dumps(b_manifest).split('"')[-2]
+    assert named in err and other in err and "--allow-mismatch" in err
+    assert compare_main([*argv, "--allow-mismatch"]) == 0
+    out = capsys.readouterr()
+    assert "warning" in out.err and named in out.err and "pairs" in out.out
+    # the same identity on both sides pairs without a word
+    same = _copy(run, tmp_path / "same", **a_manifest)
+    assert compare_main([*argv[:-3], str(same), *argv[-2:]]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_compare_refuses_runs_probed_on_different_probe_sets(run, tmp_path):
+    from memkit.errors import ConfigError
+
+    rb = _copy(run, tmp_path / "rb")
+    rows = [json.loads(x) for x in (rb / "probes.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["probe_id"] != "p3"]
+    (rb / "probes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ConfigError, match=r"probe sets differ: 3 vs 2 probes, 2 shared"):
+        compare_runs(run, "a", rb, "b", metrics=["precision_returned"])
+    d = compare_runs(run, "a", rb, "b", metrics=["precision_returned"], allow_mismatch=True)
+    assert d["n"].iloc[0] == 1  # p2 is the only probe defined on both sides of both runs
