@@ -610,6 +610,7 @@ def sweep_main(argv: list[str]) -> int:
     from evals.providers import consolidator_kwargs, preflight
     from evals.runfolder import now
     from evals.runs import prepare_run_dir
+    from evals.stats import fmt_interval
     from evals.sweep import objective_metrics, resolve, sweep
     from evals.tunables import parse_grid
 
@@ -658,8 +659,8 @@ def sweep_main(argv: list[str]) -> int:
     print(frame[frame["metric"].isin(shown)].to_string(index=False))
     print("recommended:", json.dumps(rec, sort_keys=True))
     point = ", ".join(f"{k}={rec[k]}" for k in res.params)
-    ci = "" if rec["lo"] is None else f" [{rec['lo']:.3f}, {rec['hi']:.3f}]"
-    print(f"recommended {point}: {rec['metric']} {rec['value']:.3f}{ci} ({rec['rule']})")
+    value = fmt_interval(rec["value"], rec["lo"], rec["hi"])
+    print(f"recommended {point}: {rec['metric']} {value} ({rec['rule']})")
     if rec.get("warning"):
         print(f"warning: {rec['warning']}", file=sys.stderr)
     if a.out:

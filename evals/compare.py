@@ -30,20 +30,21 @@ from evals.runfolder import DIGITS, read_jsonl
 from memkit.errors import ConfigError
 
 
-def _sums(v: Values) -> tuple[float, float]:
-    """One unit group's (numerator, denominator) sums; NaN units left out."""
+def _sums(v: Values) -> tuple[float, float, float]:
+    """One unit group's (numerator, denominator) sums and how many units defined
+    them (the trials a share's interval counts); NaN units left out."""
     a = np.asarray(v.nums, dtype=float)
     if v.dens is None:
         ok = ~np.isnan(a)
-        return float(a[ok].sum()), float(ok.sum())
+        return float(a[ok].sum()), float(ok.sum()), float(ok.sum())
     d = np.asarray(v.dens, dtype=float)
-    ok = ~(np.isnan(a) | np.isnan(d))
-    return float(a[ok].sum()), float(d[ok].sum())
+    ok = ~(np.isnan(a) | np.isnan(d)) & (d > 0)
+    return float(a[ok].sum()), float(d[ok].sum()), float(ok.sum())
 
 
-def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float]]]:
-    """metric -> paired unit key -> (num, den) for one system of one run."""
-    out: dict[str, dict[Any, tuple[float, float]]] = {}
+def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float, float]]]:
+    """metric -> paired unit key -> (num, den, units) for one system of one run."""
+    out: dict[str, dict[Any, tuple[float, float, float]]] = {}
     files: dict[str, list[dict[str, Any]]] = {}
     for unit, (fname, build) in UNIT_BUILDERS.items():
         if fname not in files:
@@ -161,7 +162,13 @@ def compare_runs(
             [ub[m][k][0] for k in keys],
             [ub[m][k][1] for k in keys],
         ]
-        e = paired_interval(*cols, clusters=[k[1] for k in keys], bounded=registry.bounded(m))
+        e = paired_interval(
+            *cols,
+            clusters=[k[1] for k in keys],
+            bounded=registry.bounded(m),
+            trials_a=[ua[m][k][2] for k in keys],
+            trials_b=[ub[m][k][2] for k in keys],
+        )
         unit = keys[0][0] if keys else ""
         meta = registry.get(m)
         recs.append(

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.stats import approximate, fmt_interval
+
 FIRST: tuple[str, ...] = (
     "p_at_1",
     "recall_at_3",
@@ -88,12 +90,10 @@ def _cell(r: Mapping[str, Any] | None) -> str:
         return str(v)
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return f"undefined (n={r.get('n')})"
-    lo, hi = r.get("lo"), r.get("hi")
-    ci = "" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
     k = r.get("clusters")
     size = f"n={r.get('n')}" + (f"/{k}" if k and k != r.get("n") else "")
-    approx = "≈" if k and k < 10 else ""
-    return f"{v:.3f}{ci} ({size}{approx}, {r.get('method', '')})"
+    approx = "≈" if approximate(r.get("method"), v, k) else ""
+    return f"{fmt_interval(v, r.get('lo'), r.get('hi'))} ({size}{approx}, {r.get('method', '')})"
 
 
 def table_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str], list[list[str]]]]:

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from evals import registry
-from evals.stats import NO_SPREAD, no_spread
+from evals.stats import NO_SPREAD, WORST_COVERAGE, approximate, fmt_interval, no_spread
 from memkit.errors import ConfigError
 
 RECALL_PLOT = ("p_at_1", "p_at_3", "recall_at_8", "mrr", "ndcg_at_8")
@@ -66,8 +66,9 @@ METHOD_CODES: dict[str, str] = {
     "Wilson": "W",
     "Wilson, design effect": "Wd",
     "cluster-robust t": "t",
+    "cluster-robust t, log scale": "lt",
     "paired cluster-robust t": "pt",
-    "Newcombe hybrid (no paired spread)": "N",
+    "paired MOVER (Wilson, design effect)": "M",
     "percentile bootstrap": "B",
     "no interval (1 cluster)": "no CI",
     "undefined (no unit defines it)": "undefined",
@@ -76,9 +77,10 @@ LEGEND = (
     "Intervals are 95%, chosen per metric (evals/stats.py): "
     + ", ".join(f"{c} = {m}" for m, c in METHOD_CODES.items())
     + ". n is units/clusters (units: probes, attempts, ...; clusters: scopes, the independent "
-    "draws; one number: independent units); ≈ marks an interval over fewer than 10 clusters, "
-    "which is approximate. [no spread]: every unit agreed, so there is no interval to "
-    "draw (metrics.json keeps its ends, equal to the value)."
+    "draws; one number: independent units); ≈ marks an approximate interval (fewer than 10 "
+    "clusters, or a clustered share below 0.1 or above 0.9), whose simulated coverage fell to "
+    f"{WORST_COVERAGE:.3f} in the hardest regime (docs/coverage.md). [no spread]: every unit "
+    "agreed, so there is no interval to draw (metrics.json keeps its ends, equal to the value)."
 )
 
 
@@ -91,7 +93,7 @@ def _n(r: Any) -> str:
     code = METHOD_CODES.get(str(method), str(method) if method else "")
     k = None if k is None or (isinstance(k, float) and math.isnan(k)) else int(k)
     size = f"{int(n)}" if not k or k == int(n) else f"{int(n)}/{k}"
-    approx = "≈" if k and 0 < k < 10 else ""
+    approx = "≈" if approximate(str(method), get("value", None), k) else ""
     return " ".join(x for x in (code, f"n={size}{approx}") if x)
 
 
@@ -104,13 +106,7 @@ def _cell(r: Any, digits: int = 3) -> str:
 
 
 def _fmt(v: Any, lo: Any, hi: Any, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
-        return f"{v:.{digits}f}"
-    if no_spread(v, lo, hi):
-        return f"{v:.{digits}f} [{NO_SPREAD}]"
-    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+    return fmt_interval(v, lo, hi, digits)
 
 
 def _ci(m: dict[str, Any], key: str) -> tuple[Any, Any, Any]:

@@ -14,18 +14,21 @@ simulation with known truth, tests/test_stats_coverage.py):
 - values bounded in [0, 1] otherwise (clustered proportions, nDCG, pooled
   shares such as budget waste): **Wilson with a design effect** (Korn and
   Graubard): the effective n is p(1-p) over the cluster-robust variance of the
-  pooled ratio, capped at the number of units and scaled by (z / t_{k-1})^2,
-  so few clusters widen the interval;
-- unbounded values (bytes, tokens, rows per fact): the **cluster-robust t**
-  interval of the pooled ratio (linearised variance, k/(k-1) correction,
-  t with k-1 degrees of freedom), cut at 0 for non-negative values.
+  pooled ratio, capped at the scored units (attempts, probes; never the
+  clusters) and scaled by (z / t_{k-1})^2, so few clusters widen the interval;
+- non-negative unbounded values (bytes, tokens, rows per fact): the
+  **cluster-robust t** of the pooled ratio (linearised variance, k/(k-1)
+  correction, t with k-1 degrees of freedom) on the **log scale**, above 0 by
+  construction; values of either sign get it on the plain scale.
 
-A mean is the pooled ratio with denominator 1 per defined unit. Fewer than
-`MIN_CLUSTERS` clusters make an interval approximate (reports say so); one
-cluster gives no interval at all. `paired_interval` is the paired
-cluster-robust t interval of a difference of two pooled ratios over shared
-units. The percentile bootstraps below stay for quantiles (latency) and
-notebooks; they resample units, so they are too narrow for clustered units.
+Every interval lies in its metric's range by construction: a share in
+[0, 1], a difference of shares in [-1, 1] (`paired_interval`: MOVER), a
+count >= 0. A mean is the pooled ratio with denominator 1 per defined unit.
+Fewer than `MIN_CLUSTERS` clusters, or a clustered share within `EDGE_SHARE`
+of 0 or 1, make an interval approximate (reports mark it ≈; the simulated
+coverage of those regimes is in docs/coverage.md); one cluster gives no
+interval at all. The percentile bootstraps below stay for quantiles (latency)
+and notebooks; they resample units, so they are too narrow for clustered units.
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ BOOTSTRAP = "percentile bootstrap"
 WILSON = "Wilson"
 WILSON_DEFF = "Wilson, design effect"
 CLUSTER_T = "cluster-robust t"
+LOG_T = "cluster-robust t, log scale"
 PAIRED_T = "paired cluster-robust t"
-NEWCOMBE = "Newcombe hybrid (no paired spread)"
+MOVER = "paired MOVER (Wilson, design effect)"
 NO_INTERVAL = "no interval (1 cluster)"
 UNDEFINED = "undefined (no unit defines it)"
 """n = 0: no value and no interval (e.g. dedup precision where nothing was removed);
@@ -61,11 +65,41 @@ sample has no variation to build an interval from. A collapsed [1.000,
 1.000] would read as certainty; metrics.json keeps the numbers as computed."""
 
 
+EDGE_SHARE = 0.1
+"""A clustered share below this or above 1 - this is approximate even over many clusters."""
+WORST_COVERAGE = 0.834
+"""The lowest coverage the simulation measured for an approximate interval
+(docs/coverage.md; tests/test_stats_coverage.py checks it)."""
+
+
+def approximate(method: str | None, value: float | None, clusters: int | None) -> bool:
+    """Whether an interval is approximate: fewer than `MIN_CLUSTERS` clusters, or a
+    clustered share (design effect) within `EDGE_SHARE` of 0 or 1, where the
+    simulated coverage fell to 0.91 even over 50 clusters (docs/coverage.md)."""
+    k = 0 if clusters is None or clusters != clusters else int(clusters)
+    if 0 < k < MIN_CLUSTERS:
+        return True
+    edge = value is not None and value == value and not EDGE_SHARE <= value <= 1 - EDGE_SHARE
+    return bool(method == WILSON_DEFF and edge)
+
+
 def no_spread(value: float | None, lo: float | None, hi: float | None) -> bool:
     """True when an interval's (finite) ends both equal its value."""
     if value is None or lo is None or hi is None:
         return False
     return bool(math.isfinite(value) and lo == value == hi)
+
+
+def fmt_interval(value: float | None, lo: float | None, hi: float | None, digits: int = 3) -> str:
+    """ "v [lo, hi]" as every table prints it: "n/a" with no value, the value alone
+    with no interval, "v [no spread]" when the ends meet it (never a collapsed one)."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return f"{value:.{digits}f}"
+    if no_spread(value, lo, hi):
+        return f"{value:.{digits}f} [{NO_SPREAD}]"
+    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +121,8 @@ class Estimate:
 
     @property
     def approximate(self) -> bool:
-        """Fewer than `MIN_CLUSTERS` clusters: the interval's coverage is not assured."""
-        return 0 < self.clusters < MIN_CLUSTERS
+        """The interval's coverage is not assured (`approximate`)."""
+        return approximate(self.method, self.value, self.clusters)
 
     def as_dict(self, digits: int = 6) -> dict[str, float | int | str | None]:
         """JSON-safe form: NaN becomes None, floats rounded for stable files."""
@@ -102,9 +136,7 @@ class Estimate:
         }
 
     def fmt(self, digits: int = 3) -> str:
-        if math.isnan(self.value):
-            return "n/a"
-        return f"{self.value:.{digits}f} [{self.lo:.{digits}f}, {self.hi:.{digits}f}]"
+        return fmt_interval(self.value, self.lo, self.hi, digits)
 
 
 NA = Estimate(math.nan, math.nan, math.nan, 0)
@@ -357,6 +389,7 @@ def interval(
     clusters: Sequence[object] | None = None,
     *,
     bounded: bool | None = None,
+    trials: Sequence[float] | np.ndarray | None = None,
 ) -> Estimate:
     """The pooled value sum(nums)/sum(dens) (a mean when `dens` is None) with the
     95% interval the module docstring picks for these values and nesting.
@@ -365,7 +398,9 @@ def interval(
     `clusters[i]` names the cluster of unit i (None: every unit independent).
     `bounded` says whether the metric is a share in [0, 1] (False: counts,
     bytes, tokens get the t interval even when every value happens to be 0 or
-    1); None judges from the values.
+    1); None judges from the values. `trials[i]` is how many scored units row i
+    sums (compare pairs a scope's attempts as one row): a share's effective n
+    counts those, never the rows, so 8 scopes of 16 attempts are 128 trials.
     """
     s = _sample(nums, dens, clusters)
     n = int(s.y.size)
@@ -375,23 +410,54 @@ def interval(
     if s.k < 2:
         return Estimate(value, math.nan, math.nan, n, s.k, NO_INTERVAL)
     var = _ratio_variance(s)
-    in_range = bool(np.all((s.y >= 0) & (s.y <= s.d)))
-    if in_range and bounded is not False:
+    if _is_share(s, bounded):
         binary = bool(np.all(s.d == 1) and np.all((s.y == 0) | (s.y == 1)))
         z = _z()
-        if binary and s.k == n:
+        if binary and s.k == n and trials is None:
             lo, hi = wilson(value, n, z)
             return Estimate(value, lo, hi, n, s.k, WILSON)
-        pq = value * (1 - value)
-        n_eff = float(n) if var == 0 or pq == 0 else min(float(n), pq / var)
-        n_eff *= (z / _t(s.k - 1)) ** 2
-        lo, hi = wilson(value, n_eff, z)
+        lo, hi = wilson(value, _n_eff(s, var, _trials(nums, dens, clusters, trials)), z)
         return Estimate(value, lo, hi, n, s.k, WILSON_DEFF)
+    if var == 0:
+        return Estimate(value, value, value, n, s.k, NO_SPREAD)
     half = _t(s.k - 1) * math.sqrt(var)
-    lo = value - half
-    if np.all(s.y >= 0):
-        lo = max(lo, 0.0)  # a non-negative quantity (bytes, tokens) has no negative mean
-    return Estimate(value, lo, value + half, n, s.k, CLUSTER_T)
+    if value > 0 and np.all(s.y >= 0):
+        # a non-negative mean (bytes, tokens): the t interval on the log scale, which
+        # stays above 0 by construction and leans right as skewed counts do
+        f = math.exp(half / value)
+        return Estimate(value, value / f, value * f, n, s.k, LOG_T)
+    return Estimate(value, value - half, value + half, n, s.k, CLUSTER_T)
+
+
+def _is_share(s: _Sample, bounded: bool | None) -> bool:
+    return bool(np.all((s.y >= 0) & (s.y <= s.d))) and bounded is not False
+
+
+def _trials(
+    nums: Sequence[float] | np.ndarray,
+    dens: Sequence[float] | np.ndarray | None,
+    clusters: Sequence[object] | None,
+    trials: Sequence[float] | np.ndarray | None,
+) -> float | None:
+    """Scored units behind the defined rows (None: one per row)."""
+    if trials is None:
+        return None
+    t = np.asarray(trials, dtype=float).ravel()
+    y = np.asarray(nums, dtype=float).ravel()
+    d = np.ones_like(y) if dens is None else np.asarray(dens, dtype=float).ravel()
+    if t.shape != y.shape:
+        raise ConfigError(f"{y.size} rows but {t.size} trial counts")
+    keep = ~(np.isnan(y) | np.isnan(d)) & (d > 0)
+    return float(t[keep].sum())
+
+
+def _n_eff(s: _Sample, var: float, trials: float | None) -> float:
+    """Korn-Graubard effective n of a clustered share: p(1-p) over the cluster-robust
+    variance, capped at the scored units, scaled by (z / t_{k-1})^2."""
+    units = float(s.y.size) if trials is None else trials
+    pq = s.value * (1 - s.value)
+    n_eff = units if var == 0 or pq == 0 else min(units, pq / var)
+    return n_eff * (_z() / _t(s.k - 1)) ** 2
 
 
 def paired_interval(
@@ -402,18 +468,21 @@ def paired_interval(
     clusters: Sequence[object] | None = None,
     *,
     bounded: bool | None = None,
+    trials_a: Sequence[float] | np.ndarray | None = None,
+    trials_b: Sequence[float] | np.ndarray | None = None,
 ) -> Estimate:
     """Difference a - b of two pooled ratios over the same units, paired.
 
     `num_a[i]` and `num_b[i]` are unit i under two systems; only units defined
     on both sides (finite value, positive denominator) are pairs, and `n` is
-    their number. The interval is the cluster-robust t of the linearised
-    difference, so variance the two systems share cancels; when the paired
-    spread is exactly 0 (e.g. both systems at 1.0 everywhere) a share falls
-    back to Newcombe's hybrid of the two Wilson intervals rather than
-    collapsing. `bounded` is `interval`'s: a metric that is not a share
-    (tokens, bytes) has no Wilson interval, so its spread-free difference is
-    reported as it is (NO_SPREAD).
+    their number. A difference of shares is the **MOVER** interval (Zou and
+    Donner) built from the two sides' Wilson intervals (design effect, their
+    scored units as trials: `trials_a`/`trials_b`, see `interval`) and the
+    cluster-level correlation of the two estimates, so variance the systems
+    share cancels and the ends stay in [-1, 1] by construction, with or
+    without paired spread. Other differences (tokens, bytes) are the
+    cluster-robust t of the linearised difference, or NO_SPREAD when every
+    cluster differs by the same amount.
     """
     ya, yb = (np.asarray(v, dtype=float).ravel() for v in (num_a, num_b))
     da = np.ones_like(ya) if den_a is None else np.asarray(den_a, dtype=float).ravel()
@@ -431,17 +500,27 @@ def paired_interval(
         return Estimate(diff, math.nan, math.nan, n, a.k, NO_INTERVAL)
     yca, dca = a.totals()
     ycb, dcb = b.totals()
-    z = (yca - a.value * dca) / a.d.sum() - (ycb - b.value * dcb) / b.d.sum()
-    var = float(a.k / (a.k - 1) * np.sum(z**2))
-    if var > 0:
-        half = _t(a.k - 1) * math.sqrt(var)
-        return Estimate(diff, diff - half, diff + half, n, a.k, PAIRED_T)
-    ea = interval(a.y, a.d, a.codes, bounded=bounded)
-    eb = interval(b.y, b.d, b.codes, bounded=bounded)
-    if CLUSTER_T in (ea.method, eb.method):  # not a share (told, or by its values)
+    ra = (yca - a.value * dca) / a.d.sum()
+    rb = (ycb - b.value * dcb) / b.d.sum()
+    scale = a.k / (a.k - 1)
+    var_a, var_b = scale * float(np.sum(ra**2)), scale * float(np.sum(rb**2))
+    if _is_share(a, bounded) and _is_share(b, bounded):
+        ta = None if trials_a is None else np.asarray(trials_a, dtype=float).ravel()[both]
+        tb = None if trials_b is None else np.asarray(trials_b, dtype=float).ravel()[both]
+        la, ua = wilson(a.value, _n_eff(a, var_a, None if ta is None else float(ta.sum())))
+        lb, ub = wilson(b.value, _n_eff(b, var_b, None if tb is None else float(tb.sum())))
+        r = 0.0 if var_a == 0 or var_b == 0 else scale * float(np.sum(ra * rb))
+        r = 0.0 if r == 0 else max(-1.0, min(1.0, r / math.sqrt(var_a * var_b)))
+        lo = diff - _mover(a.value - la, ub - b.value, r)
+        hi = diff + _mover(ua - a.value, b.value - lb, r)
+        return Estimate(diff, lo, hi, n, a.k, MOVER)
+    var = scale * float(np.sum((ra - rb) ** 2))
+    if var == 0:
         return Estimate(diff, diff, diff, n, a.k, NO_SPREAD)
-    if math.isnan(ea.lo) or math.isnan(eb.lo):
-        return Estimate(diff, diff, diff, n, a.k, PAIRED_T)
-    lo = diff - math.hypot(ea.value - ea.lo, eb.hi - eb.value)
-    hi = diff + math.hypot(ea.hi - ea.value, eb.value - eb.lo)
-    return Estimate(diff, lo, hi, n, a.k, NEWCOMBE)
+    half = _t(a.k - 1) * math.sqrt(var)
+    return Estimate(diff, diff - half, diff + half, n, a.k, PAIRED_T)
+
+
+def _mover(x: float, y: float, r: float) -> float:
+    """Half-width of one MOVER end: sqrt(x^2 + y^2 - 2rxy), at most x + y (|r| <= 1)."""
+    return math.sqrt(max(x * x + y * y - 2 * r * x * y, 0.0))

@@ -89,7 +89,9 @@ def test_compare_plot_marks_direction_and_names_the_interval(run, rendered_figur
 def _copy(run, dest, **manifest):
     dest.mkdir()
     (dest / "probes.jsonl").write_text((run / "probes.jsonl").read_text())
-    (dest / "manifest.json").write_text(json.dumps({"name": "t", "systems": ["a", "b"], **manifest}))
+    (dest / "manifest.json").write_text(
+        json.dumps({"name": "t", "systems": ["a", "b"], **manifest})
+    )
     return dest
 
 

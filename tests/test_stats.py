@@ -170,30 +170,48 @@ def test_clusters_widen_the_interval_of_correlated_units():
 
 
 def test_unbounded_values_use_the_cluster_t():
-    from evals.stats import CLUSTER_T, interval
+    from evals.stats import CLUSTER_T, LOG_T, interval
 
+    half = 3.182446 * math.sqrt(4 / 3 * 500 / 16)
     e = interval([10.0, 20.0, 30.0, 40.0])
-    assert e.method == CLUSTER_T and e.value == 25.0
-    assert e.lo == pytest.approx(25 - 3.182446 * math.sqrt(4 / 3 * 500 / 16), abs=1e-4)
+    # non-negative: the t interval on the log scale, above 0 by construction
+    assert e.method == LOG_T and e.value == 25.0
+    assert e.lo == pytest.approx(25 / math.exp(half / 25), abs=1e-4)
+    assert e.hi == pytest.approx(25 * math.exp(half / 25), abs=1e-4)
+    # values of either sign (a signed difference) keep the plain t
+    s = interval([-10.0, 20.0, 30.0, 60.0])
+    assert s.method == CLUSTER_T and s.value == 25.0
+    assert s.lo == pytest.approx(25 - 3.182446 * math.sqrt(4 / 3 * 2500 / 16), abs=1e-4)
+
+
+def test_a_count_interval_never_goes_below_zero_by_construction():
+    """#32 finding 4 (counts): the t interval was cut at 0 after the fact; a mean of
+    rare non-negative counts now has a positive lower end without clipping."""
+    from evals.stats import interval
+
+    e = interval([0.0] * 30 + [40.0], None, list(range(31)))
+    assert 0 < e.lo < e.value < e.hi
 
 
 def test_paired_interval_pairs_only_units_defined_on_both_sides():
-    from evals.stats import PAIRED_T, paired_interval
+    from evals.stats import MOVER, PAIRED_T, paired_interval
 
     a = [1.0, 0.0, 1.0, math.nan, 1.0, 1.0]
     b = [0.0, 0.0, math.nan, 1.0, 0.0, 1.0]
     e = paired_interval(a, None, b, None, ["s1", "s1", "s2", "s2", "s3", "s4"])
     assert e.n == 4 and e.clusters == 3  # units 3 and 4 are undefined on one side
-    assert e.value == pytest.approx(3 / 4 - 1 / 4) and e.method == PAIRED_T
+    assert e.value == pytest.approx(3 / 4 - 1 / 4) and e.method == MOVER
     same = paired_interval([1.0] * 40, None, [1.0] * 40, None)
-    assert same.value == 0.0 and same.lo < 0 < same.hi  # no spread: Newcombe, not [0, 0]
+    assert same.value == 0.0 and same.lo < 0 < same.hi  # no spread: MOVER, not [0, 0]
+    tokens = paired_interval([5.0, 7.0, 9.0], None, [1.0, 1.0, 2.0], None, bounded=False)
+    assert tokens.method == PAIRED_T and tokens.lo < tokens.value == pytest.approx(7 - 4 / 3)
 
 
 def test_a_spread_free_difference_of_counts_is_no_spread_not_a_wilson_interval():
     """Tokens per pass 0 (heuristic) against 30 (a model) in every pair: the
     Newcombe fallback is for shares; on a count it made [-30.000, -29.589]
     out of the Wilson interval of an all-zero "proportion"."""
-    from evals.stats import NEWCOMBE, NO_SPREAD, paired_interval
+    from evals.stats import MOVER, NO_SPREAD, paired_interval
 
     zeros, thirties = [0.0] * 8, [30.0] * 8
     codes = [f"s{i}" for i in range(8)]
@@ -201,4 +219,36 @@ def test_a_spread_free_difference_of_counts_is_no_spread_not_a_wilson_interval()
         e = paired_interval(zeros, None, thirties, None, codes, bounded=bounded)
         assert (e.value, e.lo, e.hi, e.method) == (-30.0, -30.0, -30.0, NO_SPREAD)
     share = paired_interval([0.0] * 8, None, [1.0] * 8, None, codes, bounded=True)
-    assert share.method == NEWCOMBE and share.value == -1.0 < share.hi < 0  # not collapsed
+    assert share.method == MOVER and share.value == -1.0 < share.hi < 0  # not collapsed
+    assert share.lo == -1.0  # the ends stay in [-1, 1]
+
+
+def test_a_spread_free_share_difference_counts_scored_units_not_scopes():
+    """#32 finding 3: 130 valid attempts each side in 8 scopes were 8 trials,
+    0.000 [-0.411, 0.411]; with the attempts as trials the interval is narrow, and
+    all-valid against none-valid is near [0.95, 1], not [0.418, 1]."""
+    from evals.stats import MOVER, paired_interval
+
+    codes = [f"s{i}" for i in range(8)]
+    per = [16.0, 16, 16, 16, 16, 16, 17, 17]  # 130 attempts
+    same = paired_interval(per, per, per, per, codes, trials_a=per, trials_b=per)
+    assert same.method == MOVER and -0.05 < same.lo < 0 < same.hi < 0.05
+    old = paired_interval(per, per, per, per, codes)  # rows as trials: 8 of them
+    assert old.hi > 0.3
+    gap = paired_interval(per, per, [0.0] * 8, per, codes, trials_a=per, trials_b=per)
+    assert gap.value == 1.0 == gap.hi and 0.93 < gap.lo < 1.0
+
+
+def test_a_paired_share_difference_stays_within_minus_one_and_one():
+    """#32 finding 4: valid_after_repair's difference was 0.994 [0.979, 1.0085] (the
+    paired t); the MOVER interval's ends stay in [-1, 1] by construction."""
+    from evals.stats import paired_interval
+
+    rng = np.random.default_rng(3)
+    codes = np.repeat(np.arange(8), 20)
+    a = (rng.random(160) < 0.995).astype(float)
+    a[:2] = 0.0
+    b = np.zeros(160)
+    b[5] = 1.0
+    e = paired_interval(a, None, b, None, codes)
+    assert -1.0 <= e.lo < e.value < e.hi <= 1.0
