@@ -820,6 +820,22 @@ _attempt(
     lists=("headline", "compare"),
 )(_judged(lambda s: float(s.valid_after_repair)))
 _attempt(
+    "empty_proposal_share",
+    "share of distinct answered requests whose answer parses strictly, is valid and proposes "
+    'no change ({"changes": []}); strict_validity = this + nonempty_valid',
+    "neutral",
+    "validity",
+    lists=("headline", "compare"),
+)(_judged(lambda s: float(s.strict_valid and s.changes == 0)))
+_attempt(
+    "nonempty_valid",
+    "share of distinct answered requests whose answer parses strictly, is valid and proposes "
+    "at least one change",
+    "higher",
+    "validity",
+    lists=("headline", "compare"),
+)(_judged(lambda s: float(s.strict_valid and s.changes > 0)))
+_attempt(
     "hallucinated_ids",
     "mean per distinct answered request of ids not in the pass snapshot",
     "lower",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -77,6 +78,11 @@ def _locomo_conv() -> dict:
                 "category": 1,
             },
             {
+                "question": "What would Bo's dog like?",
+                "answer": "a walk",
+                "category": 3,
+            },
+            {
                 "question": "What is Ann's cat called?",
                 "adversarial_answer": "Tom",
                 "evidence": ["D1:1"],
@@ -106,7 +112,11 @@ def test_locomo_mapping(tmp_path):
         ("D1:2",),
     )
     assert oslo.meta["dia_ids"] == ("D2:1", "D2:2")
-    where, both, adversarial = ds.probes
+    where, both, blank, adversarial = ds.probes
+    # an answer without evidence: undefined (its own category), never off-topic
+    assert blank.relevant == () and blank.meta["undefined"] == "no_evidence"
+    assert ds.info["no_evidence_probes"] == 1 and not blank.meta["unmapped"]
+    assert "undefined" not in where.meta and "undefined" not in both.meta
     assert where.after_run == "locomo:conv-1:session_2"
     assert where.relevant == (oslo.fact_id,)
     assert both.relevant == (dog.fact_id, oslo.fact_id)  # "D1:2; D2:1" split, order kept
@@ -117,7 +127,7 @@ def test_locomo_mapping(tmp_path):
     assert check_dataset(ds) == []
     assert load_locomo(f, limit=0).transcripts == ()
     assert load_locomo(f).fingerprint() == ds.fingerprint()
-    assert json.loads(json.dumps(ds.counts))["probes"] == 3
+    assert json.loads(json.dumps(ds.counts))["probes"] == 4
     assert len(ds.to_frames()["facts"]) == 2
 
 
@@ -432,8 +442,15 @@ def test_locomo_real(shared_datasets):
     assert ds.counts["probes"] == 1986
     # 2,541 observations; 8 repeat another of the same speaker and are merged into it
     assert ds.counts["facts"] == 2541 - 8 and ds.info["normalised"] == 8
-    unmapped = sum(bool(p.meta.get("undefined")) for p in ds.probes)
-    assert unmapped == 307 == ds.info["unmapped_probes"]
+    undefined = Counter(p.meta.get("undefined") for p in ds.probes if p.meta.get("undefined"))
+    assert undefined["unmapped"] == 307 == ds.info["unmapped_probes"]
+    # #32 finding 5: four answerable open-domain questions cite no evidence; they drove
+    # offtopic_silence to 0.000 (n=4) as off-topic probes, now they are undefined
+    assert undefined["no_evidence"] == 4 == ds.info["no_evidence_probes"]
+    blank = [p for p in ds.probes if p.meta.get("undefined") == "no_evidence"]
+    assert all(p.meta["group"] == "3 open-domain" and p.meta["answer"] for p in blank)
+    offtopic = [p for p in ds.probes if not p.relevant and not p.meta.get("undefined")]
+    assert all(p.meta.get("apart") for p in offtopic)  # none left outside the adversarial
     counts = {g: sum(p.meta["group"] == g for p in ds.probes) for g in CATEGORIES.values()}
     assert list(counts.values()) == [282, 321, 96, 841, 446]
     assert all(bool(p.meta.get("apart")) == (p.meta["category"] == 5) for p in ds.probes)

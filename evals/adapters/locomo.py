@@ -13,7 +13,10 @@ Read as published: every probe carries its category as `meta["group"]`
 is `apart` (its answers are adversarial: reported in its own table, kept out
 of the overall numbers). A probe with evidence that no observation cites is
 `unmapped`: its retrieval metrics are undefined (`meta["undefined"]`), it is
-counted as such and never scored as an off-topic probe.
+counted as such and never scored as an off-topic probe. A question with an
+answer but no evidence at all (mostly open-domain) is its own category,
+`no_evidence`: undefined the same way, never off-topic (it has an answer, so
+something in the conversation is relevant; LoCoMo does not say what).
 
 Normalisation (documented, counted in `info["normalised"]`): the same
 observation recurs across sessions under different ids ("Gina lost her job
@@ -126,6 +129,7 @@ def load_locomo(path: str | Path, *, limit: int | None = None) -> Dataset:
         info={
             "normalised": merged,
             "unmapped_probes": sum(bool(p.meta.get("unmapped")) for p in probes),
+            "no_evidence_probes": sum(p.meta.get("undefined") == "no_evidence" for p in probes),
             "ambiguous_text": ambiguous_texts(facts),
         },
     )
@@ -247,6 +251,10 @@ def _locomo_conversation(
         }
         if meta["unmapped"]:
             meta["undefined"] = "unmapped"
+        elif not evidence and answer is not None and not meta["adversarial"]:
+            # an answerable question that cites no evidence (mostly open-domain): what
+            # would be relevant is unknown, so it is neither scored nor off-topic
+            meta["undefined"] = "no_evidence"
         if category == 5:
             meta["apart"] = True
         probes.append(
