@@ -216,6 +216,15 @@ def bounded(name: str) -> bool:
     return FAMILIES.get(get(name).family, ("", False))[1]
 
 
+def value_range(name: str, *, difference: bool = False) -> tuple[float, float]:
+    """The range a metric's value and interval ends lie in: a share [0, 1], a
+    count [0, inf); a difference of two systems' values [-1, 1] for shares,
+    unbounded otherwise."""
+    if bounded(name):
+        return (-1.0, 1.0) if difference else (0.0, 1.0)
+    return (-float("inf"), float("inf")) if difference else (0.0, float("inf"))
+
+
 def definitions() -> dict[str, str]:
     """name -> printed definition, for every registered metric."""
     return {n: m.definition for n, m in all_metrics().items()}

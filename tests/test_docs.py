@@ -158,6 +158,8 @@ FREE = "pipeline:replay:datasets/bundled/recordings/smollm2-135m-free.jsonl"
 SCHEMA = "pipeline:replay:datasets/bundled/recordings/smollm2-135m-schema.jsonl"
 DECODING = (
     "strict_validity",
+    "empty_proposal_share",
+    "nonempty_valid",
     "valid_after_repair",
     "hallucinated_ids",
     "extraction_recall",

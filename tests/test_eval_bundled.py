@@ -74,3 +74,114 @@ def test_stale_twins_make_store_mode_leak(bundled_run):
     assert len(unfolded & {f["fact_id"] for f in twins}) >= 10
     leak = _metric(out, "store", "supersede_leakage")
     assert leak["value"] > 0 and leak["lo"] > 0
+
+
+def outside_range(run_dir):
+    """Every interval end or value in a run folder's metrics.json, groups.json,
+    breakdown.json, compare.csv and sweep.csv that lies outside its metric's range."""
+    import math
+
+    import pandas as pd
+
+    from evals import registry
+
+    def bad(rows, where, difference=False):
+        out = []
+        for r in rows:
+            m = r.get("metric")
+            if m not in registry.all_metrics():
+                continue
+            lo, hi = registry.value_range(m, difference=difference)
+            for key in ("value", "lo", "hi"):
+                v = r.get(key)
+                if v is None or (isinstance(v, float) and math.isnan(v)):
+                    continue
+                if not lo <= float(v) <= hi:
+                    out.append(f"{where}: {r.get('system', '')} {m} {key}={v}")
+        return out
+
+    found = []
+    for name, key in (
+        ("metrics.json", "metrics"),
+        ("groups.json", "rows"),
+        ("breakdown.json", "rows"),
+    ):
+        if (run_dir / name).is_file():
+            found += bad(json.loads((run_dir / name).read_text())[key], f"{run_dir.name}/{name}")
+    for name, diff in (("compare.csv", True), ("sweep.csv", False)):
+        if (run_dir / name).is_file():
+            rows = pd.read_csv(run_dir / name).to_dict("records")
+            found += bad(rows, f"{run_dir.name}/{name}", diff)
+    return found
+
+
+def test_no_interval_of_make_eval_or_a_compare_lies_outside_its_range(bundled_run):
+    """#32 acceptance: shares in [0, 1], differences of shares in [-1, 1], counts >= 0,
+    in make eval's files and its compare (valid_after_repair's difference was
+    0.994 [0.979, 1.0085]), and in the committed example reports."""
+    from evals.commands import compare_main
+
+    assert compare_main([str(bundled_run), "--quiet", "--no-report"]) == 0
+    assert (bundled_run / "compare.csv").is_file()
+    assert outside_range(bundled_run) == []
+    for d in (REPO / "reports" / "example", REPO / "reports" / "longmemeval-oracle"):
+        assert outside_range(d) == [], d
+
+
+def test_public_examples_stay_in_range(shared_datasets, tmp_path):
+    """LoCoMo (2 conversations), MSC (20 episodes, oracle) and LongMemEval (10
+    questions): no interval outside its metric's range."""
+    from evals.runner import RunConfig, run_eval
+
+    for spec, limit, cons in (("locomo", 2, ()), ("msc", 20, ("oracle",)), ("longmemeval", 10, ())):
+        out = tmp_path / spec
+        cfg = RunConfig(
+            dataset=f"{spec}:{shared_datasets}",
+            name=spec,
+            consolidators=cons,
+            store_mode=True,
+            limit=limit,
+            resamples=100,
+        )
+        run_eval(cfg, out, quiet=True, report=False)
+        assert outside_range(out) == [], spec
+
+
+def test_pipeline_headline_counts_empty_proposals_apart(bundled_run):
+    """#32 finding 7: {"changes": []} is strictly valid; empty_proposal_share and
+    nonempty_valid split strict_validity and both are in the pipeline headline."""
+    from evals import registry
+
+    schema = "pipeline:replay:datasets/bundled/recordings/smollm2-135m-schema.jsonl"
+    valid = _metric(bundled_run, schema, "strict_validity")
+    empty = _metric(bundled_run, schema, "empty_proposal_share")
+    full = _metric(bundled_run, schema, "nonempty_valid")
+    assert empty["value"] + full["value"] == pytest.approx(valid["value"])
+    assert empty["value"] > full["value"]  # most of SmolLM2's valid answers are empty
+    assert empty["n"] == full["n"] == valid["n"]
+    head = registry.names(listed="headline")
+    assert {"empty_proposal_share", "nonempty_valid"} <= set(head)
+    md = (bundled_run / "report.md").read_text()
+    assert "empty_proposal_share" in md and "nonempty_valid" in md
+
+
+def test_bundled_floor_sweep_recommends_a_non_inferior_point(tmp_path):
+    """#32 acceptance: on the bundled 20-point floor sweep the recommendation's recall
+    interval against the best lies entirely above -margin (0.35 was chosen with
+    [-0.149, -0.034]), and the report lists the qualifying set."""
+    from evals.commands import sweep_main
+
+    floors = ",".join(f"{0.05 * i:.2f}" for i in range(20))
+    out = tmp_path / "floor"
+    argv = ["--preset", "bundled", "--grid", f"floor={floors}", "--out", str(out), "--quiet"]
+    assert sweep_main(argv) == 0
+    rec = json.loads((out / "recommended.json").read_text())
+    c = rec["constraint"]
+    assert c["difference"] is None or c["difference"]["lo"] >= -c["margin"]
+    assert rec["point_index"] in c["qualifying"] and len(c["points"]) == 20
+    for v in c["points"]:
+        d = v["difference"]
+        assert v["qualifies"] == (d is None or (d["lo"] is not None and d["lo"] >= -0.05))
+    md = (out / "report.md").read_text()
+    assert f"Qualifying points ({len(c['qualifying'])} of 20)" in md
+    assert outside_range(out) == []

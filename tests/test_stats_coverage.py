@@ -120,40 +120,40 @@ def paired_near_ends(rng, k, pa, pb, icc=0.1):
     return paired_interval(a, None, b, None, codes), pa - pb
 
 
-REGIMES = [
-    # (label, clusters, method, case): clusters None = independent units
+def _case(fn, k, args, rng):
+    return fn(rng, k, *args)
+
+
+INDEPENDENT = [
     ("p=0.01, 300 independent units", None, WILSON, lambda r: binary_independent(r, 300, 0.01)),
     ("p=0.5, 300 independent units", None, WILSON, lambda r: binary_independent(r, 300, 0.5)),
     ("p=0.99, 300 independent units", None, WILSON, lambda r: binary_independent(r, 300, 0.99)),
     ("p=0.03, 40 independent units", None, WILSON, lambda r: binary_independent(r, 40, 0.03)),
     ("p=0.97, 40 independent units", None, WILSON, lambda r: binary_independent(r, 40, 0.97)),
-    ("p=0.3, ICC 0.05", 8, WILSON_DEFF, lambda r: binary_clustered(r, 8)),
-    ("p=0.3, ICC 0.05", 50, WILSON_DEFF, lambda r: binary_clustered(r, 50)),
-    ("p=0.05, ICC 0.05", 8, WILSON_DEFF, lambda r: binary_clustered(r, 8, 0.05)),
-    ("score in [0,1], ICC 0.05", 8, WILSON_DEFF, lambda r: score_clustered(r, 8)),
-    ("score in [0,1], ICC 0.05", 50, WILSON_DEFF, lambda r: score_clustered(r, 50)),
-    ("pooled byte share 0.4", 8, WILSON_DEFF, lambda r: bytes_share_clustered(r, 8)),
-    ("pooled byte share 0.4", 50, WILSON_DEFF, lambda r: bytes_share_clustered(r, 50)),
-    ("gamma-Poisson count", 8, LOG_T, lambda r: count_clustered(r, 8)),
-    ("gamma-Poisson count", 50, LOG_T, lambda r: count_clustered(r, 50)),
-    ("paired 0.6 - 0.5", 8, MOVER, lambda r: paired_clustered(r, 8)),
-    ("paired 0.6 - 0.5", 50, MOVER, lambda r: paired_clustered(r, 50)),
-    # the hard regimes (#32)
-    ("rare p=0.05, ICC 0.2", 8, WILSON_DEFF, lambda r: binary_clustered(r, 8, 0.05, 0.2)),
-    ("rare p=0.05, ICC 0.2", 50, WILSON_DEFF, lambda r: binary_clustered(r, 50, 0.05, 0.2)),
-    ("near-1 p=0.95, ICC 0.2", 8, WILSON_DEFF, lambda r: binary_clustered(r, 8, 0.95, 0.2)),
-    ("near-1 p=0.95, ICC 0.2", 50, WILSON_DEFF, lambda r: binary_clustered(r, 50, 0.95, 0.2)),
-    ("p=0.3, ICC 0.3", 8, WILSON_DEFF, lambda r: binary_clustered(r, 8, 0.3, 0.3)),
-    ("p=0.3, ICC 0.3", 50, WILSON_DEFF, lambda r: binary_clustered(r, 50, 0.3, 0.3)),
-    ("p=0.3, skewed cluster sizes", 8, WILSON_DEFF, lambda r: binary_skewed(r, 8)),
-    ("p=0.3, skewed cluster sizes", 50, WILSON_DEFF, lambda r: binary_skewed(r, 50)),
-    ("lognormal tokens (sigma 1)", 8, LOG_T, lambda r: tokens_lognormal(r, 8)),
-    ("lognormal tokens (sigma 1)", 50, LOG_T, lambda r: tokens_lognormal(r, 50)),
-    ("paired 0.99 - 0.5", 8, MOVER, lambda r: paired_near_ends(r, 8, 0.99, 0.5)),
-    ("paired 0.99 - 0.5", 50, MOVER, lambda r: paired_near_ends(r, 50, 0.99, 0.5)),
-    ("paired 0.1 - 0.05, ICC 0.2", 8, MOVER, lambda r: paired_near_ends(r, 8, 0.1, 0.05, 0.2)),
-    ("paired 0.1 - 0.05, ICC 0.2", 50, MOVER, lambda r: paired_near_ends(r, 50, 0.1, 0.05, 0.2)),
 ]
+CLUSTERED = [
+    # (label, method, case, its arguments after the cluster count); the hard regimes
+    # of #32 from "rare" on
+    ("p=0.3, ICC 0.05", WILSON_DEFF, binary_clustered, ()),
+    ("p=0.05, ICC 0.05", WILSON_DEFF, binary_clustered, (0.05,)),
+    ("score in [0,1], ICC 0.05", WILSON_DEFF, score_clustered, ()),
+    ("pooled byte share 0.4", WILSON_DEFF, bytes_share_clustered, ()),
+    ("gamma-Poisson count", LOG_T, count_clustered, ()),
+    ("paired 0.6 - 0.5", MOVER, paired_clustered, ()),
+    ("rare p=0.05, ICC 0.2", WILSON_DEFF, binary_clustered, (0.05, 0.2)),
+    ("near-1 p=0.95, ICC 0.2", WILSON_DEFF, binary_clustered, (0.95, 0.2)),
+    ("p=0.3, ICC 0.3", WILSON_DEFF, binary_clustered, (0.3, 0.3)),
+    ("p=0.3, skewed cluster sizes", WILSON_DEFF, binary_skewed, ()),
+    ("lognormal tokens (sigma 1)", LOG_T, tokens_lognormal, ()),
+    ("paired 0.99 - 0.5", MOVER, paired_near_ends, (0.99, 0.5)),
+    ("paired 0.1 - 0.05, ICC 0.2", MOVER, paired_near_ends, (0.1, 0.05, 0.2)),
+]
+REGIMES = INDEPENDENT + [
+    (label, k, method, functools.partial(_case, fn, k, args))
+    for label, method, fn, args in CLUSTERED
+    for k in (8, 50)
+]
+"""(label, clusters, method, case): clusters None = independent units."""
 DOC = Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
 
 
