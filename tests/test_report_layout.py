@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from test_eval_data import write_tiny_dataset
@@ -267,3 +268,24 @@ def test_no_spread_is_only_an_interval_whose_ends_meet_its_value():
     assert no_spread(1.0, 1.0, 1.0) and no_spread(0.0, 0.0, 0.0)
     assert not no_spread(0.0, 0.0, 0.01) and not no_spread(float("nan"), 0.0, 0.0)
     assert not no_spread(0.5, None, None)
+
+
+def test_per_group_tables_and_estimates_say_no_spread_too():
+    """#32 finding 6: per-group tables (the committed longmemeval-oracle report's
+    relevant_shut_out) and `Estimate.fmt` (the notebooks) printed 0.000 [0.000, 0.000]."""
+    from evals.groups import table_rows
+    from evals.stats import Estimate
+
+    base = {"system": "store", "n": 72, "clusters": 72, "method": "cluster-robust t"}
+    rows = [
+        {**base, "group": "g1", "metric": "relevant_shut_out", "value": 0.0, "lo": 0.0, "hi": 0.0},
+        {**base, "group": "g2", "metric": "relevant_shut_out", "value": 0.1, "lo": 0.0, "hi": 0.2},
+    ]
+    ((_, _, body),) = table_rows(rows)
+    assert body[0][1].startswith("0.000 [no spread]") and "[0.000, 0.000]" not in body[0][1]
+    assert body[0][2].startswith("0.100 [0.000, 0.200]")
+    assert Estimate(1.0, 1.0, 1.0, 5).fmt() == "1.000 [no spread]"
+    assert Estimate(0.5, 0.4, 0.6, 5).fmt() == "0.500 [0.400, 0.600]"
+    repo = Path(__file__).resolve().parents[1]
+    lme = (repo / "reports" / "longmemeval-oracle" / "report.md").read_text()
+    assert "0.000 [0.000, 0.000]" not in lme and "[no spread]" in lme
