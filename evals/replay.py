@@ -716,6 +716,7 @@ async def replay_pipeline_scope(
                 "snapshot_ids": snap,
                 "changes": _jsonable(list(field_of(res, "changes") or ())),
                 "parked": list(field_of(res, "parked") or ()),
+                **_isolation(res),
                 "request_bytes": field_of(res, "request_bytes"),
                 "excerpt_size": field_of(res, "excerpt_size"),
                 "request_budget": field_of(res, "request_budget"),
@@ -776,6 +777,18 @@ async def replay_pipeline_scope(
     finally:
         store.close()
     return out
+
+
+def _isolation(res: Any) -> dict[str, Any]:
+    """A pass row's view of the split (README "Parking"): whether the pass ran on a
+    sub-batch of a failed one, and what it parked alone or together with others."""
+    parked = len(field_of(res, "parked") or ())
+    alone = len(field_of(res, "rollout_ids") or ()) == 1
+    return {
+        "isolation": bool(field_of(res, "isolation")),
+        "parked_alone": parked if alone else 0,
+        "parked_with_others": 0 if alone else parked,
+    }
 
 
 def _rollout_counts(store: Any, scope_id: str) -> dict[str, int]:

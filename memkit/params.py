@@ -100,6 +100,11 @@ class ConsolidationParams:
     """(memkit) A rollout that was part of this many passes whose answer was
     invalid (a parse or validation code, never a provider error) is parked: it
     leaves the pending queue until `SQLiteStore.requeue`. 0 turns parking off."""
+    isolate: bool = True
+    """(memkit) A failed batch of several rollouts is retried in halves, then
+    single rollouts, and only a rollout that fails alone is parked (README
+    "Parking"). False: the whole batch counts and parks together, as before
+    the split (a recording made that way replays that way)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,16 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE memories ADD COLUMN ngrams integer NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        3,
+        """
+        -- (memkit, SPEC §7.8 extension, issue #37, as SQLite migration 5) The split
+        -- of a failing batch: split_size, parked_batch, failed_as.
+        ALTER TABLE rollouts ADD COLUMN split_size integer;
+        ALTER TABLE rollouts ADD COLUMN parked_batch integer;
+        ALTER TABLE rollouts ADD COLUMN failed_as text;
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when schema_version < n."""
 

@@ -105,6 +105,20 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             WHERE consumed_at IS NULL AND parked_at IS NULL;
         """,
     ),
+    (
+        5,
+        """
+        -- (memkit, SPEC §7.8 extension, issue #37) A failing batch is split before
+        -- anything is parked: `split_size` is the size of the sub-batch a rollout
+        -- is retried in (NULL: not in a split), `parked_batch` the size of the
+        -- batch whose failure parked it, `failed_as` the class of its counted
+        -- failures ("answer", "bad_request", "timeout"), so only the same
+        -- outcome adds up to parking.
+        ALTER TABLE rollouts ADD COLUMN split_size INTEGER;
+        ALTER TABLE rollouts ADD COLUMN parked_batch INTEGER;
+        ALTER TABLE rollouts ADD COLUMN failed_as TEXT;
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when user_version < n."""
 

@@ -62,6 +62,7 @@ from memkit.params import (
     RecallParams,
     RedactionParams,
 )
+from memkit.parking import PROVIDER_CODES, failure_class, plan
 from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
 from memkit.schema import SCHEMA_VERSION, migrate
@@ -604,7 +605,9 @@ class SQLStore:
 
     def stats(self, scope_id: str | None = None) -> dict[str, Any]:
         """Row counts (live, retired, retracted, embedded, per kind) and rollout counts
-        (pending, consumed, parked: each staged rollout is in exactly one)."""
+        (pending, consumed, parked: each staged rollout is in exactly one; of the
+        pending, those in the split of a failed batch; of the parked, those parked
+        alone and those parked with others, which only `isolate=False` does)."""
         if scope_id is not None:
             ck.check_scope(scope_id)
         where, args = ("WHERE scope_id = ?", (scope_id,)) if scope_id is not None else ("", ())
@@ -625,10 +628,14 @@ class SQLStore:
                     args,
                 ).fetchall()
             )
-            pending, consumed, parked = c.execute(
+            pending, consumed, parked, isolating, alone = c.execute(
                 "SELECT COUNT(*) FILTER (WHERE consumed_at IS NULL AND parked_at IS NULL), "
                 "COUNT(*) FILTER (WHERE consumed_at IS NOT NULL), "
-                "COUNT(*) FILTER (WHERE consumed_at IS NULL AND parked_at IS NOT NULL) "
+                "COUNT(*) FILTER (WHERE consumed_at IS NULL AND parked_at IS NOT NULL), "
+                "COUNT(*) FILTER (WHERE consumed_at IS NULL AND parked_at IS NULL "
+                "AND split_size IS NOT NULL), "
+                "COUNT(*) FILTER (WHERE consumed_at IS NULL AND parked_at IS NOT NULL "
+                "AND parked_batch = 1) "
                 f"FROM rollouts {where}",
                 args,
             ).fetchone()
@@ -645,6 +652,9 @@ class SQLStore:
             "rollouts_pending": pending,
             "rollouts_consumed": consumed,
             "rollouts_parked": parked,
+            "rollouts_isolating": isolating,
+            "rollouts_parked_alone": alone,
+            "rollouts_parked_with_others": parked - alone,
             "embedder": meta.get("embedder"),
             "embedder_dim": int(meta["embedder_dim"]) if "embedder_dim" in meta else None,
         }
@@ -762,7 +772,7 @@ class SQLStore:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT id, scope_id, messages, final, staged_at, consumed_at, run_id, "
-                f"failed_passes, parked_at FROM rollouts WHERE {where}",
+                f"failed_passes, parked_at, split_size, parked_batch FROM rollouts WHERE {where}",
                 tuple(args),
             ).fetchall()
         return [
@@ -776,6 +786,8 @@ class SQLStore:
                 run_id=r[6],
                 failed_passes=r[7],
                 parked_at=r[8],
+                split_size=r[9],
+                parked_batch=r[10],
             )
             for r in rows
         ]
@@ -789,6 +801,21 @@ class SQLStore:
             "ORDER BY staged_at, seq LIMIT ?",
             (scope_id, max(limit, 0)),
         )
+
+    def next_batch(self, scope_id: str, limit: int = 4) -> list[Rollout]:
+        """(memkit) The rollouts the next pass takes: while a failed batch is being
+        split, its next sub-batch (the oldest rollouts in the split, as many as
+        the first one's `split_size`, at most `limit`); else `pending_rollouts`."""
+        ck.check_scope(scope_id)
+        ck.check_int(limit, "limit")
+        split = self._rollouts(
+            "scope_id = ? AND consumed_at IS NULL AND parked_at IS NULL "
+            "AND split_size IS NOT NULL ORDER BY staged_at, seq LIMIT ?",
+            (scope_id, max(limit, 0)),
+        )
+        if split:
+            return split[: max(1, split[0].split_size or 1)]
+        return self.pending_rollouts(scope_id, limit)
 
     def parked_rollouts(self, scope_id: str) -> list[Rollout]:
         """(memkit) Rollouts parked after repeated invalid answers, oldest first."""
@@ -808,7 +835,8 @@ class SQLStore:
         ck.check_id(rollout_id, "rollout_id")
         with self._write(scope_id) as w:
             cur = w.conn.execute(
-                "UPDATE rollouts SET parked_at = NULL, failed_passes = 0 WHERE id = ? "
+                "UPDATE rollouts SET parked_at = NULL, failed_passes = 0, failed_as = NULL, "
+                "parked_batch = NULL, split_size = NULL WHERE id = ? "
                 "AND scope_id = ? AND consumed_at IS NULL AND parked_at IS NOT NULL",
                 (rollout_id, scope_id),
             )
@@ -822,21 +850,27 @@ class SQLStore:
         code: str,
         params: ConsolidationParams = ConsolidationParams(),
     ) -> tuple[str, ...]:
-        """(memkit) Count an invalid answer against a pass's rollouts; park those at the limit.
+        """(memkit) Count a failed pass against its rollouts; split the batch or park.
 
-        `code` must judge the answer (`memkit.errors.ANSWER_CODES`: a parse or
-        validation failure; a provider error or a stale snapshot is not the
-        evidence's fault and is never counted). In one write transaction,
-        every named rollout still pending in the scope gets one more failed
-        pass, and those that reach `params.park_after` are parked; so a crash
-        either records the failed pass with its parking or neither. Returns
-        the ids parked by this call, in batch order.
+        `code` must count (`memkit.parking.failure_class`: a parse or
+        validation code, or the provider's `bad_request` / `timeout`; a 5xx,
+        a rate limit or a stale snapshot is not the evidence's fault). In one
+        write transaction, every named rollout still pending in the scope gets
+        one more failed pass (restarting at 1 when its last counted failure
+        was of another class), then `memkit.parking.plan` decides: split the
+        batch in halves, park a rollout that failed alone at `park_after`
+        (releasing the rest of the split), or, with `params.isolate` off, park
+        every rollout at `park_after`. So a crash records the failure with
+        its consequence or neither. Returns the ids parked by this call, in
+        batch order.
         """
         ck.check_scope(scope_id)
-        if code not in ANSWER_CODES:
+        ck.check_type(params, "params", ConsolidationParams)
+        kind = failure_class(code)
+        if kind is None:
             raise ConfigError(
-                f"record_failed_pass: {code!r} does not judge the answer "
-                f"(want one of {', '.join(ANSWER_CODES)})"
+                f"record_failed_pass: {code!r} does not count (want one of "
+                f"{', '.join((*ANSWER_CODES, *PROVIDER_CODES))})"
             )
         ids = list(dict.fromkeys(rollout_ids))
         if not ids:
@@ -845,25 +879,37 @@ class SQLStore:
         mine = f"id IN ({ph}) AND scope_id = ? AND consumed_at IS NULL AND parked_at IS NULL"
         with self._write(scope_id) as w:
             w.conn.execute(
-                f"UPDATE rollouts SET failed_passes = failed_passes + 1 WHERE {mine}",
-                (*ids, scope_id),
+                "UPDATE rollouts SET failed_passes = CASE WHEN COALESCE(failed_as, 'answer') = ? "
+                f"THEN failed_passes + 1 ELSE 1 END, failed_as = ? WHERE {mine}",
+                (kind, kind, *ids, scope_id),
             )
-            if params.park_after <= 0:
-                return ()
-            due = {
-                r[0]
-                for r in w.conn.execute(
-                    f"SELECT id FROM rollouts WHERE {mine} AND failed_passes >= ?",
-                    (*ids, scope_id, params.park_after),
-                )
-            }
-            if due:
-                dph = ",".join("?" * len(due))
+            counts = dict(
                 w.conn.execute(
-                    f"UPDATE rollouts SET parked_at = ? WHERE id IN ({dph})",
-                    (float(self.clock()), *due),
+                    f"SELECT id, failed_passes FROM rollouts WHERE {mine}", (*ids, scope_id)
                 )
-        return tuple(i for i in ids if i in due)
+            )
+            batch = [(i, counts[i]) for i in ids if i in counts]
+            todo = plan(batch, params)
+            if todo.park:
+                dph = ",".join("?" * len(todo.park))
+                w.conn.execute(
+                    "UPDATE rollouts SET parked_at = ?, parked_batch = ?, split_size = NULL "
+                    f"WHERE id IN ({dph})",
+                    (float(self.clock()), len(batch), *todo.park),
+                )
+            if todo.release:
+                w.conn.execute(
+                    "UPDATE rollouts SET split_size = NULL WHERE scope_id = ? "
+                    "AND consumed_at IS NULL AND parked_at IS NULL AND split_size IS NOT NULL",
+                    (scope_id,),
+                )
+            for size in sorted(set(todo.split.values())):
+                part = [i for i, n in todo.split.items() if n == size]
+                w.conn.execute(
+                    f"UPDATE rollouts SET split_size = ? WHERE id IN ({','.join('?' * len(part))})",
+                    (size, *part),
+                )
+        return todo.park
 
     def snapshot(
         self, scope_id: str, limit: int = 32, *, policy: str = "recent", query: str = ""
@@ -899,8 +945,8 @@ class SQLStore:
 
         `changes` is a `memkit.proposal.Proposal` validated for exactly this
         pass, or the raw parsed changes list (validated here, once, before the
-        lock). In one write: every rollout must exist in this scope
-        unconsumed (else AlreadyConsumed), every snapshot row must still be
+        lock). In one write: every rollout must exist in this scope unconsumed
+        and unparked (else AlreadyConsumed), every snapshot row must still be
         live and unchanged (else StaleSnapshot), then a validation failure is
         raised (so its code ranks after these two, as before); adds insert
         (they do not fold, as in the reference), merges insert and retire the
@@ -998,15 +1044,18 @@ class SQLStore:
 
     @staticmethod
     def _check_pass(w: Write, scope_id: str, rollout_ids: list[str], snapshot: list[Memory]):
-        """What can change under the lock: consumption, then snapshot currency."""
+        """What can change under the lock: consumption or parking, then snapshot currency."""
         for rid in rollout_ids:
             r = w.conn.execute(
-                "SELECT consumed_at FROM rollouts WHERE id = ? AND scope_id = ?", (rid, scope_id)
+                "SELECT consumed_at, parked_at FROM rollouts WHERE id = ? AND scope_id = ?",
+                (rid, scope_id),
             ).fetchone()
             if r is None:
                 raise AlreadyConsumed(f"rollout {rid!r} is not staged in scope {scope_id!r}")
             if r[0] is not None:
                 raise AlreadyConsumed(f"rollout {rid!r} was already consumed")
+            if r[1] is not None:  # another connection parked it after this pass read it
+                raise AlreadyConsumed(f"rollout {rid!r} was parked")
         for m in snapshot:
             if m.scope_id != scope_id:
                 continue  # validation rejects it as snapshot_scope

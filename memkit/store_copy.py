@@ -4,7 +4,7 @@ Any backend to any backend (`memkit.stores` URLs: a SQLite path or
 `sqlite:///...`, or `postgresql://...`). Lossless: ids, contents, tags,
 confidences, timestamps, seen counts, `superseded_by` links (so every history
 chain), embeddings (float32, bit for bit) and rollouts (evidence, staging,
-consumption and parking: failed passes, parked time) arrive as they left, in
+consumption, parking and splits: failed passes, parked time, split sizes) arrive as they left, in
 their original order. After the
 copy, counts and content checksums of source and destination are compared;
 any difference is an error. A destination that already holds rows is refused
@@ -37,7 +37,7 @@ MEM_COLS = (
 )  # fmt: skip
 ROLLOUT_COLS = (
     "id", "scope_id", "run_id", "messages", "final", "staged_at", "consumed_at",
-    "failed_passes", "parked_at",
+    "failed_passes", "parked_at", "split_size", "parked_batch", "failed_as",
 )  # fmt: skip
 
 
@@ -153,8 +153,8 @@ class _SQLiteRaw(_Raw):
                 ),
             )
             c.executemany(
-                "INSERT INTO rollouts (id, scope_id, run_id, messages, final, staged_at, "
-                "consumed_at, failed_passes, parked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO rollouts ({', '.join(ROLLOUT_COLS)}) "
+                f"VALUES ({', '.join('?' * len(ROLLOUT_COLS))})",
                 (
                     (*(r[k] for k in ROLLOUT_COLS[:3]),
                      json.dumps(r["messages"], ensure_ascii=False),
@@ -212,9 +212,8 @@ class _PostgresRaw(_Raw):
                     ],
                 )
                 cur.executemany(
-                    "INSERT INTO rollouts (id, scope_id, run_id, messages, final, staged_at, "
-                    "consumed_at, failed_passes, parked_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    f"INSERT INTO rollouts ({', '.join(ROLLOUT_COLS)}) "
+                    f"VALUES ({', '.join(['%s'] * len(ROLLOUT_COLS))})",
                     [
                         (*(r[k] for k in ROLLOUT_COLS[:3]),
                          json.dumps(r["messages"], ensure_ascii=False),

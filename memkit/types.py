@@ -109,6 +109,11 @@ class Rollout:
     """(memkit) Passes this rollout was part of that got an invalid answer."""
     parked_at: float | None = None
     """(memkit) When it left the pending queue after too many invalid answers."""
+    split_size: int | None = None
+    """(memkit) In the split of a failed batch: the size of the sub-batch it is
+    retried in next (None: not in a split)."""
+    parked_batch: int | None = None
+    """(memkit) The size of the batch whose failure parked it (1: it failed alone)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,8 @@ import asyncio
 import os
 
 from memkit.consolidate import OracleConsolidator, run_pass
+from memkit.errors import ProviderError
+from memkit.llm import CallAttempt
 
 SCOPE = "crash"
 
@@ -20,11 +22,32 @@ def _markers(request):
     ]
 
 
+def _number(r) -> int:
+    return int(r.run_id.split("-")[1])
+
+
 def _poison_or_marker(request):
-    """Every eleventh run is poison: its batch fails until it is parked."""
-    if any(int(r.run_id.split("-")[1]) % 11 == 0 for r in request.rollouts):
+    """Every eleventh run is poison: a batch holding it fails until it is parked alone."""
+    if any(_number(r) % 11 == 0 for r in request.rollouts):
         return [{"ids": ["mem-invented"], "entry": None}]
     return [{"ids": [], "entry": {"content": f"marker {r.run_id}"}} for r in request.rollouts]
+
+
+class _Refusing:
+    """The provider refuses (HTTP 400, a content filter) any request holding every
+    22nd run; the other poison runs get an invalid answer (`_poison_or_marker`)."""
+
+    name = "refusing"
+
+    def __init__(self):
+        self.answers = OracleConsolidator(_poison_or_marker)
+
+    async def propose(self, request):
+        if any(_number(r) % 22 == 0 for r in request.rollouts):
+            err = ProviderError("content filter", kind="bad_request", status=400)
+            err.attempts = (CallAttempt(model="refusing", outcome="bad_request", status=400),)
+            raise err
+        return await self.answers.propose(request)
 
 
 async def _passes(store, model, ok_codes: tuple[str, ...]) -> None:
@@ -43,5 +66,6 @@ async def commit_loop(store) -> None:
 
 
 async def parking_loop(store) -> None:
-    """Passes that commit, or fail on a poison batch and park it after 3 failures."""
-    await _passes(store, OracleConsolidator(_poison_or_marker), ("unknown_id",))
+    """Passes that commit, or fail on a batch holding a poison run (an invalid answer
+    or a provider 400), split it and park the poison alone at its 3rd failure."""
+    await _passes(store, _Refusing(), ("unknown_id", "provider"))

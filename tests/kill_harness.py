@@ -154,11 +154,12 @@ def kill_rounds(
     max_kills: int,
     seed: int,
     target_each: int = 0,
+    more: Callable[[], bool] = lambda: False,
     start_timeout: float = 60.0,
 ) -> KillReport:
     """SIGKILL workers running `loop` ("module:function" of an async `loop(store)`)
     until `target_inside` kills landed inside a `watch`ed method, and at least
-    `target_each` inside each of them, or `max_kills`.
+    `target_each` inside each of them, and `more()` is false; or `max_kills`.
     `after_round()` checks the invariant (and restocks the queue) after each kill.
     Returns what happened; the caller asserts on it."""
     script = tmp_path / "zygote.py"
@@ -182,7 +183,9 @@ def kill_rounds(
             z.kill()
             raise AssertionError(f"zygote did not start: {line!r} {z.stderr.read()}")
         while report.kills < max_kills and (
-            report.inside < target_inside or any(report.inside_by[m] < target_each for m in watch)
+            report.inside < target_inside
+            or any(report.inside_by[m] < target_each for m in watch)
+            or more()
         ):
             after_round()
             z.stdin.write("go\n")

@@ -1,4 +1,4 @@
--- user_version 4
+-- user_version 5
 -- index memories_change
 CREATE INDEX memories_change ON memories (change_seq);
 -- index memories_live
@@ -14,4 +14,4 @@ CREATE TABLE memories ( rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, scop
 -- table meta
 CREATE TABLE meta ( key TEXT PRIMARY KEY, value TEXT NOT NULL );
 -- table rollouts
-CREATE TABLE rollouts ( seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, scope_id TEXT NOT NULL, run_id TEXT, messages TEXT NOT NULL, final TEXT NOT NULL, staged_at REAL NOT NULL, consumed_at REAL , failed_passes INTEGER NOT NULL DEFAULT 0, parked_at REAL);
+CREATE TABLE rollouts ( seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, scope_id TEXT NOT NULL, run_id TEXT, messages TEXT NOT NULL, final TEXT NOT NULL, staged_at REAL NOT NULL, consumed_at REAL , failed_passes INTEGER NOT NULL DEFAULT 0, parked_at REAL, split_size INTEGER, parked_batch INTEGER, failed_as TEXT);

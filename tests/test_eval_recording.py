@@ -27,7 +27,7 @@ from evals.record import record_run
 from evals.replay import CachingEmbedder
 from evals.runfolder import read_json, read_jsonl
 from evals.runner import RunConfig, run_eval
-from memkit.consolidate import get_consolidator
+from memkit.consolidate import ReplayConsolidator, get_consolidator
 from memkit.consolidate.recording import read_recording
 from memkit.embed import get_embedder
 from memkit.errors import ConfigError
@@ -95,6 +95,8 @@ def test_the_recording_holds_answers_hashes_tokens_latency_and_the_budget(record
     assert header["options"]["structured_output"] == "json_object"
     assert "api_key" not in header["options"]
     assert header["dataset"]["fingerprint"] == ds.fingerprint()
+    assert header["isolate"] is True  # this run split failed batches (README "Parking")
+    assert ReplayConsolidator(tmp / "rec.jsonl").isolate is True
     rows = [
         r for r in read_jsonl(tmp / "live" / "attempts.jsonl") if r["system"] == header["system"]
     ]

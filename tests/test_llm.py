@@ -290,14 +290,15 @@ def test_cache_replays_every_attempt_of_a_pass(srv, tmp_path):
     ]
 
 
-def test_cache_replays_a_pass_that_ended_in_provider_errors(srv, tmp_path):
+def test_a_pass_that_ended_in_provider_errors_is_never_cached(srv, tmp_path):
+    """A failure is not a final answer (issue #34): a cached rerun asks the provider again."""
     c = _consolidator(srv, "e500", cache_dir=tmp_path / "c", max_attempts=2)
     first = run_pass_sync(_store(), "s", c, FAST)
     second = run_pass_sync(_store(), "s", c, FAST)
     assert first.error_code == second.error_code == "provider"
     assert [a.outcome for a in second.attempts] == ["server", "server"]
-    assert c.provider_calls == 2 and all(a.cached for a in second.attempts)
-    assert not any(a.cached for a in first.attempts)
+    assert c.provider_calls == 4 and not any(a.cached for a in (*first.attempts, *second.attempts))
+    assert len(ResponseCache(tmp_path / "c")) == 0
 
 
 def test_connection_and_config_errors_are_not_cached(srv, tmp_path):

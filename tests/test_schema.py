@@ -24,6 +24,7 @@ PINNED = {
     2: "60be2ddf2bd7005235b899282041d7258e91411cd988b9408752590b60ecb355",
     3: "cf9df6ff3ccfc9925c4bcd05f1fad8626986db7fd8bbf1fa4fd6476a8d012658",
     4: "ffddd6941546e97deec8229b5e6716e6cb1f56b5d1c190f2b81da3c6902e0c38",
+    5: "3f987c27eead35f498d1e52c946bcbe247ec05e56009a8ca07b9d8e288348bab",
 }
 """sha256 of each shipped migration's DDL text."""
 

@@ -3,13 +3,12 @@
 LiteLLM 1.110.2 has no disk cache of its own, so memkit keeps one: a JSON
 file per key under a directory, written atomically (temp file + rename) so a
 killed run never leaves a half-written entry. An entry holds the whole
-attempt sequence of one request (rate limits, server errors and timeouts
-included, with their outcome) and its answer, or the rate-limit / server /
-timeout error it ended in, so a rerun replays exactly what the first run saw:
-attempt counts and provider failures do not change between a run and its
-cached rerun. A sequence that ended in a connection or configuration error
-(dead endpoint, missing key, unknown model) is not stored; to retry a request
-that failed otherwise, delete its entry (or use another cache directory).
+attempt sequence of one answered request (the rate limits, server errors and
+timeouts retried before the answer included, with their outcome) and its
+answer, so a rerun replays what the first run saw. A request that ended
+without an answer (429, 5xx, timeout, connection, a refusal) is never stored:
+a failure is not a final answer, and a cached rerun asks the provider again
+(issue #34: a cached 3 x 500 blip used to be replayed for ever).
 """
 
 from __future__ import annotations

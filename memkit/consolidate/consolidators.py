@@ -28,9 +28,10 @@ from memkit.params import ConsolidationParams
 from memkit.proposal import proposal_response_format
 
 REPLAYABLE = ("rate_limit", "server", "timeout")
-"""Provider failures a cache entry replays: what the provider did to this request.
-A connection or configuration error (dead endpoint, missing key, unknown
-model) says nothing about the request and is retried by a rerun."""
+"""Provider failures a recording replays: what the provider did to this request
+in the recorded run. A connection or configuration error (dead endpoint,
+missing key, unknown model) says nothing about the request and is left out.
+The response cache keeps none of them: it stores answers only."""
 
 
 class LiteLLMConsolidator:
@@ -154,12 +155,8 @@ class LiteLLMConsolidator:
                 extra=self.extra,
                 **kwargs,
             )
-        except ProviderError as e:
-            tried = tuple(getattr(e, "attempts", ()))
-            self.provider_calls += len(tried)
-            if self.cache is not None and key is not None and tried and e.kind in REPLAYABLE:
-                error = {"message": str(e), "kind": e.kind, "status": e.status}
-                self.cache.put(key, {"attempts": [a.to_dict() for a in tried], "error": error})
+        except ProviderError as e:  # never cached: a rerun asks again (issue #34)
+            self.provider_calls += len(getattr(e, "attempts", ()))
             raise
         self.provider_calls += len(done.attempts)
         if self.cache is not None and key is not None:
@@ -229,6 +226,10 @@ class ReplayConsolidator:
         self.model = model
         self.name = name or f"replay:{source}"
         self.budget: int | None = None
+        self.isolate = True
+        """False for a recording made before the split of failed batches (its
+        header has no `isolate`): it holds only whole-batch requests, so
+        `run_pass` counts and parks whole batches, as the recorded run did."""
         self.header: dict[str, Any] = {}
         self._entries: dict[tuple[str, int], dict[str, Any]] | None = None
         self._answers: dict[tuple[str, int], tuple[str, str]] = {}
@@ -239,6 +240,7 @@ class ReplayConsolidator:
                 raise ConfigError(f"replay: {self.source} recorded {recorded!r}, not {model!r}")
             self.model = recorded
             self.budget = _positive(self.name, "request_budget", self.header.get("request_budget"))
+            self.isolate = self.header.get("isolate") is True
             return
         path = self.source / "attempts.jsonl"
         if not path.is_file():

@@ -5,12 +5,14 @@ stale snapshot, oversize request): it reports the exception to `on_error`,
 returns a PassResult with `outcome="error"`, and leaves the evidence
 pending. Only cancellation propagates, so a worker can bound a pass.
 
-(memkit extension of SPEC §7.8) An *answered* but invalid proposal (a parse
-or validation code, `ANSWER_CODES`) is counted against the batch's rollouts
-by the store (`record_failed_pass`), which parks a rollout on its
-`params.park_after`-th such pass: out of the queue, evidence kept,
-`PassResult.parked` names them. Provider errors, timeouts and stale
-snapshots never count, so an outage cannot park evidence.
+(memkit extension of SPEC §7.8) A failure that would repeat on the same
+request (an answered but invalid proposal, or the provider's `bad_request` /
+`timeout`: `memkit.parking.counted_code`) is counted against the batch by the
+store (`record_failed_pass`), which splits a failed batch of several rollouts
+in halves, retried first (`next_batch`), and parks a rollout that failed
+alone at `params.park_after`: out of the queue, evidence kept,
+`PassResult.parked` names them. Rate limits, 5xx, connection errors and
+stale snapshots never count, so an outage cannot park evidence.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from memkit.consolidate.request import (
     prepare_request,
 )
 from memkit.consolidate.result import Attempt, PassResult
-from memkit.errors import ANSWER_CODES, ProposalError, ProviderError, RequestTooLarge
+from memkit.errors import ProposalError, ProviderError, RequestTooLarge
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
+from memkit.parking import counted_code
 from memkit.proposal import validate_proposal
 from memkit.text import byte_len
 from memkit.types import CommitResult, Memory, Rollout
@@ -124,6 +127,7 @@ async def run_pass(
     attempts: list[Attempt] = []
     parse_mode = None
     parked: tuple[str, ...] = ()
+    isolation = False
 
     def failed(exc: BaseException) -> PassResult:
         _report(on_error, exc)
@@ -141,10 +145,13 @@ async def run_pass(
             request_budget=request.params.request_bytes if request else None,
             parse_mode=parse_mode,
             parked=parked,
+            isolation=isolation,
         )
 
     try:
-        rollouts = list(store.pending_rollouts(scope_id, params.max_rollouts))
+        take = getattr(store, "next_batch", None) or store.pending_rollouts
+        rollouts = list(take(scope_id, params.max_rollouts))
+        isolation = any(getattr(r, "split_size", None) is not None for r in rollouts)
         if not rollouts:
             return PassResult(scope_id=scope_id, outcome="nothing_pending")
         snapshot = list(
@@ -178,8 +185,6 @@ async def run_pass(
             commit = store.commit_pass(scope_id, rollout_ids, snapshot, verdict.typed, params)
         except ProposalError as e:
             code = e.code
-            if code in ANSWER_CODES:
-                parked = _record_failure(store, scope_id, rollout_ids, code, params)
             raise
         finally:
             if attempts:
@@ -207,12 +212,26 @@ async def run_pass(
             excerpt_size=request.excerpt_size,
             request_budget=request.params.request_bytes,
             parse_mode=parse_mode,
+            isolation=isolation,
         )
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         if not isinstance(exc, ProposalError | ProviderError):
             log.exception("unexpected error in consolidation pass for %r", scope_id)
+        counted = counted_code(exc)
+        if counted is not None and rollouts:
+            try:
+                parked = _record_failure(
+                    store,
+                    scope_id,
+                    [r.id for r in rollouts],
+                    counted,
+                    _policy(consolidator, params),
+                )
+            except Exception as rec:  # the pass failed either way; say why it was not counted
+                log.exception("counting a failed pass for %r raised", scope_id)
+                return failed(rec)
         return failed(exc)
 
 
@@ -227,6 +246,14 @@ def _budgeted(consolidator: Consolidator, params: ConsolidationParams) -> Consol
     return params if limit == params.request_bytes else replace(params, request_bytes=limit)
 
 
+def _policy(consolidator: Consolidator, params: ConsolidationParams) -> ConsolidationParams:
+    """`params` as the consolidator allows: a recording made before the split
+    (`ReplayConsolidator.isolate` False) holds only whole-batch requests."""
+    if params.isolate and getattr(consolidator, "isolate", True) is False:
+        return replace(params, isolate=False)
+    return params
+
+
 def _record_failure(
     store: PassStore,
     scope_id: str,
@@ -234,7 +261,7 @@ def _record_failure(
     code: str,
     params: ConsolidationParams,
 ) -> tuple[str, ...]:
-    """Count an invalid answer against the batch (memkit §7.8 extension: parking).
+    """Count a failed pass against the batch (memkit §7.8 extension: split, then park).
 
     A store without `record_failed_pass` (a custom PassStore) never parks.
     """

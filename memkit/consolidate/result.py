@@ -117,7 +117,9 @@ class PassResult:
     model's lower budget (`memkit.consolidate.budget`)."""
     parse_mode: Literal["strict", "repaired", "failed"] | None = None
     parked: tuple[str, ...] = ()
-    """(memkit) Rollouts this failed pass parked (their `park_after`-th invalid answer)."""
+    """(memkit) Rollouts this failed pass parked (their `park_after`-th counted failure)."""
+    isolation: bool = False
+    """(memkit) The batch was a sub-batch of a failed one being split (README "Parking")."""
 
     @property
     def ok(self) -> bool:
@@ -148,4 +150,5 @@ class PassResult:
             "request_budget": self.request_budget,
             "parse_mode": self.parse_mode,
             "parked": list(self.parked),
+            "isolation": self.isolation,
         }
