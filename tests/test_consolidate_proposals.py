@@ -186,12 +186,14 @@ def test_rejected_leaves_store_unchanged(line, shared_store):
     assert res.attempts[-1].validation_code == line["expect"]
     assert res.attempts[-1].raw_response == answer_text(line, ids)
     # the one write a refused answer makes (memkit extension of §7.8, parking):
-    # one more failed pass on its rollout; undo it so the corpus shares one store
+    # one more failed pass on its rollout, retried alone next (a split of one);
+    # undo it so the corpus shares one store
     con = sqlite3.connect(str(path))
     try:
-        (failed,) = con.execute("SELECT failed_passes FROM rollouts").fetchone()
-        assert failed == (1 if line["expect"] in ANSWER_CODES else 0)
-        con.execute("UPDATE rollouts SET failed_passes = 0")
+        row = con.execute("SELECT failed_passes, split_size, failed_as FROM rollouts").fetchone()
+        counted = line["expect"] in ANSWER_CODES
+        assert row == ((1, 1, "answer") if counted else (0, None, None))
+        con.execute("UPDATE rollouts SET failed_passes = 0, split_size = NULL, failed_as = NULL")
         con.commit()
     finally:
         con.close()
