@@ -1,8 +1,10 @@
 """The deferred consolidation worker (SPEC §8), scenario by scenario.
 
 Passes are fakes backed by an in-test evidence store that counts reads, and
-slow passes are held on `asyncio.Event`s, so every scenario is deterministic
-and runs in well under a second with tiny real windows and timeouts.
+slow passes are held on `asyncio.Event`s. Every scenario runs on a virtual
+clock (`tests/virtual_time.py`): windows, timeouts and retry delays pass in
+virtual time, so "nothing happened within 50 ms" is a deterministic check
+that takes no wall time, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from virtual_time import run_virtual
 
 from memkit.errors import ConfigError, ProposalError, ProviderError
 from memkit.worker import (
@@ -31,8 +34,14 @@ FAST = WorkerParams(window_s=0.01, pass_timeout_s=1.0, retry_delay_s=0.05)
 
 
 def run(coro, timeout: float = 3.0):
-    """Run one scenario; a hang fails the test instead of the suite."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+    """Run one scenario on a virtual clock; a hang fails the test instead of the suite."""
+    return run_virtual(coro, timeout)
+
+
+def make_worker(pass_fn, *args, **kwargs) -> ConsolidationWorker:
+    """A worker whose clock is the running loop's (virtual) one, unless the test sets one."""
+    kwargs.setdefault("clock", asyncio.get_running_loop().time)
+    return ConsolidationWorker(pass_fn, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -198,7 +207,7 @@ def test_capacity_one_scopes_a_a_b():
         ev = Evidence()
         passes = Passes(ev)
         rec = Recorder()
-        w = ConsolidationWorker(passes, dataclasses.replace(FAST, capacity=1), on_pass=rec)
+        w = make_worker(passes, dataclasses.replace(FAST, capacity=1), on_pass=rec)
         # three runs finish: a, a, b; each stages its evidence, then submits
         ev.stage("a")
         assert w.submit("a") is True
@@ -228,7 +237,7 @@ def test_capacity_bound_counts_running_and_waiting_scopes():
     async def main():
         gate = asyncio.Event()
         passes = Passes(Evidence(), {"s0": [gate]})
-        w = ConsolidationWorker(
+        w = make_worker(
             passes, dataclasses.replace(FAST, capacity=3, max_concurrent=1, window_s=0.0)
         )
         task = asyncio.create_task(w.run())
@@ -253,7 +262,7 @@ def test_notifications_inside_the_window_never_postpone_a_due_scope():
         now = [100.0]
         passes = Passes(Evidence())
         rec = Recorder()
-        w = ConsolidationWorker(
+        w = make_worker(
             passes,
             dataclasses.replace(FAST, window_s=0.2, max_concurrent=1),
             clock=lambda: now[0],
@@ -282,9 +291,7 @@ def test_window_bound_scope_starts_at_due_not_before():
     async def main():
         now = [0.0]
         passes = Passes(Evidence())
-        w = ConsolidationWorker(
-            passes, dataclasses.replace(FAST, window_s=0.02), clock=lambda: now[0]
-        )
+        w = make_worker(passes, dataclasses.replace(FAST, window_s=0.02), clock=lambda: now[0])
         task = asyncio.create_task(w.run())
         assert w.submit("a")
         now[0] = 0.0199  # just inside the window
@@ -303,7 +310,7 @@ def test_a_steady_stream_of_notifications_cannot_starve_a_scope():
     async def main():
         ev = Evidence()
         passes = Passes(ev)
-        w = ConsolidationWorker(passes, dataclasses.replace(FAST, window_s=0.03))
+        w = make_worker(passes, dataclasses.replace(FAST, window_s=0.03))
         task = asyncio.create_task(w.run())
         loop = asyncio.get_running_loop()
         t0 = loop.time()
@@ -328,7 +335,7 @@ def test_nine_pending_rollouts_drain_in_three_passes_then_no_reads_while_idle():
         ev.stage("s", 9)
         passes = Passes(ev)
         rec = Recorder()
-        w = ConsolidationWorker(passes, FAST, on_pass=rec)
+        w = make_worker(passes, FAST, on_pass=rec)
         task = asyncio.create_task(w.run())
         assert w.submit("s")
         await w.wait_idle()
@@ -354,7 +361,7 @@ def test_full_batch_bound_three_consumed_leaves_four_continues():
         ev.stage("three", 3)
         ev.stage("four", 4)
         rec = Recorder()
-        w = ConsolidationWorker(Passes(ev), FAST, on_pass=rec)
+        w = make_worker(Passes(ev), FAST, on_pass=rec)
         task = asyncio.create_task(w.run())
         w.submit("three")
         w.submit("four")
@@ -378,7 +385,7 @@ def test_slow_scope_never_blocks_a_fast_one():
         ev.stage("fast")
         gate = asyncio.Event()
         rec = Recorder()
-        w = ConsolidationWorker(Passes(ev, {"slow": [gate]}), FAST, on_pass=rec)
+        w = make_worker(Passes(ev, {"slow": [gate]}), FAST, on_pass=rec)
         task = asyncio.create_task(w.run())
         w.submit("slow")
         await asyncio.sleep(0.02)
@@ -402,7 +409,7 @@ def test_one_pass_per_scope_in_flight_and_one_follow_up_for_evidence_during_it()
         gate = asyncio.Event()
         passes = Passes(ev, {"s": [gate]})
         rec = Recorder()
-        w = ConsolidationWorker(passes, FAST, on_pass=rec)
+        w = make_worker(passes, FAST, on_pass=rec)
         task = asyncio.create_task(w.run())
         w.submit("s")
         await passes.started.wait()
@@ -431,7 +438,7 @@ def test_fifty_scopes_capacity_64_run_four_at_once_and_cancel_joins_them():
         for s in script:
             ev.stage(s)
         passes = Passes(ev, script)
-        w = ConsolidationWorker(passes, dataclasses.replace(FAST, window_s=0.0))
+        w = make_worker(passes, dataclasses.replace(FAST, window_s=0.0))
         assert all(w.submit(s) for s in script)
         assert w.admitted == 50
         task = asyncio.create_task(w.run())
@@ -456,7 +463,7 @@ def test_concurrency_is_min_of_four_and_capacity():
     async def main():
         hold = asyncio.Event()
         passes = Passes(Evidence(), {s: [hold] for s in "abc"})
-        w = ConsolidationWorker(passes, dataclasses.replace(FAST, capacity=2, window_s=0.0))
+        w = make_worker(passes, dataclasses.replace(FAST, capacity=2, window_s=0.0))
         assert w.submit("a") and w.submit("b") and not w.submit("c")
         task = asyncio.create_task(w.run())
         await asyncio.sleep(0.03)
@@ -472,7 +479,7 @@ def test_shutdown_keeps_queued_evidence_pending_and_run_returns():
     async def main():
         ev = Evidence()
         ev.stage("q", 2)
-        w = ConsolidationWorker(Passes(ev), dataclasses.replace(FAST, window_s=10.0))
+        w = make_worker(Passes(ev), dataclasses.replace(FAST, window_s=10.0))
         task = asyncio.create_task(w.run())
         assert w.submit("q")
         await settle()
@@ -508,7 +515,7 @@ def test_timeout_is_retried_once_without_holding_its_slot_then_consumed():
             if record.next == "retry":
                 assert w.submit("h")  # a healthy scope arrives as t starts its delay
 
-        w = ConsolidationWorker(passes, TIMEOUTS, on_pass=on_pass, on_error=errors.append)
+        w = make_worker(passes, TIMEOUTS, on_pass=on_pass, on_error=errors.append)
         task = asyncio.create_task(w.run())
         w.submit("t")
         await w.wait_idle()
@@ -532,7 +539,7 @@ def test_second_timeout_is_not_retried_and_evidence_stays_pending():
         ev.stage("t")
         passes = Passes(ev, {"t": ["hang", "hang", "ok"]})
         rec = Recorder()
-        w = ConsolidationWorker(passes, TIMEOUTS, on_pass=rec)
+        w = make_worker(passes, TIMEOUTS, on_pass=rec)
         task = asyncio.create_task(w.run())
         w.submit("t")
         await w.wait_idle()
@@ -563,9 +570,7 @@ def test_pass_timeout_bound_a_pass_just_inside_is_not_timed_out():
             return await Passes(ev)(scope)
 
         rec = Recorder()
-        w = ConsolidationWorker(
-            pass_fn, dataclasses.replace(TIMEOUTS, pass_timeout_s=0.1), on_pass=rec
-        )
+        w = make_worker(pass_fn, dataclasses.replace(TIMEOUTS, pass_timeout_s=0.1), on_pass=rec)
         task = asyncio.create_task(w.run())
         w.submit("s")
         await w.wait_idle()
@@ -589,7 +594,7 @@ def test_provider_timeout_reported_by_the_pass_counts_as_a_timeout():
             raise ProviderError("read timed out", kind="timeout")
 
         rec = Recorder()
-        w = ConsolidationWorker(pass_fn, TIMEOUTS, on_pass=rec)
+        w = make_worker(pass_fn, TIMEOUTS, on_pass=rec)
         task = asyncio.create_task(w.run())
         w.submit("p")
         await w.wait_idle()
@@ -604,7 +609,7 @@ def test_provider_timeout_reported_by_the_pass_counts_as_a_timeout():
     run(main())
 
 
-@pytest.mark.parametrize("frozen_clock", [False, True], ids=["real-clock", "frozen-clock"])
+@pytest.mark.parametrize("frozen_clock", [False, True], ids=["loop-clock", "frozen-clock"])
 def test_invalid_proposal_not_retried_and_a_backlog_yields_after_a_full_batch(frozen_clock):
     """With a frozen clock every due time ties, so only fresh order numbers decide."""
 
@@ -616,7 +621,7 @@ def test_invalid_proposal_not_retried_and_a_backlog_yields_after_a_full_batch(fr
         passes = Passes(ev, {"invalid": ["invalid"]})
         rec = Recorder()
         errors: list[PassRecord] = []
-        w = ConsolidationWorker(
+        w = make_worker(
             passes,
             dataclasses.replace(FAST, max_concurrent=1, window_s=0.0),
             on_pass=rec,
@@ -653,7 +658,7 @@ def test_a_raising_pass_or_callback_never_kills_the_worker():
             seen.append(record)
             raise ValueError("host bug")
 
-        w = ConsolidationWorker(passes, FAST, on_error=bad_callback, on_pass=bad_callback)
+        w = make_worker(passes, FAST, on_error=bad_callback, on_pass=bad_callback)
         task = asyncio.create_task(w.run())
         w.submit("x")
         w.submit("y")
@@ -680,7 +685,7 @@ def test_background_usage_is_accumulated_per_scope_and_in_total():
         ev.stage("a", 5)
         ev.stage("b", 1)
         ev.stage("bad", 1)
-        w = ConsolidationWorker(Passes(ev, {"bad": ["invalid"]}), FAST)
+        w = make_worker(Passes(ev, {"bad": ["invalid"]}), FAST)
         task = asyncio.create_task(w.run())
         for s in ("a", "b", "bad"):
             w.submit(s)
@@ -751,22 +756,23 @@ def test_a_run_finishing_during_a_failed_pass_readmits_the_scope_once():
         ev = Evidence()
         ev.stage("s")
         gate = asyncio.Event()
+        first_started = asyncio.Event()
         passes = Passes(ev)
         failed = []
 
         async def pass_fn(scope):
             if not failed:  # the first pass is slow, then its proposal is rejected
                 failed.append(scope)
+                first_started.set()
                 await gate.wait()
                 return Result("error", "unknown_id")
             return await passes(scope)
 
         rec = Recorder()
-        w = ConsolidationWorker(pass_fn, FAST, on_pass=rec)
+        w = make_worker(pass_fn, FAST, on_pass=rec)
         task = asyncio.create_task(w.run())
         w.submit("s")
-        while not failed:  # the first pass has started (a fixed sleep flaked under load)
-            await asyncio.sleep(0.001)
+        await first_started.wait()
         ev.stage("s")  # a later successful run stages and notifies during the pass
         assert w.submit("s")
         gate.set()
@@ -797,7 +803,7 @@ def test_no_discovery_of_stored_scopes_on_start():
     async def main():
         ev = Evidence()
         ev.stage("old", 3)  # evidence left by an earlier process
-        w = ConsolidationWorker(Passes(ev), FAST)
+        w = make_worker(Passes(ev), FAST)
         task = asyncio.create_task(w.run())
         await asyncio.sleep(0.05)
         assert ev.reads == 0 and ev.pending["old"] == ["r1", "r2", "r3"]
@@ -854,7 +860,7 @@ def test_random_interleavings_keep_every_bound_and_lose_no_accepted_evidence(
                 inflight[scope] -= 1
 
         params = WorkerParams(capacity=capacity, max_concurrent=max_concurrent, window_s=0.0)
-        w = ConsolidationWorker(pass_fn, params, clock=lambda: 0.0)
+        w = make_worker(pass_fn, params, clock=lambda: 0.0)
         task = asyncio.create_task(w.run())
         must_consume: dict[str, int] = defaultdict(int)
         for op, arg in ops:
@@ -910,7 +916,12 @@ def test_for_store_drains_every_scope_of_a_real_store(make_store):
 
     async def main():
         w = ConsolidationWorker.for_store(
-            store, OracleConsolidator(gold), FAST, max_concurrent=3, on_pass=records.append
+            store,
+            OracleConsolidator(gold),
+            FAST,
+            max_concurrent=3,
+            on_pass=records.append,
+            clock=asyncio.get_running_loop().time,
         )
         task = asyncio.create_task(w.run())
         for scope in scopes:
