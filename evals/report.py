@@ -9,6 +9,11 @@ the interval approximate; every metric name carries its direction mark (↑
 higher is better, ↓ lower is better, · neither) and the per-system tables its
 definition. Every plot has a title, labelled axes with units and a legend when
 it has more than one series. A metric name that is not registered is an error.
+
+Why over 600 lines: `build_report` lays out every section of the report
+(tables, plots, banners, per-source sections) from the run files, with the
+formatting helpers they share. Issue #35 plans a list of small section
+builders.
 """
 
 from __future__ import annotations

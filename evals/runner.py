@@ -36,6 +36,10 @@ is preflighted before any pass; the first unfixable error (auth, permission,
 not found, bad request) stops that model. The manifest records, per model,
 the achieved concurrency and time spent waiting on limits, and per system the
 share of attempts without an answer (above `max_failure_share` the run fails).
+
+Why over 600 lines: the run matrix, its resumable units and the per-model
+concurrency and preflight are the one place a run is orchestrated. Issue #35
+plans one execution plan shared with `sweep`.
 """
 
 from __future__ import annotations

@@ -24,6 +24,12 @@ Design choices, each for a measured reason:
   embeddings with one matrix-vector product (exact; no ANN).
 * Embedding (of writes and of queries) happens before the store lock is
   taken, so a slow embedder never stalls other readers and writers.
+
+Why over 600 lines: one class, `SQLStore`, holds every store rule of the
+SPEC (fold-in, both recall paths, curation, staging, the consolidation commit,
+parking) so that each rule is written once for both backends. Issue #35 plans
+the split into a `memkit/store/` package (memory rules, the rollout queue and
+its commit, engine specifics).
 """
 
 from __future__ import annotations

@@ -24,6 +24,11 @@ Everything the worker learns about a pass goes through `PassRecord`; model
 usage is summed into `background_usage`, apart from any run's own usage.
 Only the glue (`ConsolidationWorker.for_store`, `finish_run`) touches a
 store or `memkit.consolidate`, and only lazily.
+
+Why over 600 lines: the scheduler (`ConsolidationWorker`, ~270 lines) and
+the host's finish-run entry point (stage, then submit or one synchronous pass)
+share `PassRecord`, `summarize` and the usage sums; the finish-run glue could
+move to a module of its own.
 """
 
 from __future__ import annotations
