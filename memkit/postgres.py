@@ -17,11 +17,17 @@ backends make exactly the same decisions.
   number: a connection reads only the rows of a scope changed since it last
   looked (rows are never deleted). Numbers of one scope are handed out under
   its lock, so a committed number implies every lower one is committed.
-* **Recall is exact by default** (the per-scope float32 matrix the SQLite
-  store uses: identical arithmetic, identical rankings). `ann="hnsw"` adds a
-  pgvector HNSW index for large scopes; a filtered ANN answer with fewer
+* **Recall is searched in the database** and exact by default: the server
+  orders the scope's rows by pgvector's cosine distance and sends only the
+  candidates that can reach the top `limit` (`_recall_exact`); the client
+  recomputes their cosines in the SQLite store's float32 arithmetic and ranks
+  them with the same function, so both backends give the same answer,
+  ties and score breakdowns included. No client holds a scope's vectors: it
+  caches only the fold-in trigram index per (scope, kind) and the keyword
+  index per scope (`memkit.store_index`; texts, never vectors).
+  `ann="hnsw"` adds a pgvector HNSW index; a filtered ANN answer with fewer
   than `limit` survivors while the scope holds more embedded rows is
-  replaced by the exact answer (pgvector < 0.8 filters after the scan, so a
+  replaced by the exact answer (pgvector 0.6 filters after the scan, so a
   small scope's ANN answer is short; it is never returned short).
 """
 
@@ -35,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from memkit import rank
 from memkit.embed import Embedder, get_embedder, normalize_rows
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RedactionParams
@@ -297,17 +304,122 @@ class PostgresStore(SQLStore):
                 "WHERE superseded_by IS NULL AND embedding IS NOT NULL"
             )
 
-    # -- recall: the optional ANN path ----------------------------------------------------
+    # -- recall: in the database -----------------------------------------------------------
+
+    def _store_dim(self, q: np.ndarray) -> int:
+        """The dimension recall compares in: the embedder's, else the recorded one,
+        else the query's (a store without an embedder holds no vectors)."""
+        if self._ix.dim:
+            return self._ix.dim
+        try:
+            return self._embedding_dim()
+        except ConfigError:
+            return int(q.shape[0])
 
     def _recall_vector(self, scope_id, q, limit, params) -> list[Recalled]:
-        """The shared exact vector path, served by HNSW first when `ann="hnsw"`."""
+        """The SPEC §4.1 vector path, served by HNSW first when `ann="hnsw"`."""
         if self.ann is not None and limit > 0 and params.candidate_cap is None:
             hits = self._recall_ann(scope_id, q, limit, params)
             if hits is not None:
                 self.ann_counts["ann"] += 1
                 return hits
             self.ann_counts["exact_fallback"] += 1
-        return super()._recall_vector(scope_id, q, limit, params)
+        return self._recall_exact(scope_id, q, limit, params)
+
+    def _recall_exact(self, scope_id, q, limit, params) -> list[Recalled]:
+        """The exact answer, searched in the database: no client holds the scope's vectors.
+
+        The server orders the scope's rows by pgvector's cosine distance and
+        sends only candidates; the client recomputes their cosines in the
+        SQLite store's float32 arithmetic and ranks them with the same
+        function (`memkit.rank`), so both backends answer alike. With a limit,
+        one page of the nearest rows usually settles it: a row beyond the page
+        cannot outscore the page's limit-th score when its cosine is below
+        `rank.cosine_needed` of that score (less `COSINE_SLACK`, the most the two
+        arithmetics differ); otherwise every row down to that cosine is read.
+        Rows whose cosine is 0 by definition (another dimension, a zero
+        vector, or a query of another dimension or zero) are read apart, and
+        only when the floor admits 0."""
+        d = self._store_dim(q)
+        degenerate = q.shape[0] != d or not np.any(q)
+        capped = self._capped(scope_id, params.candidate_cap)
+        if capped is not None:
+            return self._ranked(scope_id, *_candidate_arrays(capped, q, True), limit, params)
+        base, args = _LIVE, (scope_id,)
+        rows: list[tuple] = []
+        if params.floor <= 0:  # a cosine of 0 clears it (rank.rank_vector's cut)
+            rows += self._zero_rows(base, args, d, degenerate, limit)
+        if not degenerate:
+            lo = max(float(params.floor), -1.0) - COSINE_SLACK
+            if limit <= 0:
+                rows += self._nearest(base, args, q, d, lo, None)
+            else:
+                page_size = max(4 * limit, PAGE_MIN)
+                page = self._nearest(base, args, q, d, lo, page_size)
+                if len(page) == page_size:
+                    need = self._cosine_needed(q, [*rows, *page], limit, params)
+                    last = 1.0 - float(page[-1][5])
+                    if need is None:
+                        page = self._nearest(base, args, q, d, lo, None)
+                    elif last + COSINE_SLACK >= need:
+                        page = self._nearest(base, args, q, d, max(lo, need - COSINE_SLACK), None)
+                rows += page
+        if not rows:
+            return []
+        return self._ranked(scope_id, *_candidate_arrays(rows, q), limit, params)
+
+    def _capped(self, scope_id: str, cap: int | None) -> list[tuple] | None:
+        """With a candidate cap below the scope's embedded live rows, the `cap` most
+        recently confirmed of them in the SQLite store's order (SPEC §4.1; the
+        client holds at most `cap` vectors, for this recall only); else None."""
+        if cap is None:
+            return None
+        (n,) = self._conn.execute(f"SELECT count(*) FROM {_LIVE}", (scope_id,)).fetchone()
+        if cap >= n:
+            return None
+        return self._conn.execute(
+            f"SELECT rowid, confidence, last_seen_at, created_at, embedding FROM {_LIVE} "
+            "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC LIMIT ?",
+            (scope_id, max(int(cap), 0)),
+        ).fetchall()
+
+    def _cosine_needed(self, q, rows, limit, params) -> float | None:
+        """`rank.cosine_needed` of the limit-th score among `rows` (None: fewer survive)."""
+        cos, rowid, conf, last_seen, recency = _candidate_arrays(rows, q)
+        now = float(self.clock())
+        ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, limit)
+        if ranked.score.size < limit:
+            return None
+        kth = float(ranked.score[limit - 1])
+        return rank.cosine_needed(kth - SCORE_SLACK * max(1.0, abs(kth)), params)
+
+    def _nearest(self, base, args, q, d, lowest, limit) -> list[tuple]:
+        """Candidates with pgvector cosine >= `lowest`, nearest first (`limit` of them,
+        or all): (rowid, confidence, last_seen_at, created_at, embedding, distance).
+        A zero stored vector's distance is NaN, which no bound admits."""
+        rows = self._conn.execute(
+            "SELECT rowid, confidence, last_seen_at, created_at, embedding, dist FROM ("
+            "SELECT rowid, confidence, last_seen_at, created_at, embedding, CASE WHEN "
+            f"vector_dims(embedding) = {int(d)} THEN embedding <=> ?::vector END AS dist "
+            f"FROM {base} OFFSET 0) c WHERE dist <= ? ORDER BY dist, rowid"
+            + ("" if limit is None else " LIMIT ?"),
+            (q, *args, 1.0 - lowest, *(() if limit is None else (limit,))),
+        ).fetchall()
+        return rows
+
+    def _zero_rows(self, base, args, d, degenerate, limit) -> list[tuple]:
+        """Candidates whose cosine is 0 by definition; with a limit, the `limit`
+        that rank first among equal scores (most recently confirmed, larger rowid)."""
+        where = "" if degenerate else (
+            f"WHERE vector_dims(embedding) <> {int(d)} OR vector_norm(embedding) = 0"
+        )  # fmt: skip
+        rows = self._conn.execute(
+            "SELECT rowid, confidence, last_seen_at, created_at, NULL, NULL FROM ("
+            f"SELECT * FROM {base} OFFSET 0) c {where} "
+            "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC" + (" LIMIT ?" if limit > 0 else ""),
+            (*args, *((limit,) if limit > 0 else ())),
+        ).fetchall()
+        return rows
 
     def _recall_ann(self, scope_id, q, limit, params) -> list[Recalled] | None:
         """The HNSW answer, or None when it is short: fewer than `limit` survivors
@@ -330,16 +442,7 @@ class PostgresStore(SQLStore):
                 "WHERE scope_id = ?",
                 (q, ef, scope_id),
             ).fetchall()
-        if rows:
-            mat = normalize_rows(np.stack([_np(r[4]) for r in rows]))
-            rowid = np.array([r[0] for r in rows], dtype=np.int64)
-            conf = np.array([r[1] for r in rows], dtype=np.float64)
-            last_seen = np.array([nan(r[2]) for r in rows])
-            made = np.array([nan(r[3]) for r in rows])
-            recency = np.where(np.isnan(last_seen), made, last_seen)
-            hits = self._ranked(scope_id, q, mat, rowid, conf, last_seen, recency, limit, params)
-        else:
-            hits = []
+        hits = self._ranked(scope_id, *_candidate_arrays(rows, q), limit, params)
         if len(hits) >= limit:
             return hits
         (embedded,) = self._conn.execute(
@@ -358,6 +461,46 @@ class PostgresStore(SQLStore):
             for mid, scope, kind, content, conf, ts, vec, grams in rows:
                 emb = None if vec is None else _vec_text(vec)
                 cp.write_row((mid, scope, kind, content, "[]", conf, ts, 1, ts, emb, grams, w.seq))
+
+
+COSINE_SLACK = 1e-3
+"""How far pgvector's cosine (float sums, then a division by the norms) may be
+from the client's (a float32 product of normalised vectors): far above the
+float32 rounding of any embedding's dimension, so bounds read with it never
+miss a row."""
+
+SCORE_SLACK = 1e-9
+"""Relative margin under the limit-th score: a row that could tie it is read."""
+
+PAGE_MIN = 64
+"""The first page of nearest rows an exact recall reads (4 x limit when larger)."""
+
+
+_LIVE = "memories WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL"
+"""The vector path's candidates: a scope's live embedded rows."""
+
+
+def _candidate_arrays(rows: Sequence[tuple], q: np.ndarray, row_major: bool = False):
+    """`_ranked`'s cosines and arrays from (rowid, confidence, last_seen_at,
+    created_at, embedding) rows. Vectors are normalised as the SQLite store loads
+    them and laid out as its matrix (its column matrix; `row_major`: the copy a
+    candidate cap selects), so the product runs the same kernel and the float32
+    cosines are its bits; None or another dimension is a zero row (cosine 0)."""
+    dim = q.shape[0]
+    cols = np.zeros((dim, len(rows)), dtype=np.float32)
+    for j, r in enumerate(rows):
+        if r[4] is not None:
+            v = _np(r[4])
+            if v.shape == (dim,):
+                cols[:, j] = normalize_rows(v.copy())[0]
+    mat = np.ascontiguousarray(cols.T) if row_major else cols.T
+    cos = rank.cosine_scores(q, mat)
+    rowid = np.array([r[0] for r in rows], dtype=np.int64)
+    conf = np.array([r[1] for r in rows], dtype=np.float64)
+    last_seen = np.array([nan(r[2]) for r in rows])
+    made = np.array([nan(r[3]) for r in rows])
+    recency = np.where(np.isnan(last_seen), made, last_seen)
+    return cos, rowid, conf, last_seen, recency
 
 
 def _check_readable(conn: Any, dsn: str) -> None:

@@ -140,3 +140,23 @@ def keyword_limit(limit: int, params: RecallParams = RecallParams()) -> int:
     if limit <= 0 or limit > params.keyword_max_limit:
         return params.keyword_default_limit
     return limit
+
+
+def cosine_needed(score: float, params: RecallParams = RecallParams()) -> float | None:
+    """The lowest cosine at which a row can still score `score` or more, whatever
+    its confidence and age (SPEC §4.1's score is cosine x a confidence weight
+    x a recency weight, each within its clamp). A store that reads candidates in
+    descending cosine may stop below it. None when no such bound follows from
+    `params` (a weight range that reaches 0 or below, or is not finite): then
+    every row above the floor is a candidate."""
+    raw = [params.confidence_min, params.confidence_max, params.recency_share, score]
+    if not np.all(np.isfinite(raw)):
+        return None
+    lo_w = min(params.confidence_min, params.confidence_max)
+    hi_w = max(params.confidence_min, params.confidence_max)
+    share = params.recency_share
+    lo_r, hi_r = min(1.0 - share, 1.0), max(1.0 - share, 1.0)
+    corners = [w * r for w in (lo_w, hi_w) for r in (lo_r, hi_r)]
+    if min(corners) <= 0:
+        return None
+    return score / max(corners) if score >= 0 else score / min(corners)

@@ -487,11 +487,11 @@ class SQLStore:
             keep = np.lexsort((-rowid, -ts))[:cap]
             mat, rowid, conf = mat[keep], rowid[keep], conf[keep]
             last_seen, recency = last_seen[keep], recency[keep]
-        return self._ranked(scope_id, q, mat, rowid, conf, last_seen, recency, limit, params)
-
-    def _ranked(self, scope_id, q, mat, rowid, conf, last_seen, recency, limit, params):
-        """The vector path's answer over these candidates (SPEC §4.1 ranking)."""
         cos = rank.cosine_scores(q, mat)
+        return self._ranked(scope_id, cos, rowid, conf, last_seen, recency, limit, params)
+
+    def _ranked(self, scope_id, cos, rowid, conf, last_seen, recency, limit, params):
+        """The vector path's answer over these candidates and their cosines (SPEC §4.1)."""
         now = float(self.clock())
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, max(limit, 0))
         if ranked.order.size == 0:

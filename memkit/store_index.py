@@ -1,7 +1,8 @@
 """The store's in-memory indexes and the one write path that keeps them true.
 
 Three indexes serve the hot paths of one connection: a float32 matrix of the
-live embedded rows per scope (vector recall), a `GramIndex` per (scope, kind)
+live embedded rows per scope (vector recall on SQLite; Postgres searches
+vectors in the database and never loads it), a `GramIndex` per (scope, kind)
 (fold-in) and a `KeywordIndex` per scope (the keyword path). All load
 lazily from the table and follow other connections' and processes' writes
 through `change_seq`: every write stamps the rows it touches with a number

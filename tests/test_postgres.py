@@ -10,6 +10,7 @@ import pytest
 from test_store_helpers import Clock, TableEmbedder
 
 from memkit.errors import ConfigError, EmbedderMismatch
+from memkit.params import DAY, RecallParams
 from memkit.pg_schema import MIGRATIONS, SCHEMA_VERSION
 from memkit.postgres import PostgresStore
 from memkit.store import SQLiteStore
@@ -128,3 +129,60 @@ def test_a_scratch_store_is_empty_and_gone_after_close(pg_server_dsn):
         open_scratch_store("mysql://x/y", embedder=None)
     with open_scratch_store(None, embedder=None) as s:  # in memory
         assert isinstance(s, SQLiteStore)
+
+
+# --- exact recall in the database: the SQLite store's answers, candidates read in pages ---
+
+
+@pytest.fixture
+def twin_stores(tmp_path, pg_dsn):
+    """The same rows in a SQLite and a Postgres store (same rowids), built so the
+    best scores lie beyond the nearest rows: 150 near rows with low confidence
+    and a year old, 100 farther rows confident and fresh, 20 zero vectors and
+    130 random rows; `q` points at the near rows."""
+    rng = np.random.default_rng(11)
+    q = np.eye(DIM, dtype=np.float32)[0]
+    near = q + 0.15 * rng.normal(size=(150, DIM))
+    far = q + 0.9 * rng.normal(size=(100, DIM))
+    groups = [
+        ("near", near, 0.0, -365 * DAY),
+        ("far", far, 1.0, 0.0),
+        ("zero", np.zeros((20, DIM)), 0.9, -DAY),
+        ("rand", rng.normal(size=(130, DIM)), 0.7, -10 * DAY),
+    ]
+    clock = Clock()
+    stores = []
+    for url in (str(tmp_path / "twin.db"), pg_dsn):
+        s = open_store(url, embedder=TableEmbedder(dim=DIM), clock=clock)
+        for name, vecs, conf, age in groups:
+            texts = [f"{name} {i}" for i in range(len(vecs))]
+            stamps = [clock() + age + i for i in range(len(vecs))]
+            s.bulk_load("s", texts, vecs, confidence=conf, timestamps=stamps)
+        stores.append(s)
+    yield (*stores, q, rng)
+    for s in stores:
+        s.close()
+
+
+def _answer(hits):
+    return [(h.memory.content, h.score, h.cosine, h.confidence_weight, h.decay) for h in hits]
+
+
+@pytest.mark.parametrize("limit", [1, 8, 70, 0, -1])
+@pytest.mark.parametrize(
+    "params",
+    [
+        RecallParams(),
+        RecallParams(floor=0.0),
+        RecallParams(floor=-1.0, recency_share=1.0),
+        RecallParams(candidate_cap=50),
+        RecallParams(candidate_cap=0),
+        RecallParams(recency_share=0.0, confidence_min=1.0),
+    ],
+)
+def test_postgres_exact_recall_is_the_sqlite_answer(twin_stores, limit, params):
+    lite, pg, q, rng = twin_stores
+    for query in (q, rng.normal(size=DIM), -q, np.zeros(DIM), np.ones(DIM + 1)):
+        want = lite.recall("s", "zzz", limit, params, query_embedding=query)
+        got = pg.recall("s", "zzz", limit, params, query_embedding=query)
+        assert _answer(got) == _answer(want)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from memkit import rank
 from memkit.params import DAY, RecallParams
 from memkit.rank import (
     confidence_weight,
@@ -141,3 +142,42 @@ def test_float32_floor_cut_equals_the_float64_cut(floor):
     want = {i for i, c in enumerate(cos) if float(c) >= floor}
     assert set(r.order.tolist()) == want  # e.g. float32(0.35) < 0.35 is dropped at 0.35
     assert r.cosine.dtype == np.float64  # survivors are widened for scoring
+
+
+def test_cosine_needed_bounds_every_score_below_it():
+    """No row whose cosine is below cosine_needed(s) scores s or more, whatever its
+    confidence and age; the best row at exactly that cosine reaches s."""
+    p = RecallParams(floor=-1.0)  # the floor is not part of the bound
+    rng = np.random.default_rng(3)
+    n = 20_000
+    conf = rng.uniform(-0.5, 1.5, n)
+    ages = rng.choice([0.0, 1.0, 30.0, 365.0, np.nan], n) * DAY
+    for s in (0.42, 0.05, -0.1, -0.42):
+        need = rank.cosine_needed(s, p)
+        cos = np.full(n, need - 1e-9)  # (one ulp below can round back onto s)
+        got = rank.rank_vector(cos, conf, 1e9 - ages, 1e9 - ages, np.arange(n), 1e9, p)
+        assert got.score.size == 0 or got.score.max() < s
+        best = rank.rank_vector(np.array([need]), [1.0 if s >= 0 else 0.0], [1e9], [1e9], [0],
+                                1e9 if s >= 0 else 1e9 + 1e12, p)  # fmt: skip
+        assert best.score[0] == pytest.approx(s)
+    assert rank.cosine_needed(0.42, p) == pytest.approx(0.42)
+    assert rank.cosine_needed(-0.42, p) == pytest.approx(-1.0)  # 0.6 x 0.7 at worst
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        RecallParams(recency_share=1.0),  # the recency weight reaches 0
+        RecallParams(confidence_min=0.0),  # so does the confidence weight
+        RecallParams(confidence_max=float("nan")),
+    ],
+)
+def test_cosine_needed_is_none_when_no_bound_follows(params):
+    assert rank.cosine_needed(0.5, params) is None
+
+
+def test_cosine_needed_just_inside_the_weight_range_still_bounds():
+    assert rank.cosine_needed(0.5, RecallParams(recency_share=0.999)) == pytest.approx(0.5)
+    assert rank.cosine_needed(-0.5, RecallParams(recency_share=0.999)) == pytest.approx(
+        -0.5 / (0.6 * 0.001)
+    )

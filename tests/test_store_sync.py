@@ -132,7 +132,8 @@ def test_a_vector_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch,
     ids = [a.remember("s", f"{w} {w[::-1]} {w.upper()}x ledgers").id for w in words]
     hits = a.recall("s", "alpha ledgers", limit=10, params=everything)
     assert set(ids) < {h.id for h in hits} and {h.path for h in hits} == {"vector"}
-    assert len(loads) == extra  # kept and caught up, or dropped and loaded again
+    # kept and caught up, or dropped and loaded again; Postgres holds no vectors at all
+    assert len(loads) == (0 if a.backend == "postgres" else extra)
 
 
 @pytest.mark.parametrize("extra", [0, 1])
@@ -154,7 +155,7 @@ def test_a_vector_queue_may_reach_a_quarter_of_its_rows(pair, monkeypatch, extra
     ]
     hits = a.recall("s", "queued", limit=50, params=everything)
     assert set(ids) < {h.id for h in hits}
-    assert len(loads) == extra
+    assert len(loads) == (0 if a.backend == "postgres" else extra)  # Postgres: never loaded
 
 
 @settings(max_examples=60, deadline=None)
