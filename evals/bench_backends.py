@@ -2,15 +2,20 @@
 
 For each size (live rows in one scope, 256-d random unit vectors, synthetic
 texts as in `evals.bench_store`) and each backend (SQLite file, Postgres):
-* recall p50/p95 (ms) with a precomputed query embedding, exact (both
-  backends: the in-process matrix), and on Postgres with the HNSW index
-  (`ann="hnsw"`, ef_search 100) with HNSW's recall@8 against the exact top 8
-  and how often it fell back to exact; the index build time is reported;
+* recall p50/p95 (ms) with a precomputed query embedding, exact (SQLite: the
+  in-process matrix; Postgres: searched in the database), and on Postgres
+  with the HNSW index (`ann="hnsw"`, ef_search 100) with HNSW's recall@8
+  against the exact top 8 and how often it fell back to exact; the index
+  build time (under `memkit.pg_search.BUILD_SETTINGS`) and its size;
+* the peak RSS of a freshly spawned client answering 20 recalls (SQLite holds
+  the scope's matrix; a Postgres client holds no vectors);
 * remembers/s with fold-in (half restatements of stored rows, half new;
   vectors precomputed, so the store's own cost is measured) from 1 process
   and from 4 processes writing at once into the same scope (all their
   writes over the wall time from a common start, after each process has
-  loaded its fold-in index).
+  loaded its fold-in index); then one process's batch in one
+  `remember_many`, and on Postgres one process with `synchronous_commit`
+  off (restatements of rows already written: all fold).
 Queries are noisy copies of stored vectors. Postgres runs on a private
 `pgserver` in a temporary directory (stopped at the end) unless `--pg-dsn`
 names one; its commits are durable (`synchronous_commit` on) while SQLite
@@ -28,6 +33,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -79,25 +85,32 @@ def _fresh_pg(base: str) -> str:
     return f"{base}{sep}options={quote(f'-csearch_path={schema},public')}"
 
 
-def _writer(url, emb, batch, ready, go, out) -> None:
+def _writer(url, emb, batch, ready, go, out, options, many) -> None:
     from memkit.stores import open_store
 
-    store = open_store(url, embedder=emb)
+    store = open_store(url, embedder=emb, **options)
     store.remember(SCOPE, batch[0])  # loads the fold-in index before the clock starts
     ready.release()
     go.wait()
     t = time.perf_counter()
-    for text in batch[1:]:
-        store.remember(SCOPE, text)
+    if many:
+        store.remember_many(SCOPE, batch[1:])
+    else:
+        for text in batch[1:]:
+            store.remember(SCOPE, text)
     out.put(time.perf_counter() - t)
     store.close()
 
 
-def _write_rate(url: str, emb: _Table, batches: list[list[str]]) -> float:
-    """Remembers per second of len(batches) processes writing at once."""
+def _write_rate(
+    url: str, emb: _Table, batches: list[list[str]], options: dict | None = None, many=False
+) -> float:
+    """Remembers per second of len(batches) processes writing at once (`many`:
+    each process's batch in one `remember_many`)."""
     ctx = mp.get_context("fork")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(url, emb, b, ready, go, out)) for b in batches]
+    args = (ready, go, out, options or {}, many)
+    procs = [ctx.Process(target=_writer, args=(url, emb, b, *args)) for b in batches]
     for p in procs:
         p.start()
     for _ in procs:
@@ -110,6 +123,36 @@ def _write_rate(url: str, emb: _Table, batches: list[list[str]]) -> float:
             raise RuntimeError(f"bench writer exited {p.exitcode}")
     wall = time.perf_counter() - t
     return sum(len(b) - 1 for b in batches) / wall
+
+
+def _recall_client(url: str, qs: np.ndarray, out) -> None:
+    """A fresh process's recalls (no embedder: query vectors given): its p50 and
+    its peak RSS, which on SQLite includes the scope's matrix."""
+    from memkit.stores import open_store
+
+    store = open_store(url, embedder=None, read_only=True)
+    times = []
+    for q in qs:
+        t = time.perf_counter()
+        store.recall(SCOPE, "q", LIMIT, query_embedding=q)
+        times.append(time.perf_counter() - t)
+    store.close()
+    status = Path("/proc/self/status").read_text()
+    peak_kb = int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1])
+    out.put((percentiles(times)[0], peak_kb / 1024))
+
+
+def _client_rss(url: str, qs: np.ndarray) -> float:
+    """Peak RSS (MB) of a freshly spawned client answering `qs` (nothing inherited)."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    p = ctx.Process(target=_recall_client, args=(url, qs, out))
+    p.start()
+    got = out.get()
+    p.join()
+    if p.exitcode != 0:
+        raise RuntimeError(f"bench recall client exited {p.exitcode}")
+    return got[1]
 
 
 def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log) -> dict:
@@ -138,10 +181,13 @@ def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log
     row["exact_p50"], row["exact_p95"] = percentiles(times)
     log(f"  {backend} {n:,}: exact recall p50 {row['exact_p50']:.2f} ms")
     store.close()
+    row["client_rss_mb"] = _client_rss(url, qs[:20])
+    log(f"  client peak RSS {row['client_rss_mb']:.0f} MB")
     if backend == "postgres":
-        t = time.perf_counter()
         ann = open_store(url, embedder=emb, ann="hnsw")
-        row["hnsw_build_s"] = time.perf_counter() - t
+        row["hnsw_build_s"] = ann.hnsw_build["seconds"]
+        row["hnsw_index_mb"] = ann.hnsw_build["index_bytes"] / 2**20
+        log(f"  hnsw build {row['hnsw_build_s']:.1f} s under {ann.hnsw_build['settings']}")
         times, hit = [], []
         for q, want in zip(qs, exact, strict=True):
             t = time.perf_counter()
@@ -159,6 +205,12 @@ def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log
         url, emb, [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)]
     )
     log(f"  remembers/s, 4 processes: {row['rem_4']:.0f}")
+    off = batch_texts[writes : 2 * writes]  # 4 processes wrote these: all fold now
+    row["many_1"] = _write_rate(url, emb, [batch_texts[: writes // 2]], many=True)
+    log(f"  remembers/s, remember_many: {row['many_1']:.0f}")
+    if backend == "postgres":
+        row["rem_1_async"] = _write_rate(url, emb, [off], {"synchronous_commit": False})
+        log(f"  remembers/s, 1 process, synchronous_commit off: {row['rem_1_async']:.0f}")
     return row
 
 
@@ -168,15 +220,22 @@ def render(rows: list[dict]) -> str:
 
     lines = [
         "| backend | live rows | exact recall p50 / p95 ms | HNSW p50 / p95 ms | HNSW recall@8 "
-        "| HNSW build s | remembers/s, 1 process | remembers/s, 4 processes |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| HNSW build s / index MB | client peak RSS MB | remembers/s, 1 process "
+        "| 4 processes | remember_many | 1 process, sync commit off |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         hnsw = f"{f(r, 'hnsw_p50', '.2f')} / {f(r, 'hnsw_p95', '.2f')}" if "hnsw_p50" in r else "–"
+        build = (
+            f"{f(r, 'hnsw_build_s', '.1f')} / {f(r, 'hnsw_index_mb', '.0f')}"
+            if "hnsw_build_s" in r
+            else "–"
+        )
         lines.append(
             f"| {r['backend']} | {r['rows']:,} | {r['exact_p50']:.2f} / {r['exact_p95']:.2f} "
-            f"| {hnsw} | {f(r, 'hnsw_recall8', '.3f')} | {f(r, 'hnsw_build_s', '.1f')} "
-            f"| {r['rem_1']:.0f} | {r['rem_4']:.0f} |"
+            f"| {hnsw} | {f(r, 'hnsw_recall8', '.3f')} | {build} | {f(r, 'client_rss_mb', '.0f')} "
+            f"| {r['rem_1']:.0f} | {r['rem_4']:.0f} | {f(r, 'many_1', '.0f')} "
+            f"| {f(r, 'rem_1_async', '.0f')} |"
         )
     return "\n".join(lines)
 

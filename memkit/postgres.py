@@ -36,18 +36,27 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from memkit import rank
-from memkit.embed import Embedder, get_embedder, normalize_rows
+from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RedactionParams
 from memkit.pg_schema import SCHEMA_VERSION, migrate
+from memkit.pg_search import (
+    COSINE_SLACK,
+    LIVE,
+    PAGE_MIN,
+    SCORE_SLACK,
+    build_session,
+    candidate_arrays,
+    to_numpy,
+)
 from memkit.store import SQLStore, check_recorded_embedder, record_embedder
-from memkit.store_rows import nan
 from memkit.types import Recalled
 
 _ANN_KINDS = (None, "hnsw")
@@ -58,17 +67,32 @@ def _new_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def _np(value: Any) -> np.ndarray:
-    """A fetched pgvector value as a float32 array (the adapter gives numpy or Vector)."""
-    if hasattr(value, "to_numpy"):
-        value = value.to_numpy()
-    return np.asarray(value, dtype=np.float32)
-
-
 @functools.lru_cache(maxsize=1024)
 def _pg_sql(sql: str) -> str:
     """The store's `?` statement in psycopg's placeholder style."""
     return sql.replace("%", "%%").replace("?", "%s")
+
+
+@contextmanager
+def _text_errors() -> Iterator[None]:
+    """A text argument Postgres cannot store as a ConfigError (SQLite keeps U+0000
+    in text; Postgres text cannot)."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.DataError as e:
+        if "NUL" in str(e):
+            raise ConfigError(
+                "a text argument holds a NUL (U+0000) character, which Postgres text cannot store"
+            ) from None
+        raise
+
+
+@contextmanager
+def _pipeline(conn: Any) -> Iterator[None]:
+    with _text_errors(), conn.pipeline():
+        yield
 
 
 class PgDb:
@@ -82,35 +106,49 @@ class PgDb:
         self.conn = conn
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        import psycopg
-
-        try:
+        with _text_errors():
             return self.conn.execute(_pg_sql(sql), args)
-        except psycopg.DataError as e:
-            if "NUL" in str(e):  # SQLite keeps U+0000 in text; Postgres text cannot
-                raise ConfigError(
-                    "a text argument holds a NUL (U+0000) character, which Postgres "
-                    "text cannot store"
-                ) from None
-            raise
 
     def begin_write(self, scope_id: str | None) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
-        lock); the scope's highest committed change number."""
-        self.conn.execute("BEGIN")
+        lock); the scope's highest committed change number. BEGIN and the lock go
+        in one pipeline: one round trip to the server."""
         try:
-            if scope_id is None:
-                self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
-                return 0
-            (seq,) = self.execute(
-                "INSERT INTO scopes (scope_id, seq) VALUES (?, 1) ON CONFLICT (scope_id) "
-                "DO UPDATE SET seq = scopes.seq + 1 RETURNING seq",
-                (scope_id,),
-            ).fetchone()
+            with _text_errors(), self.conn.pipeline():
+                self.conn.execute("BEGIN")
+                if scope_id is None:
+                    self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
+                    return 0
+                cur = self.execute(
+                    "INSERT INTO scopes (scope_id, seq) VALUES (?, 1) ON CONFLICT (scope_id) "
+                    "DO UPDATE SET seq = scopes.seq + 1 RETURNING seq",
+                    (scope_id,),
+                )
+            (seq,) = cur.fetchone()
             return int(seq) - 1
         except BaseException:
             self.end_write(False)
             raise
+
+    def reserve_rowids(self, n: int) -> list[int]:
+        """`n` rowids from the table's identity sequence in one query (ascending, as
+        inserts one by one would take them); [] for fewer than 2 rows (an
+        insert's RETURNING costs no more than a reservation)."""
+        if n < 2:
+            return []
+        return [
+            int(r[0])
+            for r in self.execute(
+                "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) "
+                "FROM generate_series(1, ?) ORDER BY 1",
+                (n,),
+            ).fetchall()
+        ]
+
+    def batch(self) -> Any:
+        """A pipeline: statements are sent without waiting for their results; a
+        read (or the end of the batch) waits for everything sent before it."""
+        return _pipeline(self.conn)
 
     def end_write(self, commit: bool) -> None:
         if commit:
@@ -140,11 +178,11 @@ class PgDb:
 
     @staticmethod
     def unvec(value: Any) -> np.ndarray:
-        return _np(value)
+        return to_numpy(value)
 
     @staticmethod
     def matrix(values: Sequence[Any], dim: int) -> np.ndarray | None:
-        vecs = [_np(v) for v in values]
+        vecs = [to_numpy(v) for v in values]
         if not all(v.shape == (dim,) for v in vecs):
             return None
         return np.stack(vecs)
@@ -179,13 +217,21 @@ class PostgresStore(SQLStore):
         ef_search: int,
     ):
         super().__init__(
-            conn, path=dsn, embedder=embedder, clock=clock, fold=fold, redaction=redaction
+            conn,
+            path=dsn,
+            embedder=embedder,
+            clock=clock,
+            fold=fold,
+            redaction=redaction,
         )
         self.ann = ann
         self.ef_search = int(ef_search)
         self.ann_counts = {"ann": 0, "exact_fallback": 0}
         """How often recall answered by ANN and how often it fell back to exact."""
         self._dim: int | None = None
+        self.hnsw_build: dict[str, Any] | None = None
+        """What opening with `ann="hnsw"` did: whether it built the index, in how
+        many seconds, under which settings, and the index's size in bytes."""
         self._scratch_schema: str | None = None
         """Set by `scratch`: the schema this store owns and drops on close."""
 
@@ -232,6 +278,8 @@ class PostgresStore(SQLStore):
         ann: str | None = None,
         ef_search: int = 100,
         read_only: bool = False,
+        build_settings: Mapping[str, str | int] | None = None,
+        synchronous_commit: bool = True,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
@@ -242,9 +290,17 @@ class PostgresStore(SQLStore):
         back to the exact answer whenever the ANN answer is short.
         `read_only=True` opens an existing store of this schema version in
         read-only transactions (nothing is created, migrated or recorded).
+        `build_settings` are server settings for the session that builds the
+        HNSW index, over `BUILD_SETTINGS` (a value of None drops a default).
+        `synchronous_commit=False` sets it off for this connection: a commit
+        returns before its WAL reaches disk (a server crash may lose the last
+        commits, never consistency); the default keeps the server's setting.
         """
         if ann not in _ANN_KINDS:
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
+        settings = build_session(build_settings)
+        if not isinstance(synchronous_commit, bool):
+            raise ConfigError(f"synchronous_commit={synchronous_commit!r}: want True or False")
         emb = get_embedder(embedder)
         try:
             import psycopg
@@ -266,6 +322,8 @@ class PostgresStore(SQLStore):
                 if emb is not None:
                     check_recorded_embedder(db, emb, safe_dsn(dsn))
             else:
+                if not synchronous_commit:
+                    conn.execute("SET synchronous_commit = off")
                 migrate(conn)
                 register_vector(conn)
                 record_embedder(db, emb, safe_dsn(dsn))
@@ -280,7 +338,7 @@ class PostgresStore(SQLStore):
                 ef_search=ef_search,
             )
             if ann == "hnsw" and not read_only:
-                store._ensure_hnsw()
+                store.hnsw_build = store._ensure_hnsw(settings)
         except BaseException:
             conn.close()
             raise
@@ -294,15 +352,35 @@ class PostgresStore(SQLStore):
             self._dim = int(row[0])
         return self._dim
 
-    def _ensure_hnsw(self) -> None:
-        """Create the HNSW index on live embeddings (cast to the recorded dimension)."""
+    def _ensure_hnsw(self, settings: dict[str, str]) -> dict[str, Any]:
+        """Create the HNSW index on live embeddings (cast to the recorded dimension)
+        unless it exists, in one transaction whose session runs `settings`."""
         d = self._embedding_dim()
+        c = self._conn.conn
         with self._lock:
-            self._conn.conn.execute(
-                "CREATE INDEX IF NOT EXISTS memories_hnsw ON memories USING hnsw "
-                f"((embedding::vector({d})) vector_cosine_ops) "
-                "WHERE superseded_by IS NULL AND embedding IS NOT NULL"
-            )
+            built = c.execute("SELECT to_regclass('memories_hnsw') IS NULL").fetchone()[0]
+            t = time.perf_counter()
+            if built:
+                import psycopg
+
+                with c.transaction():
+                    for name, value in settings.items():
+                        try:
+                            c.execute("SELECT set_config(%s, %s, true)", (name, value))
+                        except psycopg.Error as e:
+                            raise ConfigError(f"build_settings {name}={value!r}: {e}") from None
+                    c.execute(
+                        "CREATE INDEX IF NOT EXISTS memories_hnsw ON memories USING hnsw "
+                        f"((embedding::vector({d})) vector_cosine_ops) "
+                        "WHERE superseded_by IS NULL AND embedding IS NOT NULL"
+                    )
+            (size,) = c.execute("SELECT pg_relation_size('memories_hnsw')").fetchone()
+        return {
+            "built": bool(built),
+            "seconds": time.perf_counter() - t if built else 0.0,
+            "settings": dict(settings) if built else {},
+            "index_bytes": int(size),
+        }
 
     # -- recall: in the database -----------------------------------------------------------
 
@@ -344,8 +422,8 @@ class PostgresStore(SQLStore):
         degenerate = q.shape[0] != d or not np.any(q)
         capped = self._capped(scope_id, params.candidate_cap)
         if capped is not None:
-            return self._ranked(scope_id, *_candidate_arrays(capped, q, True), limit, params)
-        base, args = _LIVE, (scope_id,)
+            return self._ranked(scope_id, *candidate_arrays(capped, q, True), limit, params)
+        base, args = LIVE, (scope_id,)
         rows: list[tuple] = []
         if params.floor <= 0:  # a cosine of 0 clears it (rank.rank_vector's cut)
             rows += self._zero_rows(base, args, d, degenerate, limit)
@@ -366,7 +444,7 @@ class PostgresStore(SQLStore):
                 rows += page
         if not rows:
             return []
-        return self._ranked(scope_id, *_candidate_arrays(rows, q), limit, params)
+        return self._ranked(scope_id, *candidate_arrays(rows, q), limit, params)
 
     def _capped(self, scope_id: str, cap: int | None) -> list[tuple] | None:
         """With a candidate cap below the scope's embedded live rows, the `cap` most
@@ -374,18 +452,18 @@ class PostgresStore(SQLStore):
         client holds at most `cap` vectors, for this recall only); else None."""
         if cap is None:
             return None
-        (n,) = self._conn.execute(f"SELECT count(*) FROM {_LIVE}", (scope_id,)).fetchone()
+        (n,) = self._conn.execute(f"SELECT count(*) FROM {LIVE}", (scope_id,)).fetchone()
         if cap >= n:
             return None
         return self._conn.execute(
-            f"SELECT rowid, confidence, last_seen_at, created_at, embedding FROM {_LIVE} "
+            f"SELECT rowid, confidence, last_seen_at, created_at, embedding FROM {LIVE} "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC LIMIT ?",
             (scope_id, max(int(cap), 0)),
         ).fetchall()
 
     def _cosine_needed(self, q, rows, limit, params) -> float | None:
         """`rank.cosine_needed` of the limit-th score among `rows` (None: fewer survive)."""
-        cos, rowid, conf, last_seen, recency = _candidate_arrays(rows, q)
+        cos, rowid, conf, last_seen, recency = candidate_arrays(rows, q)
         now = float(self.clock())
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, limit)
         if ranked.score.size < limit:
@@ -442,7 +520,7 @@ class PostgresStore(SQLStore):
                 "WHERE scope_id = ?",
                 (q, ef, scope_id),
             ).fetchall()
-        hits = self._ranked(scope_id, *_candidate_arrays(rows, q), limit, params)
+        hits = self._ranked(scope_id, *candidate_arrays(rows, q), limit, params)
         if len(hits) >= limit:
             return hits
         (embedded,) = self._conn.execute(
@@ -460,47 +538,22 @@ class PostgresStore(SQLStore):
         ) as cp:
             for mid, scope, kind, content, conf, ts, vec, grams in rows:
                 emb = None if vec is None else _vec_text(vec)
-                cp.write_row((mid, scope, kind, content, "[]", conf, ts, 1, ts, emb, grams, w.seq))
-
-
-COSINE_SLACK = 1e-3
-"""How far pgvector's cosine (float sums, then a division by the norms) may be
-from the client's (a float32 product of normalised vectors): far above the
-float32 rounding of any embedding's dimension, so bounds read with it never
-miss a row."""
-
-SCORE_SLACK = 1e-9
-"""Relative margin under the limit-th score: a row that could tie it is read."""
-
-PAGE_MIN = 64
-"""The first page of nearest rows an exact recall reads (4 x limit when larger)."""
-
-
-_LIVE = "memories WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL"
-"""The vector path's candidates: a scope's live embedded rows."""
-
-
-def _candidate_arrays(rows: Sequence[tuple], q: np.ndarray, row_major: bool = False):
-    """`_ranked`'s cosines and arrays from (rowid, confidence, last_seen_at,
-    created_at, embedding) rows. Vectors are normalised as the SQLite store loads
-    them and laid out as its matrix (its column matrix; `row_major`: the copy a
-    candidate cap selects), so the product runs the same kernel and the float32
-    cosines are its bits; None or another dimension is a zero row (cosine 0)."""
-    dim = q.shape[0]
-    cols = np.zeros((dim, len(rows)), dtype=np.float32)
-    for j, r in enumerate(rows):
-        if r[4] is not None:
-            v = _np(r[4])
-            if v.shape == (dim,):
-                cols[:, j] = normalize_rows(v.copy())[0]
-    mat = np.ascontiguousarray(cols.T) if row_major else cols.T
-    cos = rank.cosine_scores(q, mat)
-    rowid = np.array([r[0] for r in rows], dtype=np.int64)
-    conf = np.array([r[1] for r in rows], dtype=np.float64)
-    last_seen = np.array([nan(r[2]) for r in rows])
-    made = np.array([nan(r[3]) for r in rows])
-    recency = np.where(np.isnan(last_seen), made, last_seen)
-    return cos, rowid, conf, last_seen, recency
+                cp.write_row(
+                    (
+                        mid,
+                        scope,
+                        kind,
+                        content,
+                        "[]",
+                        conf,
+                        ts,
+                        1,
+                        ts,
+                        emb,
+                        grams,
+                        w.seq,
+                    )
+                )
 
 
 def _check_readable(conn: Any, dsn: str) -> None:

@@ -330,7 +330,8 @@ class SQLStore:
             return out
         with self._lock:  # not under the write lock: other processes' writers go on
             self._ix.warm_grams(scope_id, {it.kind for it in items}, self.fold.threshold)
-        with self._write(scope_id) as w:
+        with self._write(scope_id) as w, w.conn.batch():
+            reserved = iter(w.conn.reserve_rowids(len(items)))
             for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())
                 target = self._fold_target(w, scope_id, it.kind, it.grams, now)
@@ -338,7 +339,7 @@ class SQLStore:
                     mid = self.new_id()
                     rowid = sql.insert(
                         w.conn, mid, scope_id, it.kind, it.content, it.tags, it.confidence,
-                        it.source_run_id, now, vec, len(it.grams), w.seq,
+                        it.source_run_id, now, vec, len(it.grams), w.seq, next(reserved, None),
                     )  # fmt: skip
                     conf, created = it.confidence, now
                 else:

@@ -14,6 +14,9 @@ adds only what differs between the engines:
   first learns the highest committed number, catches its indexes up to it,
   and stamps its rows with the next one. `begin_write(None)` takes the
   store-wide lock (recording the embedder).
+* **How a batch of statements travels** (`reserve_rowids`, `batch`): Postgres
+  reserves a many-row write's rowids in one query and pipelines its inserts
+  (a read waits for them, in order); SQLite runs in-process and needs neither.
 * **How an embedding is stored** (`vec` to write, `unvec` / `matrix` to
   read): a float32 blob, or a pgvector `vector`.
 
@@ -24,6 +27,7 @@ every rule, index and transaction policy (`memkit.store`, `memkit.store_index`).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -49,6 +53,16 @@ class SQLiteDb(sqlite3.Connection):
 
     def end_write(self, commit: bool) -> None:
         self.execute("COMMIT" if commit else "ROLLBACK")
+
+    @staticmethod
+    def reserve_rowids(n: int) -> list[int]:
+        """[]: SQLite assigns each insert's rowid in-process (no round trip to save)."""
+        return []
+
+    @staticmethod
+    def batch() -> contextlib.AbstractContextManager:
+        """Statements run one by one (a no-op context)."""
+        return contextlib.nullcontext()
 
     def integrity_problems(self) -> list[str]:
         """What `PRAGMA integrity_check` finds wrong with the file ([] when sound)."""

@@ -115,27 +115,34 @@ def insert(
     vec: np.ndarray | None,
     n_grams: int,
     seq: int,
+    rowid: int | None = None,
 ) -> int:
-    """Insert a live row (`seen_count = 1`, created = last seen = now); its rowid."""
-    cur = conn.execute(
-        "INSERT INTO memories (id, scope_id, kind, content, tags, confidence, source_run_id, "
-        "created_at, seen_count, last_seen_at, superseded_by, embedding, ngrams, change_seq) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, ?, ?, ?) RETURNING rowid",
-        (
-            memory_id,
-            scope_id,
-            kind,
-            content,
-            json.dumps(list(tags), ensure_ascii=False),
-            float(confidence),
-            source_run_id,
-            now,
-            now,
-            conn.vec(vec),
-            n_grams,
-            seq,
-        ),
+    """Insert a live row (`seen_count = 1`, created = last seen = now); its rowid.
+    A `rowid` the connection reserved is written as given, and the statement
+    returns nothing: on a pipelined connection it needs no round trip of its own."""
+    args = (
+        memory_id,
+        scope_id,
+        kind,
+        content,
+        json.dumps(list(tags), ensure_ascii=False),
+        float(confidence),
+        source_run_id,
+        now,
+        now,
+        conn.vec(vec),
+        n_grams,
+        seq,
     )
+    cols = (
+        "id, scope_id, kind, content, tags, confidence, source_run_id, created_at, "
+        "seen_count, last_seen_at, superseded_by, embedding, ngrams, change_seq"
+    )
+    values = "?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, ?, ?, ?"
+    if rowid is not None:
+        conn.execute(f"INSERT INTO memories (rowid, {cols}) VALUES (?, {values})", (rowid, *args))
+        return rowid
+    cur = conn.execute(f"INSERT INTO memories ({cols}) VALUES ({values}) RETURNING rowid", args)
     return int(cur.fetchall()[0][0])
 
 

@@ -186,3 +186,75 @@ def test_postgres_exact_recall_is_the_sqlite_answer(twin_stores, limit, params):
         want = lite.recall("s", "zzz", limit, params, query_embedding=query)
         got = pg.recall("s", "zzz", limit, params, query_embedding=query)
         assert _answer(got) == _answer(want)
+
+
+# --- HNSW build settings, commit durability, batched writes --------------------------------
+
+
+def test_hnsw_build_runs_under_its_settings_and_reports_them(pg_dsn):
+    from memkit.pg_search import BUILD_SETTINGS
+
+    emb = TableEmbedder(dim=DIM)
+    with PostgresStore.open(pg_dsn, embedder=emb) as s:
+        s.bulk_load("s", [f"row {i}" for i in range(50)], np.eye(DIM)[np.arange(50) % DIM])
+    with PostgresStore.open(
+        pg_dsn, embedder=emb, ann="hnsw", build_settings={"maintenance_work_mem": "128MB"}
+    ) as s:
+        b = s.hnsw_build
+        assert b["built"] and b["seconds"] >= 0 and b["index_bytes"] > 0
+        assert b["settings"] == {**BUILD_SETTINGS, "maintenance_work_mem": "128MB"}
+    with PostgresStore.open(pg_dsn, embedder=emb, ann="hnsw") as s:  # exists: not rebuilt
+        assert s.hnsw_build["built"] is False and s.hnsw_build["index_bytes"] > 0
+
+
+def test_a_build_setting_of_none_drops_the_default():
+    from memkit.pg_search import build_session
+
+    assert "max_parallel_maintenance_workers" not in build_session(
+        {"max_parallel_maintenance_workers": None}
+    )
+    assert build_session({"work_mem": 65536})["work_mem"] == "65536"
+
+
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        ({"maintenance_work_mem": "lots"}, "maintenance_work_mem='lots'"),
+        ({"no_such_setting": "1"}, "no_such_setting"),
+        ({"Robert'); DROP TABLE memories; --": "1"}, "not a server setting name"),
+        ({"work_mem": 1.5}, "want a string or an int"),
+        ({"work_mem": True}, "want a string or an int"),
+        (["maintenance_work_mem"], "want a mapping"),
+    ],
+)
+def test_bad_build_settings_are_config_errors_naming_them(pg_dsn, settings, match):
+    emb = TableEmbedder(dim=DIM)
+    with PostgresStore.open(pg_dsn, embedder=emb) as s:
+        s.bulk_load("s", ["a", "b"], np.eye(DIM)[:2])
+    with pytest.raises(ConfigError, match=match):
+        PostgresStore.open(pg_dsn, embedder=emb, ann="hnsw", build_settings=settings)
+    with psycopg.connect(pg_dsn) as c:  # nothing was built
+        assert c.execute("SELECT to_regclass('memories_hnsw')").fetchone()[0] is None
+
+
+def test_synchronous_commit_off_is_a_choice_and_writes_as_usual(pg_dsn):
+    with pytest.raises(ConfigError, match="synchronous_commit='off'"):
+        PostgresStore.open(pg_dsn, embedder=None, synchronous_commit="off")
+    with PostgresStore.open(pg_dsn, embedder=None, synchronous_commit=False) as s:
+        rid = s.remember("s", "written without waiting for the WAL flush").id
+    with PostgresStore.open(pg_dsn, embedder=None) as s:
+        assert [m.id for m in s.live("s")] == [rid]
+
+
+def test_a_batch_whose_late_item_postgres_refuses_writes_nothing(pg_dsn):
+    """remember_many's inserts are pipelined: an item the server refuses (text
+    with U+0000) fails the whole batch after earlier items were sent."""
+    with PostgresStore.open(pg_dsn, embedder=None) as s:
+        s.remember("s", "already here")
+        with pytest.raises(ConfigError, match="NUL"):
+            s.remember_many("s", ["first new fact", "second new fact", "bad \x00 fact"])
+        assert [m.content for m in s.live("s")] == ["already here"]
+        # the connection is usable and the batch path writes after the failure
+        out = s.remember_many("s", ["first new fact", "first new fact!", "third"])
+        assert [r.folded for r in out] == [False, True, False]
+        assert len(s.live("s")) == 3
