@@ -30,6 +30,8 @@ from typing import Any
 import pandas as pd
 
 from evals import registry
+from evals.headline import best, flags, headline
+from evals.labels import colours, labels
 from evals.stats import NO_SPREAD, WORST_COVERAGE, approximate, fmt_interval, no_spread
 from memkit.errors import ConfigError
 
@@ -128,8 +130,16 @@ def _figure_png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _bars(table: pd.DataFrame, metrics: tuple[str, ...], title: str, ylabel: str) -> bytes | None:
-    """Grouped bars (metric groups, one bar per system) with 95% CI whiskers."""
+def _bars(
+    table: pd.DataFrame,
+    metrics: tuple[str, ...],
+    title: str,
+    ylabel: str,
+    systems: list[str],
+) -> bytes | None:
+    """Grouped bars (metric groups, one bar per system) with 95% CI whiskers; each system
+    in its report-wide colour under its short label, the legend outside the axes (so
+    it never covers a bar)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -139,7 +149,8 @@ def _bars(table: pd.DataFrame, metrics: tuple[str, ...], title: str, ylabel: str
     sub = table[table["metric"].isin(metrics) & table["value"].notna()]
     if sub.empty:
         return None
-    systems = sorted(sub["system"].unique())
+    name, colour = labels(systems), colours(systems)
+    systems = [s for s in systems if s in set(sub["system"])]
     present = [m for m in metrics if m in set(sub["metric"])]
     x = np.arange(len(present))
     width = 0.8 / len(systems)
@@ -160,14 +171,22 @@ def _bars(table: pd.DataFrame, metrics: tuple[str, ...], title: str, ylabel: str
             vals.append(v)
             errs[0].append(0 if np.isnan(lo) else max(v - lo, 0))
             errs[1].append(0 if np.isnan(hi) else max(hi - v, 0))
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=errs, capsize=3, label=s)
+        ax.bar(
+            x + i * width - 0.4 + width / 2,
+            vals,
+            width,
+            yerr=errs,
+            capsize=3,
+            label=name[s],
+            color=colour[s],
+        )
     ax.set_xticks(x, present, rotation=30, ha="right")
     ax.set_title(title)
     ax.set_xlabel("metric")
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1.05)
     if len(systems) > 1:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _figure_png(fig)
 
 
@@ -270,7 +289,7 @@ def _sweep_plot(sweep: pd.DataFrame, rec: dict[str, Any] | None = None) -> bytes
     return _figure_png(fig)
 
 
-def _compare_plot(compare: pd.DataFrame) -> bytes | None:
+def _compare_plot(compare: pd.DataFrame, names: dict[str, str]) -> bytes | None:
     """Forest plot: each paired difference (a - b) with its 95% CI."""
     import matplotlib
 
@@ -280,14 +299,16 @@ def _compare_plot(compare: pd.DataFrame) -> bytes | None:
     c = compare.dropna(subset=["value"])
     if c.empty:
         return None
-    labels = [f"{_named(r.metric)}\n{r.a} − {r.b}" for r in c.itertuples()]
+    ticks = [
+        f"{_named(r.metric)}\n{names.get(r.a, r.a)} − {names.get(r.b, r.b)}" for r in c.itertuples()
+    ]
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(c) + 1.2))
     y = list(range(len(c)))
     lo = (c["value"] - c["lo"].fillna(c["value"])).clip(lower=0)
     hi = (c["hi"].fillna(c["value"]) - c["value"]).clip(lower=0)
     ax.errorbar(c["value"], y, xerr=[lo, hi], fmt="o", capsize=3)
     ax.axvline(0.0, color="grey", linewidth=0.8)
-    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_yticks(y, ticks, fontsize=7)
     ax.invert_yaxis()
     methods = sorted({str(m) for m in c.get("method", pd.Series(dtype=str)).dropna()})
     how = ", ".join(methods) or "method not recorded"
@@ -310,6 +331,106 @@ def _html_table(rows: list[list[str]], head: list[str], id_: str | None = None) 
     return f"<table{attr}><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
+HEADLINE_TITLE = "Headline: which system is better on what (value [95% CI]; best in bold)"
+STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:1800px;margin:1em auto;padding:0 1em;"
+    "line-height:1.35}"
+    "h1{font-size:1.5em;margin:0.3em 0}h2{font-size:1.15em;margin:0.8em 0 0.3em}"
+    "table{border-collapse:collapse;margin:0.4em 0;font-size:0.85em}"
+    "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3}img{max-width:100%}"
+    "#headline{max-width:100%}#headline td,#headline th{overflow-wrap:anywhere}"
+    "#headline span,#headline small{white-space:nowrap}"
+    "@media (max-width:1700px){#headline small{display:none}}"
+    "#headline small,.note,.meta{color:#555}.note,.meta{font-size:0.85em;margin:0.3em 0}"
+    ".sw{display:inline-block;width:0.8em;height:0.8em;margin-right:0.3em;"
+    "vertical-align:baseline;border:1px solid #0003}"
+    ".plots{display:flex;flex-wrap:wrap;gap:0.5em}.plots figure{margin:0;flex:0 1 650px}"
+    "details{margin:0.2em 0}summary{cursor:pointer}summary h2{display:inline;font-size:1em}"
+    ".wrap{max-width:100%;overflow-x:auto}"
+    ".banner{background:#fde2e1;border:2px solid #c0392b;padding:0.6em 1em}"
+)
+
+
+def _headline_cells(
+    rows: list[dict[str, Any]], systems: list[str]
+) -> list[list[tuple[str, str, bool]]]:
+    """Headline rows: the metric, then per system (value [CI], method and n, best?)."""
+    out = []
+    for m, have in headline(rows, systems):
+        top = best({s: r.get("value") for s, r in have.items()}, registry.get(m).direction)
+        line: list[tuple[str, str, bool]] = [(_named(m), "", False)]
+        for s in systems:
+            r = have.get(s)
+            if r is None:
+                line.append(("—", "", False))
+                continue
+            text = _fmt_metric(m, r.get("value"), r.get("lo"), r.get("hi"))
+            line.append((text, _n(r), s in top))
+        out.append(line)
+    return out
+
+
+def _md_cells(cells: list[list[tuple[str, str, bool]]]) -> list[list[str]]:
+    def one(main: str, sub: str, bold: bool) -> str:
+        text = f"{main} {sub}".strip()
+        return f"**{text}**" if bold else text
+
+    return [[one(*c) for c in row] for row in cells]
+
+
+def _swatch(colour: str) -> str:
+    return f'<span class="sw" style="background:{colour}"></span>'
+
+
+def _html_headline(cells: list[list[tuple[str, str, bool]]], systems: list[str]) -> str:
+    """The headline table: short labels (full spec on hover) over a colour swatch each,
+    a value [CI] line and a small method/n line per cell, so it fits a 1,366 px screen."""
+    name, colour = labels(systems), colours(systems)
+    th = "<th>metric</th>" + "".join(
+        f'<th title="{html.escape(s)}">{_swatch(colour[s])}{html.escape(name[s])}</th>'
+        for s in systems
+    )
+
+    def td(main: str, sub: str, bold: bool) -> str:
+        approx = "≈" if "≈" in sub else ""  # fewer than 10 clusters: always in sight
+        text = _inline(main) + approx
+        text = f"<strong>{text}</strong>" if bold else text
+        if not sub:
+            return f"<td>{text}</td>"
+        sub = sub.replace("≈", "")
+        return (
+            f'<td title="{html.escape(sub)}"><span>{text}</span> <small>{_inline(sub)}</small></td>'
+        )
+
+    trs = "".join("<tr>" + "".join(td(*c) for c in row) + "</tr>" for row in cells)
+    return f'<table id="headline"><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>'
+
+
+def _html_legend(legend: list[list[str]], systems: list[str]) -> str:
+    colour = colours(systems)
+    rows = "".join(
+        f"<tr><td>{_swatch(colour[s])}{html.escape(label)}</td><td><code>"
+        f"{html.escape(s)}</code></td><td>{_inline(what)}</td></tr>"
+        for (label, s, what) in legend
+    )
+    head = "<tr><th>label</th><th>system (full spec)</th><th>what it is</th></tr>"
+    return f'<table id="systems"><thead>{head}</thead><tbody>{rows}</tbody></table>'
+
+
+def _what(system: str) -> str:
+    """A system in words: which mode, which consolidator."""
+    if system == "store":
+        return "store mode: the dataset's writes straight into the store"
+    spec = system.removeprefix("pipeline:")
+    kind, _, rest = spec.partition(":")
+    if kind == "replay":
+        return f"pipeline mode, a model's recorded answers replayed from `{rest}`"
+    if kind == "litellm":
+        return f"pipeline mode, model `{rest}` through LiteLLM"
+    return f"pipeline mode, consolidator `{spec}`"
+
+
 def _inline(text: str) -> str:
     """HTML for one line of the report's markdown: escaped, `code` and **bold** rendered."""
     out = html.escape(text, quote=False)
@@ -317,25 +438,28 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
 
 
-def _direction(metric: str) -> str:
-    return registry.get(metric).direction
+def _flagged(rows: list[dict[str, Any]], system: str) -> list[str]:
+    """What of one system's metrics is at its worst value or an undefined headline."""
+    at = [f"{_named(m)} {v:.3f}" for m, v in flags(rows, system) if v is not None]
+    undefined = [_named(m) for m, v in flags(rows, system) if v is None]
+    out = [f"at its worst value: {', '.join(at)}"] if at else []
+    return out + ([f"undefined headline: {', '.join(undefined)}"] if undefined else [])
 
 
-def _best(values: dict[str, float], direction: str) -> set[str]:
-    """Systems holding the best value (ties all marked); none when fewer than two compete."""
-    vals = {k: v for k, v in values.items() if v is not None and not math.isnan(v)}
-    if len(vals) < 2 or direction not in ("higher", "lower"):
-        return set()
-    best = min(vals.values()) if direction == "lower" else max(vals.values())
-    return {k for k, v in vals.items() if v == best}
-
-
-def _failures(d: Path, systems: list[str]) -> list[str]:
-    """One line per system of what failed: the embedder on probes, the provider on attempts."""
+def _failures(d: Path, systems: list[str], rows: list[dict[str, Any]]) -> list[str]:
+    """One line per system of what failed: the embedder on probes, the provider on
+    attempts, and every metric at its worst value or undefined headline."""
     from evals.runfolder import read_jsonl
 
+    name = labels(systems)
     if not any((d / f).is_file() for f in ("probes.jsonl", "attempts.jsonl")):
-        return ["not checked: this folder has no per-row files (probes.jsonl, attempts.jsonl)"]
+        lines = [
+            "embedder and provider not checked: this folder has no per-row files "
+            "(probes.jsonl, attempts.jsonl)"
+        ]
+        return lines + [
+            f"`{name[s]}`: " + "; ".join(_flagged(rows, s)) for s in systems if _flagged(rows, s)
+        ]
     probes: dict[str, list[int]] = {}
     for r in read_jsonl(d / "probes.jsonl"):
         c = probes.setdefault(r["system"], [0, 0])
@@ -364,7 +488,8 @@ def _failures(d: Path, systems: list[str]) -> list[str]:
             parts.append(f"provider failed on {bad}/{total} attempts{why}")
         if missed.get(sys_):
             parts.append(f"{missed[sys_]} passes' requests not in the recording")
-        lines.append(f"`{sys_}`: " + ("; ".join(parts) if parts else "nothing failed"))
+        parts += _flagged(rows, sys_)
+        lines.append(f"`{name[sys_]}`: " + ("; ".join(parts) if parts else "nothing failed"))
     return lines
 
 
@@ -433,12 +558,20 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         ran = set(manifest.get("systems") or [])
         compare = compare[compare["a"].isin(ran) & compare["b"].isin(ran)]
 
+    systems = [x for x in sorted(table["system"].unique()) if x != "matcher"]
+    names = labels(systems)
     plots: list[tuple[str, str, bytes]] = []
     for name, caption, png in (
         (
             "recall.png",
             "Recall quality per system",
-            _bars(table, RECALL_PLOT, "Recall quality per system", "score (0-1, higher is better)"),
+            _bars(
+                table,
+                RECALL_PLOT,
+                "Recall quality per system",
+                "score (0-1, higher is better)",
+                systems,
+            ),
         ),
         (
             "waste.png",
@@ -448,26 +581,39 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 ("budget_waste", *WASTE_PARTS),
                 "Budget waste per system",
                 "share of admitted entry bytes",
+                systems,
             ),
         ),
         (
             "validity.png",
             "Proposal validity and extraction",
-            _bars(table, VALIDITY_PLOT, "Proposal validity and extraction recall", "share (0-1)"),
+            _bars(
+                table,
+                VALIDITY_PLOT,
+                "Proposal validity and extraction recall",
+                "share (0-1)",
+                systems,
+            ),
         ),
         ("sweep.png", "Sweep", None if sweep is None else _sweep_plot(sweep, recommended)),
-        ("compare.png", "Paired differences", None if compare is None else _compare_plot(compare)),
+        (
+            "compare.png",
+            "Paired differences",
+            None if compare is None else _compare_plot(compare, names),
+        ),
     ):
         if png:
             (d / name).write_bytes(png)
             plots.append((name, caption, png))
 
     ds = manifest.get("dataset", {})
+    ran = manifest.get("systems") or systems
     head_lines = [
         f"Run `{manifest.get('name')}` on dataset `{ds.get('name')}` {ds.get('version')} "
-        f"(fingerprint `{str(ds.get('fingerprint'))[:16]}`), systems: "
-        + ", ".join(f"`{s}`" for s in manifest.get("systems", []))
-        + ".",
+        f"(fingerprint `{str(ds.get('fingerprint'))[:16]}`), {len(ran)} system"
+        f"{'s' if len(ran) != 1 else ''}: "
+        + ", ".join(f"`{names.get(s, s)}`" for s in ran)
+        + " (full specs in the systems table).",
         f"Embedder `{manifest.get('embedder')}`, seed {manifest.get('seed')}, "
         + (
             f"git `{manifest['git_revision'][:12]}`"
@@ -476,35 +622,15 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         )
         + f", litellm {manifest.get('packages', {}).get('litellm')}"
         + f" (prices: {_price_source(manifest)}).",
-        LEGEND,
     ]
     sections: list[tuple[str, list[str], list[list[str]]]] = []
-    systems = [x for x in sorted(table["system"].unique()) if x != "matcher"]
     for m in [*table["metric"], *RECALL_PLOT, *WASTE_PARTS, *VALIDITY_PLOT]:
         registry.get(m)  # a report names registered metrics only
-    headline = []
-    for m in registry.names(listed="headline"):
-        cells, values = [], {}
-        for sys_ in systems:
-            r = table[(table["system"] == sys_) & (table["metric"] == m)]
-            if r.empty:
-                cells.append("—")
-                continue
-            values[sys_] = float(r.iloc[0]["value"]) if r.iloc[0]["value"] is not None else None
-            cells.append(_cell(r.iloc[0].to_dict()))
-        direction = _direction(m)
-        best = _best(values, direction)
-        cells = [f"**{c}**" if s_ in best else c for s_, c in zip(systems, cells, strict=True)]
-        if any(c != "—" for c in cells):
-            headline.append([_named(m), *cells])
+    records = [r for r in metrics["metrics"] if r.get("system") != "matcher"]
     spend = (_load(d, "spend.json") or {}).get("systems", {})
-    headline += _totals(systems, spend)
-    headline_section = (
-        "Headline (value [95% CI] interval n=units/clusters; ↑ higher is better, ↓ lower is "
-        "better; best in bold; definitions in the per-system tables)",
-        ["metric", *systems],
-        headline,
-    )
+    head_cells = _headline_cells(records, systems)
+    head_cells += [[(c, "", False) for c in row] for row in _totals(systems, spend)]
+    legend = [[names[s], s, _what(s)] for s in systems]
     head = ["metric", "value [95% CI]", "n (units/clusters)", "interval", "unit", "definition"]
     for sys_ in sorted(table["system"].unique()):
         sub = table[table["system"] == sys_]
@@ -519,7 +645,9 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             ]
             for r in sub.to_dict("records")
         ]
-        sections.append((f"System `{sys_}`", head, rows))
+        title = f"System `{names.get(sys_, sys_)}`"
+        full = f" (`{sys_}`)" if names.get(sys_, sys_) != sys_ else ""
+        sections.append((title + full, head, rows))
     breakdown = (_load(d, "breakdown.json") or {}).get("rows", [])
     if breakdown:
         bt = pd.DataFrame.from_records(breakdown)
@@ -535,7 +663,8 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
                 rows.append([scope, *cells])
             sections.append(
                 (
-                    f"Per scope: `{sys_}` (units within one scope taken as independent)",
+                    f"Per scope: `{names.get(sys_, sys_)}` (units within one scope taken as "
+                    "independent)",
                     ["scope", *map(_named, metrics_here)],
                     rows,
                 )
@@ -648,47 +777,54 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         sections.append(("Sweep", ["param", "point", "metric", "value [95% CI] interval n"], rows))
 
     banner = _banner(manifest)
-    failed = _failures(d, systems)
-    if headline:
-        sections.insert(0, headline_section)
-    first, rest = sections[:1] if headline else [], sections[1:] if headline else sections
+    failed = _failures(d, systems, records)
     md = ["# memkit evaluation report", ""]
     md += [f"> {b}\n" for b in banner]
     md += [*head_lines, ""]
-    for title, h, rows in first:
-        md += [f"## {title}", "", _md_table(rows, h), ""]
+    if head_cells:
+        md += [
+            f"## {HEADLINE_TITLE}",
+            "",
+            _md_table(_md_cells(head_cells), ["metric", *names.values()]),
+        ]
+        md += ["", LEGEND, ""]
     md += ["## What failed", "", *(f"- {x}" for x in failed), ""]
     for name, caption, _ in plots:
         md += [f"![{caption}]({name})", ""]
-    for title, h, rows in rest:
+    md += ["## Systems", "", _md_table(legend, ["label", "system", "what it is"]), ""]
+    for title, h, rows in sections:
         md += [f"## {title}", "", _md_table(rows, h), ""]
     md_path = d / "report.md"
     md_path.write_text("\n".join(md), encoding="utf-8")
 
-    style = (
-        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
-        "th{background:#f3f3f3}img{max-width:100%}"
-        ".banner{background:#fde2e1;border:2px solid #c0392b;padding:0.6em 1em}"
-    )
     body = ["<h1>memkit evaluation report</h1>"]
     body += [f'<p class="banner" role="alert">{_inline(b)}</p>' for b in banner]
-    body += [f"<p>{_inline(x)}</p>" for x in head_lines]
-    for title, h, rows in first:
-        body.append(f"<h2>{_inline(title)}</h2>{_html_table(rows, h, 'headline')}")
+    body += [f'<p class="meta">{_inline(x)}</p>' for x in head_lines]
+    if head_cells:
+        body.append(f"<h2>{_inline(HEADLINE_TITLE)}</h2>")
+        body.append(_html_headline(head_cells, systems))
+        body.append(
+            f'<p class="note">{_inline(LEGEND)} Headline cells show their interval code and n '
+            "beside the value on a wide screen and on hover on any screen.</p>"
+        )
     body.append("<h2>What failed</h2><ul>" + "".join(f"<li>{_inline(x)}</li>" for x in failed))
-    body.append("</ul>")
+    body.append('</ul><div class="plots">')
     for _, caption, png in plots:
         b64 = base64.b64encode(png).decode("ascii")
         body.append(
             f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{b64}"></figure>'
         )
-    for title, h, rows in rest:
-        body.append(f"<h2>{_inline(title)}</h2>{_html_table(rows, h)}")
+    body.append("</div><h2>Systems</h2>" + _html_legend(legend, systems))
+    for title, h, rows in sections:
+        body.append(
+            f"<details><summary><h2>{_inline(title)}</h2> <small>({len(rows)} rows)</small>"
+            f'</summary><div class="wrap">{_html_table(rows, h)}</div></details>'
+        )
     doc = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>memkit evaluation report"
-        f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>\n"
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>memkit evaluation report</title><style>{STYLE}</style></head>"
+        f"<body>{''.join(body)}</body></html>\n"
     )
     html_path = d / "report.html"
     html_path.write_text(doc, encoding="utf-8")
@@ -769,3 +905,54 @@ def _retrieval_tables(d: Path) -> list[tuple[str, list[str], list]]:
             )
         )
     return out
+
+
+def headline_text(run_dir: str | Path) -> str:
+    """The headline as plain text for a terminal: metrics down, systems (short labels)
+    across, "value [95% CI]" with the best marked *, then what each label stands for.
+    What `memkit eval run` and `sweep` print at their end."""
+    d = Path(run_dir)
+    manifest, metrics = _load(d, "manifest.json"), _load(d, "metrics.json")
+    if manifest is None or metrics is None:
+        raise ConfigError(f"{str(d)!r} is not a run folder (manifest.json/metrics.json missing)")
+    rows = [r for r in metrics["metrics"] if r.get("system") != "matcher"]
+    systems = sorted(manifest.get("systems") or {r["system"] for r in rows})
+    name = labels(systems)
+    table = [["metric", *(name[s] for s in systems)]]
+    for m, have in headline(rows, systems):
+        top = best({s: r.get("value") for s, r in have.items()}, registry.get(m).direction)
+        cells = [
+            "—"
+            if s not in have
+            else _fmt_metric(m, have[s].get("value"), have[s].get("lo"), have[s].get("hi"))
+            + ("*" if s in top else "")
+            for s in systems
+        ]
+        table.append([_named(m), *cells])
+    width = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip() for r in table]
+    lines.append("value [95% CI]; * best; ↑ higher is better, ↓ lower is better")
+    lines += [f"  {name[s]} = {s}" for s in systems if name[s] != s]
+    return "\n".join(lines)
+
+
+def sweep_text(frame: pd.DataFrame, params: list[str], metrics: list[str], chosen: Any) -> str:
+    """A sweep's headline as plain text: one line per grid point, its parameter values and
+    "value [95% CI]" of each of `metrics`, the recommended point (`chosen`, a
+    point_index) marked <-."""
+    table = [[*params, *map(_named, metrics), ""]]
+    for i, point in frame.groupby("point_index", sort=True):
+        first = point.iloc[0]
+        cells = [f"{first[p]:g}" if isinstance(first[p], float) else str(first[p]) for p in params]
+        for m in metrics:
+            r = point[point["metric"] == m]
+            cells.append(
+                "—"
+                if r.empty
+                else _fmt_metric(m, r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"])
+            )
+        table.append([*cells, "<- recommended" if i == chosen else ""])
+    width = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip() for r in table
+    )

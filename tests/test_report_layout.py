@@ -45,8 +45,9 @@ def test_headline_table_comes_first_with_directions_and_best(run):
 def test_a_line_per_system_of_what_failed(run):
     md = (run / "report.md").read_text()
     part = md[md.index("## What failed") :].split("\n## ")[0]
-    assert "- `store`: nothing failed" in part
-    assert "- `pipeline:heuristic`: nothing failed" in part
+    lines = [x for x in part.splitlines() if x.startswith("- `")]
+    assert [x.split("`")[1] for x in lines] == ["heuristic", "store"]  # short labels
+    assert not any("provider failed" in x or "embedder failed" in x for x in lines)
 
 
 def test_what_failed_is_not_claimed_without_the_row_files(run, tmp_path):
@@ -103,25 +104,33 @@ window.addEventListener("load", () => {
   const imgs = [...document.images];
   const rows = document.querySelectorAll("table#headline tbody tr").length;
   const h2 = [...document.querySelectorAll("h2")].map(h => h.textContent);
+  const head = document.querySelector("table#headline");
+  const plot = document.querySelector(".plots img");
   document.body.setAttribute("data-check", JSON.stringify({
     rows, h2, images: imgs.length,
     loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+    viewport: [window.innerWidth, window.innerHeight],
+    page_width: document.documentElement.scrollWidth,
+    headline_width: head ? head.getBoundingClientRect().width : null,
+    first_plot_top: plot ? plot.getBoundingClientRect().top + window.scrollY : null,
   }));
 });
 </script>"""
 
 
-def _browser_check(html: str, tmp_path) -> dict:
-    """Render `html` in headless Chromium and return what the page's own check saw.
-    Skips only outside CI when no Chromium is installed (.ci/run installs it and sets
+def _chromium_or_skip() -> str:
+    """Skips only outside CI when no Chromium is installed (.ci/run installs it and sets
     CI=1, so there a missing browser fails)."""
     exe = _chromium()
     if exe is None:
         if os.environ.get("CI"):
             pytest.fail("CI must have Chromium (.ci/run installs it): none found on PATH")
         pytest.skip("no Chromium on PATH (apt-get install chromium; .ci/run does this in CI)")
-    page = tmp_path / "report.html"
-    page.write_text(html.replace("</body>", CHECK + "</body>"))
+    return exe
+
+
+def _chromium_run(page, tmp_path, size: tuple[int, int], *args: str) -> str:
+    exe = _chromium_or_skip()
     r = subprocess.run(
         [
             exe,
@@ -129,9 +138,11 @@ def _browser_check(html: str, tmp_path) -> dict:
             "--no-sandbox",
             "--disable-gpu",
             "--disable-dev-shm-usage",
+            "--hide-scrollbars",
             f"--user-data-dir={tmp_path / 'profile'}",
+            f"--window-size={size[0]},{size[1]}",
             "--virtual-time-budget=10000",
-            "--dump-dom",
+            *args,
             page.as_uri(),
         ],
         capture_output=True,
@@ -140,9 +151,32 @@ def _browser_check(html: str, tmp_path) -> dict:
         check=False,
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    m = re.search(r'data-check="([^"]+)"', r.stdout)
-    assert m, f"the page's check did not run: {r.stdout[:500]}"
+    return r.stdout
+
+
+def _browser_check(html: str, tmp_path, size: tuple[int, int] = (1366, 768)) -> dict:
+    """Render `html` in headless Chromium at a window `size` and return what the page's
+    own check saw."""
+    page = tmp_path / "report.html"
+    page.write_text(html.replace("</body>", CHECK + "</body>"))
+    out = _chromium_run(page, tmp_path, size, "--dump-dom")
+    m = re.search(r'data-check="([^"]+)"', out)
+    assert m, f"the page's check did not run: {out[:500]}"
     return json.loads(m.group(1).replace("&quot;", '"'))
+
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "reports" / "screenshots"
+"""Where the browser tests keep their screenshots (CI artifacts; .ci/run prints the path)."""
+
+
+def _screenshot(page: Path, tmp_path, size: tuple[int, int], name: str) -> Path:
+    """The first screen of `page` at `size`, saved under SCREENSHOTS as `name`."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / name
+    shot.unlink(missing_ok=True)
+    _chromium_run(page, tmp_path, size, f"--screenshot={shot}")
+    assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return shot
 
 
 def test_report_renders_in_headless_chromium(run, tmp_path):
@@ -192,7 +226,6 @@ def test_notebook_04_op_mix_labels_do_not_overlap(monkeypatch):
     """Was: notebook 04's op-mix x labels (long system names) overlapped. The cell's own
     code is drawn with the notebook's five systems."""
     import itertools
-    from pathlib import Path
 
     import matplotlib
 
@@ -289,3 +322,170 @@ def test_per_group_tables_and_estimates_say_no_spread_too():
     repo = Path(__file__).resolve().parents[1]
     lme = (repo / "reports" / "longmemeval-oracle" / "report.md").read_text()
     assert "0.000 [0.000, 0.000]" not in lme and "[no spread]" in lme
+
+
+# --- a report that fits a screen (issue #33 item 1) -------------------------------------
+
+SIZES = ((1366, 768), (1920, 1080))
+FREE = "pipeline:replay:datasets/bundled/recordings/smollm2-135m-free.jsonl"
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    """`make eval`'s run: five systems, two of them named by long recording paths."""
+    out = tmp_path_factory.mktemp("b") / "bundled"
+    assert main(["eval", "run", "--preset", "bundled", "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_report_fits_a_screen(bundled, tmp_path, size):
+    """Was: at 1,366 px the headline table was 1,592 px wide (a column off-screen) and the
+    first plot sat below 18 tables. Now the headline fits the window, nothing scrolls
+    sideways and the first plot is within the first two screens; the first screen is
+    kept as a screenshot."""
+    got = _browser_check((bundled / "report.html").read_text(), tmp_path, size)
+    width, height = got["viewport"]
+    assert width == size[0] and 0.75 * size[1] <= height <= size[1]  # less the window frame
+    assert got["rows"] >= 15 and got["h2"][0].startswith("Headline")
+    assert got["headline_width"] <= width
+    assert got["page_width"] <= width
+    assert got["first_plot_top"] is not None and got["first_plot_top"] <= 2 * height
+    _screenshot(bundled / "report.html", tmp_path, size, f"report-{size[0]}x{size[1]}.png")
+
+
+def test_the_screen_check_sees_a_table_too_wide_and_a_plot_too_far(bundled, tmp_path):
+    """The measurements above could fail: a headline forced to 1,600 px and 3,000 px of
+    text before the plots are what the browser reports."""
+    html = (bundled / "report.html").read_text()
+    html = html.replace("</style>", "#headline{width:1600px;max-width:none}</style>")
+    html = html.replace(
+        '<div class="plots">', '<div style="height:3000px"></div><div class="plots">'
+    )
+    got = _browser_check(html, tmp_path, (1366, 768))
+    assert got["headline_width"] >= 1600 and got["page_width"] > 1366
+    assert got["first_plot_top"] > 2 * 768
+
+
+def test_systems_have_short_labels_with_the_full_spec_on_hover_and_in_a_legend(bundled):
+    """Was: system names were whole recording paths in every header."""
+    html = (bundled / "report.html").read_text()
+    head = html[html.index('<table id="headline">') : html.index("</thead>")]
+    assert FREE not in re.sub(r'title="[^"]*"', "", head)  # only on hover
+    assert f'title="{FREE}">' in head and "smollm2-135m-free</th>" in head
+    legend = html[html.index('<table id="systems">') :].split("</table>")[0]
+    assert f"<code>{FREE}</code>" in legend and "smollm2-135m-free" in legend
+    md = (bundled / "report.md").read_text()
+    header = next(x for x in md.splitlines() if x.startswith("| metric |"))
+    assert "recordings/" not in header and "| store |" in header
+    assert f"| smollm2-135m-free | {FREE} |" in md
+
+
+def test_one_colour_per_system_across_plots_and_legends_beside_the_bars(
+    bundled, tmp_path, rendered_figures
+):
+    """Was: one system had different colours in different plots (a system missing from
+    a plot shifted the others) and legends covered bars."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_hex
+
+    d = tmp_path / "run"
+    shutil.copytree(bundled, d)
+    build_report(d)
+    bars = ("Recall quality", "Budget waste", "Proposal validity")
+    figs = [f for f in rendered_figures if f.axes[0].get_title().startswith(bars)]
+    assert len(figs) == 3
+    seen: dict[str, set[str]] = {}
+    for fig in figs:
+        (ax,) = fig.axes
+        for c in ax.containers:
+            if hasattr(c, "patches"):
+                seen.setdefault(c.get_label(), set()).update(
+                    to_hex(p.get_facecolor()) for p in c.patches
+                )
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        legend = ax.get_legend().get_window_extent(canvas.get_renderer())
+        assert not legend.overlaps(ax.get_window_extent(canvas.get_renderer()))
+    assert all(len(c) == 1 for c in seen.values()), seen  # one colour per system
+    assert len({next(iter(c)) for c in seen.values()}) == len(seen) == 5  # none shared
+    # the free replay has no budget_waste: it is missing from that plot, colours unmoved
+    waste = next(f for f in figs if f.axes[0].get_title().startswith("Budget"))
+    assert "smollm2-135m-free" not in [c.get_label() for c in waste.axes[0].containers]
+
+
+def test_details_are_collapsed_by_section_below_the_first_screen(bundled):
+    """Was: 18 tables and 354 rows, all open. The headline, what failed, the plots and
+    the systems legend are open; every other section is a closed <details>."""
+    html = (bundled / "report.html").read_text()
+    top = html[: html.index("<details>")]
+    for part in ('id="headline"', "<h2>What failed</h2>", 'class="plots"', 'id="systems"'):
+        assert part in top
+    rest = html[html.index("<details>") :]
+    assert rest.count("<details>") >= 8 and "<details open" not in html
+    assert rest.count("<table") == rest.count("<details>")  # each table in a section
+
+
+def test_what_failed_flags_a_metric_at_its_worst_value_and_an_undefined_headline(bundled):
+    """Was: "nothing failed" for a replay whose strict_validity is 0.000."""
+    md = (bundled / "report.md").read_text()
+    part = md[md.index("## What failed") :].split("\n## ")[0]
+    free = next(x for x in part.splitlines() if x.startswith("- `smollm2-135m-free`"))
+    assert "nothing failed" not in free
+    assert "strict_validity ↑ 0.000" in free and "recall_at_8 ↑ 0.000" in free
+    assert "undefined headline: budget_waste ↓" in free
+    schema = next(x for x in part.splitlines() if x.startswith("- `smollm2-135m-schema`"))
+    assert "budget_waste ↓ 1.000" in schema  # lower is better: 1 is its worst
+    assert "strict_validity" not in schema  # 0.799 is no failure
+
+
+def _with_metric(run, tmp_path, system: str, metric: str, value) -> str:
+    d = tmp_path / "copy"
+    shutil.copytree(run, d)
+    metrics = json.loads((d / "metrics.json").read_text())
+    row = next(r for r in metrics["metrics"] if (r["system"], r["metric"]) == (system, metric))
+    row.update(value=value, lo=value, hi=value)
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    md = build_report(d)[0].read_text()
+    return md[md.index("## What failed") :].split("\n## ")[0]
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "flagged"),
+    [
+        ("recall_at_8", 0.0, "recall_at_8 ↑ 0.000"),  # higher is better: 0 is the worst
+        ("recall_at_8", 0.001, None),  # one step past it
+        ("supersede_leakage", 1.0, "supersede_leakage ↓ 1.000"),  # a share: 1 is the worst
+        ("supersede_leakage", 0.999, None),
+        ("offtopic_bytes", 1e9, None),  # an unbounded count has no worst value
+        ("recall_at_8", None, "undefined headline: recall_at_8 ↑"),
+    ],
+)
+def test_worst_value_bounds(run, tmp_path, metric, value, flagged):
+    part = _with_metric(run, tmp_path, "store", metric, value)
+    store = next(x for x in part.splitlines() if x.startswith("- `store`"))
+    if flagged:
+        assert flagged in store
+    else:
+        assert metric not in store
+
+
+def test_short_labels_are_stable_unique_and_bounded():
+    from evals.labels import MAX_LABEL, colours, labels, short_label
+
+    assert short_label("store") == "store"
+    assert short_label("pipeline:heuristic") == "heuristic"
+    assert short_label(FREE) == "smollm2-135m-free"
+    assert short_label("pipeline:replay:reports/runs/gpt/") == "gpt"
+    assert short_label("pipeline:litellm:openai/gpt-4o-mini") == "gpt-4o-mini"
+    assert short_label("pipeline:litellm:hosted_vllm/org/m") == "m"
+    at = "x" * MAX_LABEL
+    assert short_label(f"pipeline:{at}") == at  # at the bound: kept
+    past = short_label(f"pipeline:{at}y")  # one past: cut, marked
+    assert len(past) == MAX_LABEL and past.endswith("…")
+    two = labels(["pipeline:replay:a/m.jsonl", "pipeline:replay:b/m.jsonl", "pipeline:m"])
+    assert list(two.values()) == ["m", "m #2", "m #3"]
+    systems = [f"pipeline:s{i}" for i in range(11)]
+    assert labels(systems) == labels(systems)  # stable
+    c = colours(systems)
+    assert len(set(list(c.values())[:10])) == 10 and c["pipeline:s10"] == c["pipeline:s0"]
