@@ -468,12 +468,12 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
         print(line, file=sys.stderr)
     if a.record:
         _print_recorded(record_run(res.out, a.record, system=f"pipeline:{llms[0]}"))
-    if a.quiet:  # one summary line
-        print(f"run written to {res.out}" + ("" if a.no_report else " (report.html)"))
-    else:
-        print(f"run written to {res.out}")
-        if not a.no_report:
-            print(f"report: {res.out / 'report.html'}")
+    from evals.report import headline_text
+
+    print(headline_text(res.out))  # the summary: the headline, then where the run went
+    print(f"run written to {res.out}")
+    if not a.no_report:
+        print(f"report: {res.out / 'report.html'}")
     if problems:
         raise RunFailed(f"{len(problems)} check(s) failed; see the lines above and the report")
     failed = _embedder_failed(res.out)
@@ -658,11 +658,14 @@ def sweep_main(argv: list[str]) -> int:
         margin=a.margin,
         progress=None if a.quiet else _progress("sweep"),
     )
+    from evals.report import sweep_text
+
     frame = res.frame
     rec = res.recommended
     shown = [rec["metric"], *([rec["constraint"]["metric"]] if "constraint" in rec else [])]
-    print(frame[frame["metric"].isin(shown)].to_string(index=False))
-    print("recommended:", json.dumps(rec, sort_keys=True))
+    if not a.quiet:  # --quiet keeps only the summary below
+        print("recommended:", json.dumps(rec, sort_keys=True))
+    print(sweep_text(frame, list(res.params), shown, rec.get("point_index")))
     point = ", ".join(f"{k}={rec[k]}" for k in res.params)
     value = fmt_interval(rec["value"], rec["lo"], rec["hi"])
     print(f"recommended {point}: {rec['metric']} {value} ({rec['rule']})")
