@@ -199,6 +199,17 @@ def test_the_browser_check_sees_a_broken_image_and_a_missing_table(run, tmp_path
     assert got["rows"] == 0
 
 
+def _bar_figures(run, tmp_path, rendered_figures) -> list:
+    """The three bar plots of `run`'s report, as build_report draws them."""
+    d = tmp_path / "run"
+    shutil.copytree(run, d)
+    build_report(d)
+    bars = ("Recall quality", "Budget waste", "Proposal validity")
+    figs = [f for f in rendered_figures if f.axes[0].get_title().startswith(bars)]
+    assert len(figs) == 3
+    return figs
+
+
 def test_plot_tick_labels_never_overlap(run, tmp_path, rendered_figures):
     """Every bar plot of the report, as build_report draws it: no two x tick labels
     intersect."""
@@ -206,12 +217,7 @@ def test_plot_tick_labels_never_overlap(run, tmp_path, rendered_figures):
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    d = tmp_path / "run"
-    shutil.copytree(run, d)
-    build_report(d)
-    bars = ("Recall quality", "Budget waste", "Proposal validity")
-    figs = [f for f in rendered_figures if f.axes[0].get_title().startswith(bars)]
-    assert len(figs) == 3
+    figs = _bar_figures(run, tmp_path, rendered_figures)
     for fig in figs:
         canvas = FigureCanvasAgg(fig)  # the report closed it: draw it again
         canvas.draw()
@@ -389,12 +395,7 @@ def test_one_colour_per_system_across_plots_and_legends_beside_the_bars(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import to_hex
 
-    d = tmp_path / "run"
-    shutil.copytree(bundled, d)
-    build_report(d)
-    bars = ("Recall quality", "Budget waste", "Proposal validity")
-    figs = [f for f in rendered_figures if f.axes[0].get_title().startswith(bars)]
-    assert len(figs) == 3
+    figs = _bar_figures(bundled, tmp_path, rendered_figures)
     seen: dict[str, set[str]] = {}
     for fig in figs:
         (ax,) = fig.axes
