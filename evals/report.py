@@ -688,17 +688,17 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     if limits:
         from evals.providers import LIMIT_STATS
 
-        names = [n for n, _, _ in LIMIT_STATS]
+        limit_names = [n for n, _, _ in LIMIT_STATS]
         rows = [
             [f"`{m}`", str(v.get("concurrency_limit")), str(v.get("requests"))]
-            + ["n/a" if v.get(n) is None else f"{v[n]:g}" for n in names]
+            + ["n/a" if v.get(n) is None else f"{v[n]:g}" for n in limit_names]
             for m, v in sorted(limits.items())
         ]
         sections.append(
             (
                 "Provider concurrency achieved (wall clock, not in metrics.json; "
                 "definitions in the metric registry)",
-                ["model", "concurrency limit", "requests", *map(_named, names)],
+                ["model", "concurrency limit", "requests", *map(_named, limit_names)],
                 rows,
             )
         )

@@ -15,6 +15,8 @@ from stub_openai import StubServer, first_time, rate_limited, reply, status
 from test_eval_data import write_tiny_dataset
 
 from evals.commands import run_main, sweep_main
+from evals.labels import labels
+from evals.report import headline_text
 from evals.runfolder import read_jsonl
 
 KEY_VAR = "MEMKIT_TEST_GATEWAY_KEY"
@@ -174,7 +176,9 @@ def test_quiet_failing_provider_prints_at_most_5_lines(tiny, tmp_path, srv, monk
                      "--quiet"])  # fmt: skip
     lines = _lines(capfd.readouterr())
     print("\n".join(lines))
-    assert code == 1 and len(lines) <= 5
+    summary = headline_text(out).splitlines()  # the end-of-run summary, every run prints it
+    assert lines[: len(summary)] == summary
+    assert code == 1 and len(lines) - len(summary) <= 5
     assert any("PROVIDER FAILURE: pipeline:litellm:openai/always429" in x for x in lines)
     attempts = read_jsonl(out / "attempts.jsonl")
     assert attempts and all(a["outcome"] == "rate_limit" for a in attempts)
@@ -201,7 +205,8 @@ def test_failure_share_above_the_threshold_fails_the_run_and_at_it_does_not(
     capfd.readouterr()
     code = run_main([*args, "--out", str(tmp_path / "b"), "--max-failure-share", "0.4"])
     lines = _lines(capfd.readouterr())
-    assert code == 1 and len(lines) <= 5
+    summary = headline_text(tmp_path / "b").splitlines()  # every run ends with its summary
+    assert code == 1 and lines[: len(summary)] == summary and len(lines) - len(summary) <= 5
     n = len(read_jsonl(tmp_path / "b" / "attempts.jsonl"))
     assert any(
         "PROVIDER FAILURE: pipeline:litellm:openai/flaky" in x and f"{n // 2} of {n}" in x
@@ -307,7 +312,8 @@ def test_cost_is_readable_totalled_and_unknown_never_zero(tiny, tmp_path, monkey
     assert "(prices: LiteLLM " in report and "bundled price map)" in report
     head = report.split("## Headline", 1)[1].split("\n## ", 1)[0]
     table = {x.split("|")[1].strip(): x for x in head.splitlines() if x.startswith("| ")}
-    cols = [c.strip() for c in table["metric"].split("|")[2:-1]]
+    label = {v: k for k, v in labels([priced, unpriced]).items()}  # columns: short labels
+    cols = [label[c.strip()] for c in table["metric"].split("|")[2:-1]]
     cell = {
         name: dict(zip(cols, [c.strip() for c in line.split("|")[2:-1]], strict=True))
         for name, line in table.items()
