@@ -53,8 +53,9 @@ def test_reports_render(bundled_run):
     html = (out / "report.html").read_text()
     md = (out / "report.md").read_text()
     assert html.startswith("<!doctype html>") and html.count("data:image/png;base64,") >= 3
-    for system in ("store", "pipeline:heuristic", "pipeline:oracle"):
-        assert f"System `{system}`" in md
+    assert "System `store`" in md  # short labels, the full spec beside them
+    for system in ("heuristic", "oracle"):
+        assert f"System `{system}` (`pipeline:{system}`)" in md
     assert "Gold matcher accuracy" in md
 
 
