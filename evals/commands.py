@@ -33,7 +33,9 @@ from typing import Any
 
 from memkit.errors import ConfigError, MemkitError, did_you_mean
 
-DEFAULT_RUNS = Path("reports") / "runs"
+DEFAULT_ROOT = Path("reports")
+"""Where `memkit eval list` looks by default: every run folder under it, at any depth."""
+DEFAULT_RUNS = DEFAULT_ROOT / "runs"
 DEFAULT_CACHE = Path("reports") / "cache"
 EXTRAS = {"faiss": "pip install -e '.[bench]' (or: pip install faiss-cpu)"}
 """Optional imports -> the install command that brings them."""
@@ -613,7 +615,7 @@ def sweep_main(argv: list[str]) -> int:
     Scored in store mode (pipeline mode for consolidation tunables)."""
     a = _sweep_parser().parse_args(argv)
     from evals.providers import consolidator_kwargs, preflight
-    from evals.runfolder import now
+    from evals.runfolder import mark_finished, mark_incomplete, now
     from evals.runs import prepare_run_dir
     from evals.stats import fmt_interval
     from evals.sweep import objective_metrics, resolve, sweep
@@ -638,9 +640,11 @@ def sweep_main(argv: list[str]) -> int:
     extra = {"dataset": exp.datasets[0]} if exp and exp.datasets and not a.dataset else {}
     cfg = _config(a, **extra)
     ds = _load_checked(cfg)
+    started = now()
     if a.out:
         prepare_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite)
-    started = now()
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        mark_incomplete(Path(a.out), "sweep", started)  # until the report is written
     res = sweep(
         ds,
         grid,
@@ -678,6 +682,7 @@ def sweep_main(argv: list[str]) -> int:
         out = Path(a.out)
         write_sweep(out, res, config=cfg, dataset=ds, grid=grid, started_at=started)
         build_report(out)
+        mark_finished(out)
         print(f"sweep written to {out}")
     return 0
 
@@ -843,31 +848,57 @@ def _list_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "runs",
         nargs="*",
-        default=[str(DEFAULT_RUNS)],
-        help="run folders, folders of runs or globs (default %(default)s)",
+        default=[str(DEFAULT_ROOT)],
+        help="run folders, folders holding runs at any depth, or globs (default %(default)s: "
+        "reports/latest, reports/runs/*, ...)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per run")
+    p.add_argument(
+        "--html",
+        nargs="?",
+        const=str(DEFAULT_ROOT / "index.html"),
+        metavar="FILE",
+        help="also write one self-contained, sortable page of the runs with their headline "
+        "metrics, each linking its report (default FILE %(const)s)",
+    )
     return p
 
 
 @guarded("memkit eval list")
 def list_main(argv: list[str]) -> int:
-    """List run folders: when, dataset, systems and headline numbers."""
+    """List run folders: status (finished or incomplete), when, dataset, systems and
+    headline numbers."""
     a = _list_parser().parse_args(argv)
     from evals.runs import find_runs, summary
 
-    if a.runs == [str(DEFAULT_RUNS)] and not DEFAULT_RUNS.is_dir():
-        print(f"no runs yet in {DEFAULT_RUNS}/ (memkit eval run ... writes them there)")
+    if a.runs == [str(DEFAULT_ROOT)] and not DEFAULT_ROOT.is_dir():
+        print(f"no runs yet in {DEFAULT_ROOT}/ (memkit eval run ... writes them there)")
         return 0
-    rows = sorted((summary(d) for d in find_runs(a.runs)), key=lambda r: (r["started"], r["run"]))
+    runs = find_runs(a.runs) if a.runs != [str(DEFAULT_ROOT)] else _default_runs()
+    rows = sorted((summary(d) for d in runs), key=lambda r: (r["started"], r["path"]))
     if a.json:
         for r in rows:
             print(json.dumps(r, sort_keys=True))
-        return 0
-    if not rows:
-        print("no finished runs")
-        return 0
-    import pandas as pd
+    elif not rows:
+        print(f"no runs in {', '.join(a.runs)}")
+    else:
+        from evals.report import text_table
 
-    print(pd.DataFrame(rows).drop(columns="path").to_string(index=False))
+        cols = ("path", "status", "started", "dataset", "headline")
+        print(text_table([list(cols), *([str(r[c]) for c in cols] for r in rows)]))
+    if a.html:
+        from evals.run_index import write_index
+
+        page = write_index([Path(r["path"]) for r in rows], Path(a.html))
+        print(f"index of {len(rows)} runs written to {page}")
     return 0
+
+
+def _default_runs() -> list[Path]:
+    """Every run under reports/ (an empty reports/ holds none: not an error)."""
+    from evals.runs import find_runs
+
+    try:
+        return find_runs(DEFAULT_ROOT)
+    except ConfigError:
+        return []

@@ -929,8 +929,7 @@ def headline_text(run_dir: str | Path) -> str:
             for s in systems
         ]
         table.append([_named(m), *cells])
-    width = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip() for r in table]
+    lines = text_table(table).splitlines()
     lines.append("value [95% CI]; * best; ↑ higher is better, ↓ lower is better")
     lines += [f"  {name[s]} = {s}" for s in systems if name[s] != s]
     return "\n".join(lines)
@@ -952,6 +951,11 @@ def sweep_text(frame: pd.DataFrame, params: list[str], metrics: list[str], chose
                 else _fmt_metric(m, r.iloc[0]["value"], r.iloc[0]["lo"], r.iloc[0]["hi"])
             )
         table.append([*cells, "<- recommended" if i == chosen else ""])
+    return text_table(table)
+
+
+def text_table(table: list[list[str]]) -> str:
+    """Rows of cells as aligned plain-text columns (two spaces apart)."""
     width = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip() for r in table

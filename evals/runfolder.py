@@ -32,6 +32,9 @@ DIGITS = 6
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("probes", "writes", "attempts", "passes", "extraction")
 """The per-row JSON Lines files of a run folder."""
+INCOMPLETE = "incomplete.json"
+"""Marker of a run or sweep folder being written: made when it starts, removed at its
+clean finish, so an interrupted folder says it is unfinished (`evals.runs.status`)."""
 
 
 def dumps(obj: Any) -> str:
@@ -62,6 +65,25 @@ def write_json(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(dumps(obj) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def mark_incomplete(out: Path, what: str, started_at: str) -> None:
+    """Write the INCOMPLETE marker into `out` (a `what` = "run" or "sweep" starting)."""
+    write_json(
+        out / INCOMPLETE,
+        {
+            "version": RUN_VERSION,
+            "what": what,
+            "started_at": started_at,
+            "note": f"this {what} has not finished cleanly (still running, killed or failed); "
+            "memkit removes this file when it finishes",
+        },
+    )
+
+
+def mark_finished(out: Path) -> None:
+    """Remove the INCOMPLETE marker: the run or sweep in `out` finished cleanly."""
+    (out / INCOMPLETE).unlink(missing_ok=True)
 
 
 def read_json(path: Path) -> Any:

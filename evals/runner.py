@@ -76,6 +76,8 @@ from evals.runfolder import (
     REPO,
     RUN_VERSION,
     dumps,
+    mark_finished,
+    mark_incomplete,
     now,
     write_evidence,
     write_ingest,
@@ -360,9 +362,12 @@ def run_eval(
     if check_providers:
         preflight(config)
     out.mkdir(parents=True, exist_ok=True)
+    mark_incomplete(out, "run", started)  # until the clean finish below
     uses_litellm = any(c.startswith("litellm:") for c in config.consolidators)
     with log_to(out / "llm.log", litellm=uses_litellm):
-        return _run(config, out, started, quiet, dataset, embedder, on_pass, report)
+        result = _run(config, out, started, quiet, dataset, embedder, on_pass, report)
+    mark_finished(out)
+    return result
 
 
 def _run(

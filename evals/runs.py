@@ -5,35 +5,71 @@ metric) with its interval, n, unit and direction, ready for pandas
 (`pivot_table`, `groupby`, plotting). It reads only each folder's
 `manifest.json` and `metrics.json`, so it works on runs copied from another
 machine; a folder without them is an error naming it, never skipped quietly.
+
+A run or sweep that has not finished cleanly is *incomplete*: its folder holds
+the marker `runfolder.INCOMPLETE` (written when it starts, removed at its clean
+finish), or the `units/` a killed run keeps, or a manifest without metrics.
+`find_runs` finds both kinds (`runs`: every run folder under a folder, at any
+depth); `memkit eval list` lists both; `load_runs` leaves incomplete ones out
+unless asked and says how many.
 """
 
 from __future__ import annotations
 
 import glob as _glob
 import json
+import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from evals.runfolder import INCOMPLETE
 from memkit.errors import ConfigError
 
 COLUMNS = ("run", "system", "metric", "value", "lo", "hi", "n", "unit", "direction")
-"""The columns of `load_runs`, in order (`path` and `dataset` follow them)."""
+"""The columns of `load_runs`, in order (`path`, `dataset` and `complete` follow them)."""
 HEADLINE = ("recall_at_8", "budget_waste", "extraction_recall")
 """What `memkit eval list` shows of each run: the first of these each system has."""
+FINISHED, UNFINISHED = "finished", "incomplete"
 
 
-def _is_run(d: Path) -> bool:
-    return (d / "manifest.json").is_file() and (d / "metrics.json").is_file()
+def status(d: Path) -> str | None:
+    """ "finished", "incomplete" (started, not finished cleanly) or None (not a run folder)."""
+    if not d.is_dir():
+        return None
+    manifest, metrics = (d / "manifest.json").is_file(), (d / "metrics.json").is_file()
+    if (d / INCOMPLETE).is_file() or (d / "units").is_dir() or manifest != metrics:
+        return UNFINISHED
+    return FINISHED if manifest else None
 
 
-def find_runs(paths_or_glob: str | Path | Iterable[str | Path]) -> list[Path]:
+def _under(root: Path) -> list[Path]:
+    """Every run folder below `root` at any depth (not inside a run folder), sorted."""
+    out = []
+    for here, dirs, _ in os.walk(root):
+        dirs.sort()
+        keep = []
+        for name in dirs:
+            d = Path(here) / name
+            if status(d):
+                out.append(d)
+            elif not name.startswith("."):
+                keep.append(name)
+        dirs[:] = keep
+    return sorted(out)
+
+
+def find_runs(
+    paths_or_glob: str | Path | Iterable[str | Path], *, incomplete: bool = True
+) -> list[Path]:
     """Run folders named by a path, a glob, a folder of runs, or an iterable of those.
 
-    A folder that is itself a run is taken; otherwise its direct subfolders that
-    are runs are (so `reports/runs` finds every run in it). Sorted, no repeats.
+    A folder that is itself a run is taken; otherwise every run folder below it is
+    (so `reports` finds reports/latest and every run in reports/runs). Sorted, no
+    repeats; `incomplete=False` leaves unfinished runs out (`status`).
     """
     items = [paths_or_glob] if isinstance(paths_or_glob, str | Path) else list(paths_or_glob)
     out: list[Path] = []
@@ -43,72 +79,112 @@ def find_runs(paths_or_glob: str | Path | Iterable[str | Path]) -> list[Path]:
         if not matches:
             raise ConfigError(f"no run folder matches {text!r}")
         for m in map(Path, matches):
-            if _is_run(m):
+            if status(m):
                 out.append(m)
-            elif m.is_dir() and any(_is_run(c) for c in m.iterdir() if c.is_dir()):
-                out += sorted(c for c in m.iterdir() if c.is_dir() and _is_run(c))
+            elif m.is_dir() and _under(m):
+                out += _under(m)
             elif not _glob.has_magic(text):
                 raise ConfigError(
-                    f"{str(m)!r} is not a finished run folder (no manifest.json and "
-                    "metrics.json) and holds none"
+                    f"{str(m)!r} is not a run folder (no manifest.json and metrics.json, "
+                    f"no {INCOMPLETE} marker) and holds none"
                 )
-    return list(dict.fromkeys(out))
+    out = list(dict.fromkeys(out))
+    return out if incomplete else [d for d in out if status(d) == FINISHED]
 
 
 def read_run(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(manifest, metric rows) of one run folder."""
-    manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
-    rows = json.loads((d / "metrics.json").read_text(encoding="utf-8"))["metrics"]
+    """(manifest, metric rows) of one run folder ({} and [] for what it lacks)."""
+    m, r = d / "manifest.json", d / "metrics.json"
+    manifest = json.loads(m.read_text(encoding="utf-8")) if m.is_file() else {}
+    rows = json.loads(r.read_text(encoding="utf-8"))["metrics"] if r.is_file() else []
     return manifest, rows
 
 
-def load_runs(paths_or_glob: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+def load_runs(
+    paths_or_glob: str | Path | Iterable[str | Path], *, incomplete: bool = False
+) -> pd.DataFrame:
     """Every metric of every run as one long DataFrame.
 
     Columns: run (the folder name), system, metric, value, lo, hi, n, unit
     (what one observation is), direction ("higher"/"lower" is better, when
-    the run recorded it), then path and dataset. Example::
+    the run recorded it), then path, dataset and complete. Incomplete runs
+    (`status`) are left out unless `incomplete=True`; a warning says how many
+    were, and `frame.attrs["left_out"]` lists their folders. An included
+    incomplete run without metrics.json is one row with no metric. Example::
 
         df = load_runs("reports/runs/*")
         df.pivot_table(index=["run", "system"], columns="metric", values="value")
     """
+    found = find_runs(paths_or_glob)
+    left = [] if incomplete else [d for d in found if status(d) != FINISHED]
+    if left:
+        warnings.warn(
+            f"load_runs left out {len(left)} incomplete run(s) "
+            f"({', '.join(str(d) for d in left)}): pass incomplete=True to include them",
+            stacklevel=2,
+        )
     records = []
-    for d in find_runs(paths_or_glob):
+    for d in (d for d in found if d not in left):
         manifest, rows = read_run(d)
         ds = (manifest.get("dataset") or {}).get("name")
-        for r in rows:
+        done = status(d) == FINISHED
+        for r in rows or [{}]:
             records.append(
                 {
                     "run": d.name,
                     **{c: r.get(c) for c in COLUMNS[1:]},
                     "path": str(d),
                     "dataset": ds,
+                    "complete": done,
                 }
             )
-    frame = pd.DataFrame.from_records(records, columns=[*COLUMNS, "path", "dataset"])
+    frame = pd.DataFrame.from_records(records, columns=[*COLUMNS, "path", "dataset", "complete"])
     for c in ("value", "lo", "hi"):
         frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    frame.attrs["left_out"] = [str(d) for d in left]
     return frame
 
 
 def summary(d: Path) -> dict[str, Any]:
-    """One line's worth of a run: name, when, dataset, systems, headline numbers."""
-    manifest, rows = read_run(d)
+    """One line's worth of a run: name, status, when, dataset, systems (short labels),
+    headline numbers. An unreadable run is listed as such, never skipped."""
+    from evals.labels import labels
+
+    try:
+        manifest, rows = read_run(d)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        manifest, rows = {}, []
+        state = f"unreadable: {type(e).__name__}: {e}"[:120]
+    else:
+        state = status(d) or UNFINISHED
     systems = list(manifest.get("systems") or sorted({r["system"] for r in rows}))
+    name = labels(systems)
     head = []
     for sys_ in systems:
         mine = {r["metric"]: r for r in rows if r["system"] == sys_}
         metric = next((m for m in HEADLINE if m in mine and mine[m].get("value") is not None), None)
         if metric:
-            head.append(f"{sys_} {metric} {mine[metric]['value']:.3f}")
+            head.append(f"{name[sys_]} {metric} {mine[metric]['value']:.3f}")
     return {
         "run": d.name,
-        "started": manifest.get("started_at") or "",
+        "status": state,
+        "started": manifest.get("started_at") or _marker_started(d),
         "dataset": (manifest.get("dataset") or {}).get("name") or "",
-        "systems": ", ".join(systems),
+        "systems": ", ".join(name[s] for s in systems),
         "headline": "; ".join(head),
         "path": str(d),
     }
+
+
+def _marker_started(d: Path) -> str:
+    """When an incomplete run started, from its marker ("" without one)."""
+    p = d / INCOMPLETE
+    if not p.is_file():
+        return ""
+    try:
+        return str(json.loads(p.read_text(encoding="utf-8")).get("started_at") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 # --- a run folder that never lies ------------------------------------------------------
@@ -149,11 +225,11 @@ def prepare_run_dir(
         raise ConfigError(f"{str(out)!r} is a file, not a run folder")
     if not any(out.iterdir()):
         return
-    is_run = (out / "manifest.json").is_file() or (out / "units").is_dir()
+    is_run = any((out / f).exists() for f in ("manifest.json", "units", INCOMPLETE))
     if overwrite:
         if not is_run:
             raise ConfigError(
-                f"{str(out)!r} is not a run folder (no manifest.json or units/); "
+                f"{str(out)!r} is not a run folder (no manifest.json, units/ or {INCOMPLETE}); "
                 "refusing to clear it: choose another --out"
             )
         shutil.rmtree(out)

@@ -63,9 +63,14 @@ def test_newcomer_walk_on_a_fresh_clone(tmp_path):
     sh(memkit, "eval", "compare", str(first), "--quiet")
     assert (first / "compare.csv").is_file()
     # 4. eval list
-    listed = sh(memkit, "eval", "list", "--json").stdout.splitlines()
-    names = sorted(json.loads(x)["run"] for x in listed)
-    assert len(names) == 3 and "floor" in names
+    listed = [json.loads(x) for x in sh(memkit, "eval", "list", "--json").stdout.splitlines()]
+    paths = {r["path"] for r in listed}  # every run under reports/, `make eval`'s too
+    assert {"reports/latest", "reports/runs/floor", str(first.relative_to(clone))} <= paths
+    assert sum(p.startswith("reports/runs/bundled-") for p in paths) == 2
+    assert {r["status"] for r in listed} == {"finished"}
+    sh(memkit, "eval", "list", "--html")
+    index = (clone / "reports" / "index.html").read_text()
+    assert all(f'data-run="{p}"' in index for p in paths)
     # 5. load_runs of the two runs
     code = (
         "from evals.runs import load_runs; "

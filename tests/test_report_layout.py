@@ -154,11 +154,14 @@ def _chromium_run(page, tmp_path, size: tuple[int, int], *args: str) -> str:
     return r.stdout
 
 
-def _browser_check(html: str, tmp_path, size: tuple[int, int] = (1366, 768)) -> dict:
+def _browser_check(
+    html: str, tmp_path, size: tuple[int, int] = (1366, 768), *, check: str = CHECK, where=None
+) -> dict:
     """Render `html` in headless Chromium at a window `size` and return what the page's
-    own check saw."""
-    page = tmp_path / "report.html"
-    page.write_text(html.replace("</body>", CHECK + "</body>"))
+    own `check` script saw. `where`: the folder the page is rendered from (its
+    relative links resolve there; default tmp_path)."""
+    page = (where or tmp_path) / "checked.html"
+    page.write_text(html.replace("</body>", check + "</body>"))
     out = _chromium_run(page, tmp_path, size, "--dump-dom")
     m = re.search(r'data-check="([^"]+)"', out)
     assert m, f"the page's check did not run: {out[:500]}"
@@ -490,3 +493,67 @@ def test_short_labels_are_stable_unique_and_bounded():
     assert labels(systems) == labels(systems)  # stable
     c = colours(systems)
     assert len(set(list(c.values())[:10])) == 10 and c["pipeline:s10"] == c["pipeline:s0"]
+
+
+# --- the index of runs (issue #33 item 2) ------------------------------------------------
+
+INDEX_CHECK = """<script>
+window.addEventListener("load", () => {
+  const rows = () => [...document.querySelectorAll("table#runs tbody tr")];
+  const th = [...document.querySelectorAll("table#runs th")];
+  const col = th.findIndex(t => t.textContent.startsWith("recall_at_8"));
+  const values = () => rows().map(r => r.children[col].dataset.v).filter(v => v !== "")
+    .map(Number);
+  th[col].click();
+  const up = values();
+  th[col].click();
+  const down = values();
+  const runs = [...new Set(rows().map(r => r.dataset.run))];
+  document.body.setAttribute("data-check", JSON.stringify({
+    runs, up, down, rows: rows().length,
+    incomplete: [...new Set(rows().filter(r => r.dataset.status === "incomplete")
+      .map(r => r.dataset.run))],
+    links: new Set([...document.querySelectorAll("table#runs a")]
+      .map(a => a.getAttribute("href"))).size,
+    page_width: document.documentElement.scrollWidth, viewport: window.innerWidth,
+  }));
+});
+</script>"""
+
+
+def test_the_html_index_of_runs_opens_with_every_run_present(
+    run, bundled, tmp_path, monkeypatch, capsys
+):
+    """`memkit eval list --html` writes one self-contained page of every run under
+    reports/ (finished and incomplete), sortable by any column, each run linking its
+    report; opened in headless Chromium, every run is there and sorting works."""
+    from evals.runfolder import INCOMPLETE
+
+    reports = tmp_path / "reports"
+    shutil.copytree(bundled, reports / "latest")
+    shutil.copytree(run, reports / "runs" / "a")
+    shutil.copytree(run, reports / "runs" / "killed")
+    (reports / "runs" / "killed" / INCOMPLETE).write_text('{"started_at": "x"}')
+    (reports / "runs" / "early" / "units").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["eval", "list", "--html"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "index of 4 runs written to reports/index.html"
+    )
+    page = reports / "index.html"
+    html = page.read_text()
+    assert "src=" not in html and "<link" not in html  # self-contained
+    for href in re.findall(r'href="([^"]+)"', html):  # every link resolves
+        assert (page.parent / href).exists(), href
+    got = _browser_check(html, tmp_path, check=INDEX_CHECK, where=reports)
+    assert sorted(got["runs"]) == sorted(
+        f"reports/{x}" for x in ("latest", "runs/a", "runs/killed", "runs/early")
+    )
+    assert sorted(got["incomplete"]) == ["reports/runs/early", "reports/runs/killed"]
+    assert got["rows"] == 5 + 2 + 2 + 1  # one row per system; an empty run one row
+    assert got["links"] == 4
+    assert len(got["up"]) >= 7 and got["up"] == sorted(got["up"])
+    assert got["down"] == sorted(got["up"], reverse=True)
+    assert got["page_width"] <= got["viewport"]
+    _screenshot(page, tmp_path, (1366, 768), "index-1366x768.png")

@@ -101,7 +101,7 @@ def test_eval_list_and_load_runs(tiny, tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", "list", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
-    assert "tiny" in out and "store recall_at_8" in out and " a " in f" {out} "
+    assert "tiny" in out and "store recall_at_8" in out and f"{a} " in out
     assert main(["eval", "list", str(tmp_path / "runs"), "--json"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [r["run"] for r in rows] == ["a", "b"] and rows[0]["systems"] == "store"
@@ -118,7 +118,7 @@ def test_eval_list_and_load_runs(tiny, tmp_path, capsys):
 def test_load_runs_refuses_what_is_not_a_run(tmp_path):
     from memkit.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="not a finished run folder"):
+    with pytest.raises(ConfigError, match=r"is not a run folder .* and holds none"):
         load_runs(tmp_path)
     with pytest.raises(ConfigError, match="no run folder matches"):
         load_runs(str(tmp_path / "nothing*"))
