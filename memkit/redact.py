@@ -6,93 +6,44 @@ idempotent function of (text, params); staging reuses it on evidence and the
 request builder on everything it sends.
 
 Three shapes of secret are recognised (README, "Behaviour notes"):
-- tokens with a recognisable form, replaced whole: PEM private keys, JWTs,
-  cloud and SaaS keys (AWS, GitHub, GitLab, Slack, OpenAI/Anthropic, Stripe,
-  Google, npm, PyPI, Hugging Face, SendGrid, age), bearer tokens;
-- credentials in context: URL userinfo, HTTP Basic, `curl -u`, `.netrc`;
+- tokens with a recognisable form, replaced whole: the vendor formats of
+  detect-secrets (`memkit.secret_scanner`) and memkit's own
+  (`memkit.redact_formats`: more vendors, `prefix_<random body>`, PEM and
+  PuTTY key blocks, base64-encoded PEM keys), JWTs, bearer tokens;
+- credentials in context: URL userinfo, HTTP Basic, `curl -u`, and the
+  command lines, credential files and sentences of `memkit.redact_context`;
 - a value under a secret-sounding key, keeping the key: `password=`,
   `PGPASSWORD=`, `"api_key": "…"`, `{'token': '…'}`, YAML `secret: …`,
-  `--password …`, `<password>…</password>`.
+  `--password …`, `<password>…</password>`; under a looser key (`DB_PASS`,
+  `psk`, `sig`, `sessionid`) only a value that looks like a credential.
 
-What it leaves alone is as deliberate: hashes, UUIDs, base64 blobs and prose
-*about* passwords ("the secret: keep it simple") are not credentials. A bare
-random string with no key and no known prefix cannot be told from a hash, so
-it is not redacted. `tests/secret_corpus.py` measures both sides.
+What it leaves alone is as deliberate: hashes, UUIDs, ARNs, base64 blobs,
+placeholders (`${{ secrets.X }}`, `<token>`, `None`), code that names a secret
+(`os.environ[...]`, `getpass()`) and prose *about* passwords ("the secret:
+keep it simple") are not credentials (`memkit.redact_values`). A bare random
+string with no key and no known prefix cannot be told from a hash, so it is
+not redacted. `tests/secret_corpus.py` and `tests/secret_corpus_heldout.py`
+measure both sides.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
-from collections.abc import Callable
 
+from memkit import redact_context, redact_formats, secret_scanner
 from memkit.params import RedactionParams
+from memkit.redact_formats import Replace, Rule, whole
+from memkit.redact_values import REDACTED, credential_like, is_code, is_placeholder
 
-REDACTED = "[REDACTED]"
+__all__ = ["REDACTED", "redact", "redact_ungated"]
 
 _TOKEN = r"[A-Za-z0-9._~+/=-]"
 
-_SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # PEM private keys (RSA, EC, OPENSSH, PGP, ENCRYPTED ...), whole block.
-    re.compile(
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
-        r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-        re.DOTALL,
-    ),
-    # AWS access key ids.
-    re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
-    # GitHub (classic and fine-grained), GitLab, npm, PyPI, Hugging Face tokens.
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}\b"),
-    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"),
-    re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"),
-    re.compile(r"\bpypi-[A-Za-z0-9_-]{20,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
-    # Slack tokens and incoming-webhook URLs.
-    re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}\b"),
-    re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+"),
-    # Anthropic / OpenAI-style keys (sk-ant-..., sk-proj-..., sk-...).
-    re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"),
-    # Stripe-style live/test secret and restricted keys, webhook secrets.
-    re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
-    re.compile(r"\bwhsec_[A-Za-z0-9]{20,}"),
-    # Google API keys, OAuth access tokens and client secrets.
-    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
-    re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}"),
-    re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{20,}"),
-    # SendGrid keys; age secret keys.
-    re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{50,}"),
-    # JWTs (header.payload.signature; the header is base64url JSON, so "eyJ").
-    re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*"),
-    # Bearer credentials: with a digit, or long enough not to be a word.
-    re.compile(rf"(?i)\bbearer[ \t]+(?:(?={_TOKEN}*\d){_TOKEN}{{8,}}|{_TOKEN}{{20,}})"),
-)
-
-_SECRET_LITERALS: tuple[tuple[str, ...], ...] = (
-    ("-----begin ",),
-    ("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
-    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    ("github_pat_",),
-    ("glpat-",),
-    ("npm_",),
-    ("pypi-",),
-    ("hf_",),
-    ("xox",),
-    ("hooks.slack.com",),
-    ("sk-",),
-    ("sk_", "rk_"),
-    ("whsec_",),
-    ("aiza",),
-    ("ya29.",),
-    ("gocspx-",),
-    ("sg.",),
-    ("age-secret-key-1",),
-    ("eyj",),
-    ("bearer",),
-)
-"""A lowercase literal each pattern above cannot match without (see `_RULES`)."""
+# Bearer credentials: with a digit, or long enough not to be a word.
+_BEARER = re.compile(rf"(?i)\bbearer[ \t]+(?:(?={_TOKEN}*\d){_TOKEN}{{8,}}|{_TOKEN}{{20,}})")
 
 # scheme://user:pass@host -> scheme://[REDACTED]@host (the user may be empty).
 _URL_CREDS = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^\s/@:]*:[^\s/]+@", re.IGNORECASE)
@@ -103,15 +54,18 @@ _BASIC = re.compile(r"(?i)(?<![\w-])(basic[ \t]+)([A-Za-z0-9+/]{8,}={0,2})(?![\w
 # curl -u user:pass, --user user:pass
 _USER_FLAG = re.compile(r"(?<![\w-])((?:-u|--user)[ \t]*)([^\s:'\"]+:[^\s'\"]+)")
 
-# .netrc: machine host login user password secret
-_NETRC = re.compile(r"(?i)\b(machine[ \t]+\S+[ \t]+(?:login[ \t]+\S+[ \t]+)?password[ \t]+)(\S+)")
-
 # A key whose value is a secret: it ends in one of these words.
-_WORDS = (
+_STRICT = (
     r"pass(?:word|wd|phrase)|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
-    r"|account[_-]?key|signing[_-]?key|master[_-]?key|encryption[_-]?key|token"
+    r"|account[_-]?key|signing[_-]?key|master[_-]?key|encryption[_-]?key|key[_-]?data|token"
     r"|credentials?|authorization|auth|signature"
 )
+# Looser words (`DB_PASS`, `MAIL_PW`, Wi-Fi `psk`, a SAS `sig`, session cookies):
+# also the names of other things, so their value must look like a credential.
+_LOOSE = r"pass|pw|psk|sig|sessid|session(?:[_-]?id)?|sid"
+_WORDS = rf"{_STRICT}|{_LOOSE}"
+_LOOSE_KEY = re.compile(rf"(?i)(?<![a-z])(?:{_LOOSE})(?:[_-]?key)?$")
+_STRICT_KEY = re.compile(rf"(?i)(?:{_STRICT})(?:[_-]?key)?$")
 # Keys that also name a method or a topic: their value must look like a credential.
 _AMBIGUOUS = ("auth", "authorization", "credential", "credentials", "signature")
 _KEY = rf"(?P<key>[\w.-]*?(?:{_WORDS})(?:[_-]?key)?)(?![\w.-])"
@@ -136,12 +90,6 @@ _FLAG = re.compile(
 )
 # <password>...</password>
 _XML = re.compile(rf"(?i)<(?P<tag>[\w.-]*?(?:{_WORDS}))>(?P<value>[^<\n]+)</(?P=tag)>")
-
-# A value that names where a secret is, not the secret itself.
-_PLACEHOLDER = re.compile(
-    r"(?i)(?:none|null|nil|true|false|undefined|\*+|\$\w+|\$\{[^}]*\}|<[^>]*>|%\(\w+\)s"
-    r"|\{\{[^}]*\}\}|" + re.escape(REDACTED) + ")"
-)
 
 _PII_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
@@ -184,25 +132,51 @@ def _more_words(m: re.Match[str]) -> bool:
     return any(c.isalpha() for c in rest)
 
 
+def _closers(value: str) -> str:
+    """The unbalanced `)]}` a bare value ends with: `null}` in `{"password": null}`."""
+    n = 0
+    for c in reversed(value):
+        if c not in ")]}" or value.count(c) <= value.count({")": "(", "]": "[", "}": "{"}[c]):
+            break
+        n += 1
+    return value[len(value) - n :]
+
+
+def _in_arn(m: re.Match[str]) -> bool:
+    """The key is a field of an ARN (`arn:aws:secretsmanager:…:secret:name`)."""
+    start = max(m.string.rfind(c, 0, m.start()) for c in " \t\n\"'=") + 1
+    return m.string.startswith("arn:", start) and start < m.start()
+
+
 def _hide(m: re.Match[str], bare_colon_is_prose: bool) -> str:
     """The match with its value replaced, unless the value is no credential."""
     opening, inner, closing = _unquote(m.group("value"))
-    if not inner.strip() or _PLACEHOLDER.fullmatch(inner.strip()):
-        return m.group(0)
     key = m.group("key").lower()
     bare = not opening
     if bare:
+        tail = _closers(inner)
+        inner, closing = inner[: len(inner) - len(tail)], tail
         scheme = re.match(_SCHEME, inner, re.IGNORECASE)
         if scheme and scheme.end() < len(inner):
             opening, inner = scheme.group(0), inner[scheme.end() :]
-        if inner == REDACTED or (bare_colon_is_prose and _prose(m, inner)):
+        if inner == REDACTED or (bare_colon_is_prose and _prose(m, inner)) or is_code(inner):
             return m.group(0)
         if key.endswith("pwd") and inner[:1] in "/~.":
             return m.group(0)  # PWD=/home/alice is a working directory
-    if key.endswith(_AMBIGUOUS) and (inner.isalpha() or (bare and not opening and _more_words(m))):
-        return m.group(0)  # {"auth": "interactive"} names a method, not a credential
+    if not inner.strip() or is_placeholder(inner) or _in_arn(m):
+        return m.group(0)
+    if key.endswith(_AMBIGUOUS) and (
+        inner.isalpha()
+        or (bare and not opening and _more_words(m))
+        or len(inner) < 8
+        or not any(c.isdigit() or c in "=+/" for c in inner)
+    ):
+        return m.group(0)  # {"auth": "interactive"}, `auth: oauth2` name a method
+    if _LOOSE_KEY.search(key) and not _STRICT_KEY.search(key) and not credential_like(inner):
+        return m.group(0)  # `bypass: true`, `session: 3`, `sig=fig`
     start = m.start("value") - m.start()
-    return m.group(0)[:start] + opening + REDACTED + closing
+    end = m.end("value") - m.start()
+    return m.group(0)[:start] + opening + REDACTED + closing + m.group(0)[end:]
 
 
 def _assignment(m: re.Match[str]) -> str:
@@ -214,7 +188,7 @@ def _flag(m: re.Match[str]) -> str:
 
 
 def _xml(m: re.Match[str]) -> str:
-    if _PLACEHOLDER.fullmatch(m.group("value").strip()):
+    if is_placeholder(m.group("value")):
         return m.group(0)
     tag = m.group("tag")
     return f"<{tag}>{REDACTED}</{tag}>"
@@ -231,58 +205,73 @@ def _basic(m: re.Match[str]) -> str:
     return m.group(0)
 
 
-_Replace = Callable[[re.Match[str]], str]
-_Rule = tuple[tuple[tuple[str, ...], ...], re.Pattern[str], _Replace]
-
-
-def _whole(m: re.Match[str]) -> str:
-    return REDACTED
-
-
 def _after_prefix(m: re.Match[str]) -> str:
     return m.group(1) + REDACTED
 
 
-_WORD_GATE = ("pass", "pwd", "secret", "key", "token", "credential", "auth", "signature")
-_RULES: tuple[_Rule, ...] = (
-    ((("://",), ("@",)), _URL_CREDS, lambda m: m.group(1) + REDACTED + "@"),
-    *(
-        ((tuple(lit),), pat, _whole)
-        for lit, pat in zip(_SECRET_LITERALS, _SECRET_PATTERNS, strict=True)
-    ),
+def _edges(m: re.Match[str]) -> str:
+    """A library match, keeping the delimiter a pattern takes at either end."""
+    text = m.group(0)
+    core = text.strip(' \t\r\n=:"')
+    if not core:
+        return text
+    i = text.index(core)
+    return text[:i] + REDACTED + text[i + len(core) :]
+
+
+_WORD_GATE = ("pass", "pwd", "pw", "psk", "sig", "sess", "sid", "secret", "key", "token")
+_WORD_GATE += ("credential", "auth", "signature")
+_KEY_RULES: tuple[Rule, ...] = (
     ((("basic",),), _BASIC, _basic),
     ((("-u",), (":",)), _USER_FLAG, _after_prefix),
-    ((("machine",), ("password",)), _NETRC, _after_prefix),
     (((":", "="), _WORD_GATE), _ASSIGNMENT, _assignment),
     ((("--",), _WORD_GATE), _FLAG, _flag),
     ((("</",), _WORD_GATE), _XML, _xml),
 )
-"""(gate, pattern, replacement): a rule runs only when, for every group of its
-gate, one of the group's literals is in the lowercased text. A match needs
-those literals and "[REDACTED]" cannot complete one, so gating on the
-original text skips only rules that could not have matched; a plain
-sentence pays one `str.casefold` and one substring test per literal instead of ~30 scans."""
 
 
-_LITERALS: tuple[str, ...] = tuple(
-    sorted({lit for gate, _, _ in _RULES for group in gate for lit in group})
-)
-"""Every gate literal: a text is searched for each once, not once per rule."""
+@functools.cache
+def _rules() -> tuple[Rule, ...]:
+    """Every rule in order: URL credentials, token formats (detect-secrets', then
+    memkit's blocks and tokens), bearer, context, then keys.
 
-_GATED: tuple[tuple[tuple[frozenset[str], ...], re.Pattern[str], _Replace], ...] = tuple(
-    (tuple(map(frozenset, gate)), pat, repl) for gate, pat, repl in _RULES
-)
+    (gate, pattern, replacement): a rule runs only when, for every group of its
+    gate, one of the group's literals is in the lowercased text. A match needs
+    those literals and "[REDACTED]" cannot complete one, so gating on the
+    original text skips only rules that could not have matched; a plain
+    sentence pays one `str.casefold` and one substring test per literal
+    instead of a scan per rule. Built on first use: the library loads then.
+    """
+    library = tuple(((gate,), pat, _edges) for gate, pat in secret_scanner.token_formats())
+    return (
+        ((("://",), ("@",)), _URL_CREDS, lambda m: m.group(1) + REDACTED + "@"),
+        *library,
+        *redact_formats.RULES,
+        ((("bearer",),), _BEARER, whole),
+        *redact_context.RULES,
+        *_KEY_RULES,
+    )
 
 
-def _rules_for(lower: str) -> list[tuple[re.Pattern[str], _Replace]]:
+@functools.cache
+def _gated() -> tuple[
+    tuple[str, ...], tuple[tuple[tuple[frozenset[str], ...], re.Pattern[str], Replace], ...]
+]:
+    """Every gate literal once (a text is searched for each once, not once per
+    rule), and the rules with their gates as sets."""
+    rules = _rules()
+    literals = tuple(sorted({lit for gate, _, _ in rules for group in gate for lit in group}))
+    return literals, tuple((tuple(map(frozenset, g)), pat, repl) for g, pat, repl in rules)
+
+
+def _rules_for(lower: str) -> list[tuple[re.Pattern[str], Replace]]:
     """The rules whose every gate group has a literal in `lower`, in order."""
-    present = {lit for lit in _LITERALS if lit in lower}
+    literals, gated = _gated()
+    present = {lit for lit in literals if lit in lower}
     if not present:
         return []
     return [
-        (pat, repl)
-        for gate, pat, repl in _GATED
-        if all(not present.isdisjoint(group) for group in gate)
+        (pat, repl) for gate, pat, repl in gated if all(not present.isdisjoint(g) for g in gate)
     ]
 
 
@@ -317,7 +306,7 @@ def redact_ungated(text: str, params: RedactionParams = RedactionParams()) -> st
         return text
     out = text
     if params.secrets:
-        for _, pat, repl in _RULES:
+        for _, pat, repl in _rules():
             out = pat.sub(repl, out)
     if params.pii:
         for pat in _PII_PATTERNS:

@@ -4,10 +4,24 @@ Every SECRETS entry is (name, text, secret): after redaction `secret` must not
 appear anywhere (not in the store, not in a provider request, not in the cache).
 Every LOOKALIKES entry must come out of `redact` unchanged; the share that
 changes is the measured false-positive rate (tests/test_redact.py). All values
-are fabricated; none is a live credential.
+are fabricated; none is a live credential. The rules were tuned on this file;
+`tests/secret_corpus_heldout.py` holds the cases they were not tuned on.
 """
 
 from __future__ import annotations
+
+import random
+
+
+def _r(alphabet: str, n: int, seed: int) -> str:
+    """A fixed pseudo-random string: the same on every run, different per seed."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_HEX = "0123456789abcdef"
+_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 _PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"
 _JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlLXZhbHVlLWZvci10ZXN0aW5nLW9ubHk"
@@ -17,6 +31,34 @@ _BASIC = "YWxpY2U6czNjcjN0LXBhc3M="  # alice:s3cr3t-pass
 
 def _pem(label: str) -> str:
     return f"-----BEGIN {label}-----\n{_PEM_BODY}\nQk9HVVMgS0VZ\n-----END {label}-----"
+
+
+_XAPP = "xapp-1-A04BC5DEF6G-7081920304050-" + _r(_HEX, 64, 101)
+_GLDT = "gldt-" + _r(_ALNUM, 20, 102)
+_DOCKER = "dckr_pat_" + _r(_ALNUM + "_-", 27, 103)
+_DIGITALOCEAN = "dop_v1_" + _r(_HEX, 64, 104)
+_DATABRICKS = "dapi" + _r(_HEX, 32, 105)
+_VAULT = "hvs." + _r(_ALNUM + "_-", 92, 106)
+_VAULT_LEGACY = "s." + _r(_ALNUM, 24, 107)
+_TERRAFORM = _r(_LOWER, 14, 108) + ".atlasv1." + _r(_ALNUM, 67, 109)
+_SHOPIFY = "shpat_" + _r(_HEX, 32, 110)
+_SHOPIFY_SS = "shpss_" + _r(_HEX, 32, 111)
+_MAILGUN = "key-" + _r(_LOWER, 32, 112)
+_TELEGRAM = "6081234567:AA" + _r(_ALNUM + "_-", 33, 113)
+_DISCORD_HOOK = "https://discord.com/api/webhooks/1187654321098765432/" + _r(_ALNUM + "_-", 68, 114)
+_ATLASSIAN = "ATATT3xFfGF0" + _r(_ALNUM + "_-", 174, 115) + "=A1B2C3D4"
+_HF_ORG = "api_org_" + _r(_ALNUM, 34, 116)
+_TWILIO = "SK" + _r(_HEX, 32, 117)
+_MAILCHIMP = _r(_HEX, 32, 118) + "-us14"
+_SQUARE = "sq0csp-" + _r(_ALNUM + "_-", 43, 119)
+_ARTIFACTORY = "AKCp" + _r(_ALNUM, 69, 120)
+_DISCORD_BOT = "MTA4" + _r(_ALNUM, 20, 121) + "." + _r(_ALNUM, 6, 122) + "." + _r(_ALNUM, 27, 123)
+_KUBE_KEY = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFcEFJQkFBS0NBUUVB" + _r(_ALNUM, 80, 124)
+_PPK = _r(_ALNUM + "+/", 64, 125)
+_SAS_SIG = _r(_ALNUM + "%", 44, 126)
+_SESSIONID = _r(_LOWER, 32, 127)
+_PHPSESSID = _r(_LOWER, 26, 128)
+_CONNECT_SID = "s%3A" + _r(_ALNUM + "-_", 32, 129) + "." + _r(_ALNUM + "%", 40, 130)
 
 
 SECRETS: list[tuple[str, str, str]] = [
@@ -160,6 +202,101 @@ SECRETS: list[tuple[str, str, str]] = [
     ("netrc", "machine api.example.com login alice password n3trcPw", "n3trcPw"),
     ("xml_password", "<user>bob</user><password>xmlPw123</password>", "xmlPw123"),
     ("xml_api_key", "<ApiKey>xml-api-key-77</ApiKey>", "xml-api-key-77"),
+    # --- vendor tokens recognisable by their prefix alone (no key beside them)
+    ("slack_app_level", f"socket mode with {_XAPP}", _XAPP[30:70]),
+    ("gitlab_deploy", f"deploy token {_GLDT} for the registry", _GLDT),
+    ("docker_hub_pat", f"docker hub {_DOCKER}", _DOCKER),
+    ("digitalocean", f"doctl auth init -t {_DIGITALOCEAN}", _DIGITALOCEAN[7:50]),
+    ("databricks", f"databricks host, then {_DATABRICKS}", _DATABRICKS),
+    ("vault_service", f"vault says {_VAULT}", _VAULT[4:60]),
+    ("vault_legacy", f"VAULT_TOKEN={_VAULT_LEGACY} vault kv get secret/x", _VAULT_LEGACY),
+    ("terraform_cloud", f"credentials app.terraform.io {_TERRAFORM}", _TERRAFORM[23:70]),
+    ("shopify_access", f"shopify admin {_SHOPIFY}", _SHOPIFY),
+    ("shopify_shared_secret", f"webhook signing {_SHOPIFY_SS}", _SHOPIFY_SS),
+    ("mailgun", f"mailgun api {_MAILGUN}", _MAILGUN),
+    ("telegram_bot", f"bot {_TELEGRAM} polls", _TELEGRAM[11:]),
+    ("discord_webhook", f"post to {_DISCORD_HOOK}", _DISCORD_HOOK[52:]),
+    ("atlassian_api", f"jira cloud {_ATLASSIAN}", _ATLASSIAN[12:100]),
+    ("huggingface_org", f"hf org {_HF_ORG}", _HF_ORG),
+    ("twilio_api_key", f"twilio {_TWILIO}", _TWILIO),
+    ("mailchimp", f"mailchimp {_MAILCHIMP}", _MAILCHIMP),
+    ("square_oauth", f"square {_SQUARE}", _SQUARE[7:]),
+    ("artifactory", f"jfrog {_ARTIFACTORY}", _ARTIFACTORY[4:50]),
+    ("discord_bot", f"discord bot {_DISCORD_BOT}", _DISCORD_BOT),
+    # --- passwords in command lines
+    ("mysql_p_glued", "mysql -u root -pMyR00tPw shop", "MyR00tPw"),
+    ("mysql_p_quoted", "mysql -h db -u app -p'Qu0ted!Pw' -e 'show tables'", "Qu0ted!Pw"),
+    ("redis_cli_a", "redis-cli -h cache -a R3disCliPw ping", "R3disCliPw"),
+    ("sshpass", "sshpass -p 'Ssh!Pass99' ssh deploy@web1", "Ssh!Pass99"),
+    (
+        "openssl_pass",
+        "openssl pkcs12 -export -in c.pem -passout pass:P12Exp0rt -out c.p12",
+        "P12Exp0rt",
+    ),
+    ("openssl_passin_env", "openssl rsa -in k.pem -passin pass:K3yPassIn -out k2.pem", "K3yPassIn"),
+    ("sqlplus", "sqlplus scott/T1gerOra@orcl", "T1gerOra"),
+    ("net_use", r"net use Z: \\fs01\share N3tUsePw /user:CORP\alice", "N3tUsePw"),
+    ("net_use_user_first", r"net use \\fs01\ipc$ /user:admin Adm1nNetPw", "Adm1nNetPw"),
+    (
+        "powershell_securestring",
+        '$pw = ConvertTo-SecureString "PsS3cure!42" -AsPlainText -Force',
+        "PsS3cure!42",
+    ),
+    (
+        "aws_configure_set",
+        "aws configure set aws_secret_access_key Wb9kq2Lz7Xr4Tn6Vm1Pd8Hs3Fg5Jc0 --profile ci",
+        "Wb9kq2Lz7Xr4Tn6Vm1Pd8Hs3Fg5Jc0",
+    ),
+    # --- credential files and config lines
+    ("pgpass", "db.internal:5432:shop:app:PgP4ssFile\n", "PgP4ssFile"),
+    ("pgpass_wildcards", "*:*:*:postgres:Wildc4rdPw", "Wildc4rdPw"),
+    (
+        "netrc_multiline",
+        "machine api.heroku.com\n  login ops@example.com\n  password N3trcMulti\n",
+        "N3trcMulti",
+    ),
+    ("netrc_default", "default login anonymous password An0nNetrc", "An0nNetrc"),
+    ("redis_requirepass", "bind 127.0.0.1\nrequirepass R3quirePw\n", "R3quirePw"),
+    ("redis_masterauth", "masterauth M4sterAuthPw", "M4sterAuthPw"),
+    ("wifi_psk", 'network={\n  ssid="Home"\n  psk="W1fiPsk!23"\n}', "W1fiPsk!23"),
+    ("ansible_ssh_pass", "web1 ansible_host=10.0.0.5 ansible_ssh_pass=Ans1bleSsh", "Ans1bleSsh"),
+    ("ansible_become_pass", "ansible_become_pass: B3comePw9", "B3comePw9"),
+    ("db_pass_env", "DB_PASS=DbP4ssEnv9", "DbP4ssEnv9"),
+    ("mail_pw_env", "MAIL_PW=M4ilPw1234", "M4ilPw1234"),
+    (
+        "npmrc_auth",
+        "//registry.npmjs.org/:_auth=bnBtdXNlcjpOcG1QYXNzMQ==",
+        "bnBtdXNlcjpOcG1QYXNzMQ",
+    ),
+    (
+        "kubeconfig_client_key",
+        "users:\n- name: admin\n  user:\n    client-certificate-data: LS0tLS1CRUdJTiBDRVJU\n"
+        f"    client-key-data: {_KUBE_KEY}\n",
+        _KUBE_KEY[60:120],
+    ),
+    (
+        "putty_ppk",
+        "PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: rsa-key-2024\n"
+        "Public-Lines: 1\nAAAAB3NzaC1yc2EAAAABJQAAAQEAqz\n"
+        f"Private-Lines: 2\n{_PPK}\n{_PPK[::-1]}\nPrivate-MAC: {_r(_HEX, 40, 131)}\n",
+        _PPK[:40],
+    ),
+    (
+        "azure_sas",
+        "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&ss=b&srt=o&sp=r"
+        f"&se=2026-01-01T00:00:00Z&spr=https&sig={_SAS_SIG}",
+        _SAS_SIG,
+    ),
+    # --- session cookies and a password in a sentence
+    ("django_sessionid", f"Cookie: csrftoken=abc; sessionid={_SESSIONID}", _SESSIONID),
+    ("phpsessid", f"PHPSESSID={_PHPSESSID}; path=/", _PHPSESSID),
+    (
+        "express_connect_sid",
+        f"Set-Cookie: connect.sid={_CONNECT_SID}; HttpOnly",
+        _CONNECT_SID[4:36],
+    ),
+    ("wifi_sentence", "the wifi password is Gu3st!Net for visitors", "Gu3st!Net"),
+    ("password_sentence_quoted", 'my password is "swordfish-7" until Friday', "swordfish-7"),
 ]
 
 _IMG = (
@@ -227,4 +364,43 @@ LOOKALIKES: list[tuple[str, str]] = [
     ("auth_method", '{"bank": "Sabadell", "auth": "interactive"}'),
     ("credentials_where", "Credentials: 1Password, vault `acme-web-prod`."),
     ("signature_prose", "signature: J. Smith, on behalf of the board"),
+    # --- from code and config: no credential is held here
+    ("json_null_password", '{"password": null}'),
+    ("json_null_nested", '{"db": {"user": "app", "password": null}, "port": 5432}'),
+    ("bearer_env", 'curl -H "Authorization: Bearer $TOKEN" https://api.example.com'),
+    ("bearer_angle", "Authorization: Bearer <token>"),
+    ("gha_secret", "password: ${{ secrets.DOCKERHUB_TOKEN }}"),
+    ("gha_env_token", "env:\n  GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}\n"),
+    ("os_environ", 'api_key = os.environ["OPENAI_API_KEY"]'),
+    ("environ_get", 'token = os.environ.get("SLACK_TOKEN", "")'),
+    ("process_env", "const apiKey = process.env.STRIPE_SECRET_KEY;"),
+    ("get_token_call", "token = get_token(session)"),
+    ("getpass", "password = getpass.getpass()"),
+    ("getpass_bare", "pw = getpass()\npassword = getpass()"),
+    ("form_field", "password = forms.CharField(widget=forms.PasswordInput)"),
+    ("form_field_class", '<input type="password" class="form-control" name="password">'),
+    ("secret_arn", "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf"),
+    ("iam_arn", "role arn:aws:iam::123456789012:role/service-role/deploy"),
+    ("auth_oauth2", "auth: oauth2"),
+    ("auth_method_ldap", "auth: ldap-simple"),
+    ("token_type_hint", "token_type_hint=refresh_token"),
+    ("config_attr", "self.password = config.password"),
+    ("secrets_module", "token = secrets.token_urlsafe(32)"),
+    ("password_param_doc", ":param password: the user's password"),
+    ("password_none_kwarg", "connect(host, user, password=None)"),
+    ("yaml_null", "token: null\nretries: 3"),
+    ("empty_env", "API_KEY=\nDEBUG=true"),
+    ("sha1_hex", "sha1: 2fd4e1c67a2d28fced849ee1bb76e7391b93eb12"),
+    ("git_log_line", "commit 9fceb02d0ae598e95dc970b74767f19372d61af8\nAuthor: Dev <d@x.io>"),
+    ("uuid_upper", "tenant 6F9619FF-8B86-D011-B42D-00C04FC964FF"),
+    (
+        "base64_jpeg",
+        'src="data:image/jpeg;base64,/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAAMCAgICAgMCAgIDAwMDBAYEBAQEBAgGBgUGCQgKCgkICQkKDA8MCgsOCwkJDRENDg8QEBEQCgwSExIQEw8QEBD/yQ=="',
+    ),
+    ("password_field_label", '<label for="password">Password</label>'),
+    ("mysql_p_prompt", "mysql -u root -p shop"),
+    ("ssh_keygen", "ssh-keygen -t ed25519 -C ops@example.com -f ~/.ssh/id_ed25519"),
+    ("openssl_env_pass", "openssl rsa -in k.pem -passin env:KEY_PASS -out k2.pem"),
+    ("sig_prose", "sig=fig is a plotting alias in our notebooks"),
+    ("sessionid_function", "sessionid = request.COOKIES.get('sessionid')"),
 ]
