@@ -31,12 +31,13 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import json
 import re
 
 from memkit import redact_context, redact_formats, secret_scanner
 from memkit.params import RedactionParams
 from memkit.redact_formats import Replace, Rule, whole
-from memkit.redact_values import REDACTED, credential_like, is_code, is_placeholder
+from memkit.redact_values import REDACTED, credential_like, in_arn, is_code, is_placeholder
 
 __all__ = ["REDACTED", "redact", "redact_ungated"]
 
@@ -142,12 +143,6 @@ def _closers(value: str) -> str:
     return value[len(value) - n :]
 
 
-def _in_arn(m: re.Match[str]) -> bool:
-    """The key is a field of an ARN (`arn:aws:secretsmanager:…:secret:name`)."""
-    start = max(m.string.rfind(c, 0, m.start()) for c in " \t\n\"'=") + 1
-    return m.string.startswith("arn:", start) and start < m.start()
-
-
 def _hide(m: re.Match[str], bare_colon_is_prose: bool) -> str:
     """The match with its value replaced, unless the value is no credential."""
     opening, inner, closing = _unquote(m.group("value"))
@@ -163,11 +158,11 @@ def _hide(m: re.Match[str], bare_colon_is_prose: bool) -> str:
             return m.group(0)
         if key.endswith("pwd") and inner[:1] in "/~.":
             return m.group(0)  # PWD=/home/alice is a working directory
-    if not inner.strip() or is_placeholder(inner) or _in_arn(m):
+    if not inner.strip() or is_placeholder(inner) or in_arn(m.string, m.start()):
         return m.group(0)
     if key.endswith(_AMBIGUOUS) and (
         inner.isalpha()
-        or (bare and not opening and _more_words(m))
+        or (bare and not opening and ":" in m.group("sep") and _more_words(m))
         or len(inner) < 8
         or not any(c.isdigit() or c in "=+/" for c in inner)
     ):
@@ -275,6 +270,36 @@ def _rules_for(lower: str) -> list[tuple[re.Pattern[str], Replace]]:
     ]
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+
+
+def _escaped_strings(text: str, params: RedactionParams) -> str:
+    """JSON string literals with escapes inside (`\\n`, `\\"`), redacted as what they
+    decode to: a tool call's arguments hold a `.pgpass` line or a PuTTY block as
+    one escaped string, where line and quote rules cannot see them. A literal
+    is re-encoded only when its decoded text had a secret."""
+
+    def repl(m: re.Match[str]) -> str:
+        if "\\" not in m.group(0):
+            return m.group(0)
+        try:
+            decoded = json.loads(m.group(0))
+        except ValueError:
+            return m.group(0)
+        red = redact(decoded, params)
+        return m.group(0) if red == decoded else json.dumps(red, ensure_ascii=False)
+
+    return _JSON_STRING.sub(repl, text)
+
+
+def _secrets(
+    text: str, rules: list[tuple[re.Pattern[str], Replace]], params: RedactionParams
+) -> str:
+    for pat, repl in rules:
+        text = pat.sub(repl, text)
+    return _escaped_strings(text, params) if "\\" in text else text
+
+
 def redact(text: str, params: RedactionParams = RedactionParams()) -> str:
     """Replace secrets (and, in PII mode, emails/IPv4/phones) with `[REDACTED]`.
 
@@ -287,8 +312,7 @@ def redact(text: str, params: RedactionParams = RedactionParams()) -> str:
     if params.secrets:
         # casefold, and dotless i, match what the (?i) patterns match
         lower = text.casefold().replace("\u0131", "i")
-        for pat, repl in _rules_for(lower):
-            out = pat.sub(repl, out)
+        out = _secrets(out, _rules_for(lower), params)
     if params.pii:
         for pat in _PII_PATTERNS:
             out = pat.sub(REDACTED, out)
@@ -306,8 +330,7 @@ def redact_ungated(text: str, params: RedactionParams = RedactionParams()) -> st
         return text
     out = text
     if params.secrets:
-        for _, pat, repl in _rules():
-            out = pat.sub(repl, out)
+        out = _secrets(out, [(pat, repl) for _, pat, repl in _rules()], params)
     if params.pii:
         for pat in _PII_PATTERNS:
             out = pat.sub(REDACTED, out)

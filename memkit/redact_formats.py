@@ -62,14 +62,18 @@ _TOKENS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("shpat_", "shpca_", "shppa_", "shpss_"), r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
     (("key-",), r"\bkey-[0-9a-z]{32}\b"),
     (("atatt3",), r"\bATATT3[A-Za-z0-9_=-]{100,}"),
+    (("ltai",), r"\bLTAI[A-Za-z0-9]{20}\b"),
+    (("atbb",), r"\bATBB[A-Za-z0-9_=.-]{32,}"),
+    (("q~",), r"(?<![\w~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~.-])"),
+    ((":apa91b",), r"\bAAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,}"),
     # JWTs (header.payload.signature; the header is base64url JSON, so "eyJ").
     (("eyj",), r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*"),
 )
 
-# vendorprefix_<body>: a short lowercase prefix (with up to two more short
-# parts: `dop_v1_`, `sk-or-v1-`) before a long random body.
+# vendorprefix_<body>: a short prefix (with up to two more short parts:
+# `dop_v1_`, `sk-or-v1-`, `dp.st.prd.`) before a long random body.
 _PREFIXED = re.compile(
-    r"(?<![\w.+/=-])(?P<prefix>[a-z][a-z0-9]{0,11}(?:[_-][a-z0-9]{1,8}){0,2}[_-])"
+    r"(?<![\w.+/=-])(?P<prefix>[A-Za-z][A-Za-z0-9]{0,11}(?:[_.-][a-z0-9]{1,8}){0,2}[_.-])"
     r"(?P<body>[A-Za-z0-9_-]{20,}={0,2})(?![\w.+/=-])"
 )
 _NOT_VENDOR = re.compile(r"(?i)(?:sha\d*|md5|blake\d*|crc\d*|xxh\d*|sri|integrity)[_.-]")
@@ -124,6 +128,6 @@ RULES: tuple[Rule, ...] = (
     ((("private-lines",),), _PPK, _ppk),
     ((("ls0tls1crudjti",),), _PEM_B64, _pem_b64),
     *(((lits,), re.compile(pat), whole) for lits, pat in _TOKENS),
-    ((("_", "-"),), _PREFIXED, _prefixed),
+    ((("_", "-", "."),), _PREFIXED, _prefixed),
 )
 """memkit's format rules: blocks first, then tokens, then the general prefix rule."""
