@@ -832,11 +832,12 @@ def _bench(module: str) -> Callable[[], Callable]:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """benchmarks: store, assemble, harness"""
+    """benchmarks: store, assemble, harness, redact"""
     table = {
         "store": _bench("evals.bench_store"),
         "assemble": _bench("evals.bench_assemble"),
         "harness": _bench("evals.bench_harness"),
+        "redact": _bench("evals.bench_redact"),
     }
     return _group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])

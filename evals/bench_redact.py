@@ -1,0 +1,137 @@
+"""`memkit bench redact`: redaction's speed, and what it costs `remember`.
+
+* microseconds per KB of `redact` (secrets mode, the default) on three
+  shapes of text, generated from a seed: prose (the store bench's synthetic
+  memories), config and code (key/value lines, JSON, shell commands with
+  placeholders and env lookups: every gate opens) and the same config with
+  fabricated secrets in it (the rules replace);
+* `remember` throughput with redaction on (the default) beside the same store
+  with it off (`RedactionParams(secrets=False)`), alternating in rounds of
+  fresh texts in one run, twice: with the default WordLlama embedder (end to
+  end) and with the hashing embedder (the store's own cost, where redaction
+  weighs most). The ratio on/off bounds redaction's share: a store that
+  redacts at >= 0.9 x the rate of one that does not is within 10% of any
+  redactor's rate, the previous one's included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from memkit import SQLiteStore, redact
+from memkit.params import RedactionParams
+
+_CONFIG = (
+    "DATABASE_HOST=db-{i}.internal\nDATABASE_PASSWORD=${{DB_PASSWORD}}\n",
+    '{{"service": "api-{i}", "token": null, "retries": {i}, "auth": "oauth2"}}',
+    'api_key = os.environ["API_KEY_{i}"]\ntoken = get_token(session_{i})',
+    "curl -H 'Authorization: Bearer $TOKEN' https://api.example.com/v{i}/items?page={i}",
+    "mysql -u app -p shop_{i} -e 'select 1'\nkubectl logs web-{i}-x2k9p -n prod",
+    "commit 3f786850e387550fdab836ed7e6dc881de23{i:03d} fixed the deploy script",
+)
+_SECRET = (
+    "DATABASE_PASSWORD=Sup3r-{i}-S3cret\n",
+    '{{"api_key": "k-{i}-19a8b7c6d5e4", "token": "t0k3n-{i}-value"}}',
+    "mysql -u app -pMyR00t{i} shop",
+    "aws ghp_abcdefghijklmnopqrstuvwxyz0123{i:06d} here",
+    "redis-cli -a R3dis{i}Pw ping && sshpass -p 'Ssh!{i}' ssh web1",
+)
+
+
+def texts(shape: str, n: int, seed: int) -> list[str]:
+    """`n` distinct texts of one shape (prose, config, secrets)."""
+    from evals.bench_store import synthetic_texts
+
+    rng = random.Random(seed)
+    if shape == "prose":
+        return [f"{t} ({i})" for i, t in enumerate(synthetic_texts(rng, n))]
+    forms = _CONFIG if shape == "config" else _CONFIG + _SECRET
+    return ["\n".join(rng.choice(forms).format(i=i * 7 + k) for k in range(4)) for i in range(n)]
+
+
+def us_per_kb(sample: list[str], repeat: int) -> float:
+    """Microseconds `redact` takes per KB (1,000 UTF-8 bytes) of `sample`."""
+    size = sum(len(t.encode()) for t in sample) * repeat
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        for t in sample:
+            redact(t)
+    return (time.perf_counter() - t0) * 1e6 / (size / 1000)
+
+
+def remember_rates(embedder: str, writes: int, rounds: int, seed: int) -> dict[str, float]:
+    """Writes/s of `remember` with redaction on and off, alternating by round."""
+    pool = texts("config", writes * rounds, seed) + texts("prose", writes * rounds, seed + 1)
+    random.Random(seed).shuffle(pool)
+    spent = {"on": 0.0, "off": 0.0}
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = {
+            mode: SQLiteStore.open(
+                Path(tmp) / f"{mode}.db",
+                embedder=embedder,
+                redaction=RedactionParams(secrets=mode == "on"),
+            )
+            for mode in spent
+        }
+        for r in range(rounds):
+            order = ("on", "off") if r % 2 == 0 else ("off", "on")
+            for k, mode in enumerate(order):
+                batch = pool[(2 * r + k) * writes // 2 : (2 * r + k + 1) * writes // 2]
+                t0 = time.perf_counter()
+                for t in batch:
+                    stores[mode].remember("bench", t)
+                spent[mode] += time.perf_counter() - t0
+        for s in stores.values():
+            s.close()
+    per_mode = rounds * (writes // 2)
+    return {mode: per_mode / spent[mode] for mode in spent}
+
+
+def run(n: int, repeat: int, writes: int, rounds: int, seed: int) -> dict:
+    redact("warm-up: password=x1y2z3")  # loads detect-secrets' patterns once
+    speed = {shape: us_per_kb(texts(shape, n, seed), repeat) for shape in _SHAPES}
+    remember = {}
+    for embedder in ("wordllama", "hashing"):
+        rates = remember_rates(embedder, writes, rounds, seed)
+        remember[embedder] = {**rates, "ratio_on_off": rates["on"] / rates["off"]}
+    return {"us_per_kb": speed, "remember_per_s": remember}
+
+
+_SHAPES = ("prose", "config", "secrets")
+
+
+def _print(res: dict) -> None:
+    print("redact, microseconds per KB (secrets mode):")
+    for shape, v in res["us_per_kb"].items():
+        print(f"  {shape:8} {v:8.1f}")
+    print("remember/s, redaction on vs off (same run, alternating rounds):")
+    for emb, r in res["remember_per_s"].items():
+        print(f"  {emb:9} on {r['on']:8.0f}  off {r['off']:8.0f}  on/off {r['ratio_on_off']:.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="memkit bench redact", description=__doc__.split("\n")[0])
+    ap.add_argument("--texts", type=int, default=300, help="texts per shape (default 300)")
+    ap.add_argument("--repeat", type=int, default=5, help="passes over them (default 5)")
+    ap.add_argument("--writes", type=int, default=400, help="remembers per round (default 400)")
+    ap.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
+    ap.add_argument("--seed", type=int, default=7, help="seed of the texts (default 7)")
+    ap.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    args = ap.parse_args(argv)
+    for name in ("texts", "repeat", "writes", "rounds"):
+        if getattr(args, name) < (2 if name in ("writes", "rounds") else 1):
+            ap.error(f"--{name} {getattr(args, name)} is too small")
+    res = run(args.texts, args.repeat, args.writes, args.rounds, args.seed)
+    _print(res)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
