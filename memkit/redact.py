@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import functools
 import json
 import re
 
 from memkit import redact_context, redact_formats, secret_scanner
 from memkit.params import RedactionParams
-from memkit.redact_formats import Replace, Rule, whole
+from memkit.redact_formats import Replace, Rule, RunRule, whole
 from memkit.redact_values import REDACTED, credential_like, in_arn, is_code, is_placeholder
 
 __all__ = ["REDACTED", "redact", "redact_ungated"]
@@ -69,7 +70,9 @@ _LOOSE_KEY = re.compile(rf"(?i)(?<![a-z])(?:{_LOOSE})(?:[_-]?key)?$")
 _STRICT_KEY = re.compile(rf"(?i)(?:{_STRICT})(?:[_-]?key)?$")
 # Keys that also name a method or a topic: their value must look like a credential.
 _AMBIGUOUS = ("auth", "authorization", "credential", "credentials", "signature")
-_KEY = rf"(?P<key>[\w.-]*?(?:{_WORDS})(?:[_-]?key)?)(?![\w.-])"
+
+# (the look-ahead for a word's first letter lets the lazy run skip most offsets fast)
+_KEY = rf"(?P<key>[\w.-]*?(?=[pPsSaAkKtTcCmMeE])(?:{_WORDS})(?:[_-]?key)?)(?![\w.-])"
 _SCHEME = r"(?:(?:bearer|basic|token|digest|bot|negotiate|apikey|key)[ \t]+)?"
 _VALUE = (
     r"(?P<value>"
@@ -226,47 +229,75 @@ _KEY_RULES: tuple[Rule, ...] = (
 
 
 @functools.cache
-def _rules() -> tuple[Rule, ...]:
+def _rules() -> tuple[RunRule, ...]:
     """Every rule in order: URL credentials, token formats (detect-secrets', then
     memkit's blocks and tokens), bearer, context, then keys.
 
-    (gate, pattern, replacement): a rule runs only when, for every group of its
-    gate, one of the group's literals is in the lowercased text. A match needs
-    those literals and "[REDACTED]" cannot complete one, so gating on the
-    original text skips only rules that could not have matched; a plain
-    sentence pays one `str.casefold` and one substring test per literal
-    instead of a scan per rule. Built on first use: the library loads then.
+    (run, gate, pattern, replacement): a rule runs only when the text has a
+    whitespace-free run of `run` characters (its every match holds one) and,
+    for every group of its gate, one of the group's literals is in the
+    lowercased text. A match needs those literals and "[REDACTED]" cannot
+    complete one, so gating on the original text skips only rules that could
+    not have matched; a sentence pays one `str.split`, one `str.casefold` and a
+    substring test per literal of the rules its longest word allows, instead of
+    a scan per rule. Built on first use: the library loads then.
     """
-    library = tuple(((gate,), pat, _edges) for gate, pat in secret_scanner.token_formats())
+    library = tuple(
+        (run, (gate,), pat, _edges) for gate, pat, run in secret_scanner.token_formats()
+    )
     return (
-        ((("://",), ("@",)), _URL_CREDS, lambda m: m.group(1) + REDACTED + "@"),
+        (0, (("://",), ("@",)), _URL_CREDS, lambda m: m.group(1) + REDACTED + "@"),
         *library,
         *redact_formats.RULES,
-        ((("bearer",),), _BEARER, whole),
-        *redact_context.RULES,
-        *_KEY_RULES,
+        (0, (("bearer",),), _BEARER, whole),
+        *((0, *rule) for rule in redact_context.RULES),
+        *((0, *rule) for rule in _KEY_RULES),
     )
+
+
+_Tier = tuple[tuple[str, ...], dict[str, tuple[int, ...]]]
 
 
 @functools.cache
 def _gated() -> tuple[
-    tuple[str, ...], tuple[tuple[tuple[frozenset[str], ...], re.Pattern[str], Replace], ...]
+    tuple[int, ...],
+    tuple[_Tier, ...],
+    tuple[tuple[tuple[frozenset[str], ...], re.Pattern[str], Replace], ...],
 ]:
-    """Every gate literal once (a text is searched for each once, not once per
-    rule), and the rules with their gates as sets."""
+    """The distinct runs of the rules, and for each, the tier of rules a text
+    whose longest word is at least that long may match: every gate literal of
+    those rules once (a text is searched for each once, not once per rule)
+    and the rules whose first gate group holds each literal; then every
+    rule's further gate groups as sets."""
     rules = _rules()
-    literals = tuple(sorted({lit for gate, _, _ in rules for group in gate for lit in group}))
-    return literals, tuple((tuple(map(frozenset, g)), pat, repl) for g, pat, repl in rules)
+    runs = tuple(sorted({run for run, _, _, _ in rules}))
+    tiers = []
+    for limit in runs:
+        live = [i for i, (run, _, _, _) in enumerate(rules) if run <= limit]
+        literals = tuple(sorted({lit for i in live for group in rules[i][1] for lit in group}))
+        index = {lit: tuple(i for i in live if lit in rules[i][1][0]) for lit in literals}
+        index = {lit: rs for lit, rs in index.items() if rs}
+        tiers.append((literals, index))
+    gated = tuple((tuple(map(frozenset, g[1:])), pat, repl) for _, g, pat, repl in rules)
+    return runs, tuple(tiers), gated
 
 
-def _rules_for(lower: str) -> list[tuple[re.Pattern[str], Replace]]:
-    """The rules whose every gate group has a literal in `lower`, in order."""
-    literals, gated = _gated()
+def _rules_for(text: str) -> list[tuple[re.Pattern[str], Replace]]:
+    """The rules `text` may match, in order: those its longest whitespace-free
+    run allows, whose every gate group has a literal in the lowercased text."""
+    runs, tiers, gated = _gated()
+    longest = max(map(len, text.split()), default=0)
+    literals, index = tiers[bisect.bisect_right(runs, longest) - 1]
+    # casefold, and dotless i, match what the (?i) patterns match
+    lower = text.casefold().replace("\u0131", "i")
     present = {lit for lit in literals if lit in lower}
     if not present:
         return []
+    first = sorted({i for lit in present for i in index.get(lit, ())})
     return [
-        (pat, repl) for gate, pat, repl in gated if all(not present.isdisjoint(g) for g in gate)
+        (gated[i][1], gated[i][2])
+        for i in first
+        if all(not present.isdisjoint(g) for g in gated[i][0])
     ]
 
 
@@ -310,9 +341,7 @@ def redact(text: str, params: RedactionParams = RedactionParams()) -> str:
         return text
     out = text
     if params.secrets:
-        # casefold, and dotless i, match what the (?i) patterns match
-        lower = text.casefold().replace("\u0131", "i")
-        out = _secrets(out, _rules_for(lower), params)
+        out = _secrets(out, _rules_for(text), params)
     if params.pii:
         for pat in _PII_PATTERNS:
             out = pat.sub(REDACTED, out)
@@ -330,7 +359,7 @@ def redact_ungated(text: str, params: RedactionParams = RedactionParams()) -> st
         return text
     out = text
     if params.secrets:
-        out = _secrets(out, [(pat, repl) for _, pat, repl in _rules()], params)
+        out = _secrets(out, [(pat, repl) for _, _, pat, repl in _rules()], params)
     if params.pii:
         for pat in _PII_PATTERNS:
             out = pat.sub(REDACTED, out)

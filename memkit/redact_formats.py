@@ -20,6 +20,8 @@ from memkit.redact_values import REDACTED, looks_random
 
 Replace = Callable[[re.Match[str]], str]
 Rule = tuple[tuple[tuple[str, ...], ...], re.Pattern[str], Replace]
+RunRule = tuple[int, tuple[tuple[str, ...], ...], re.Pattern[str], Replace]
+"""(shortest whitespace-free run any match holds, gate, pattern, replacement)"""
 
 
 def whole(m: re.Match[str]) -> str:
@@ -123,11 +125,13 @@ def _pem_b64(m: re.Match[str]) -> str:
     return REDACTED if "PRIVATE KEY" in decoded.split("\n", 1)[0] else m.group(0)
 
 
-RULES: tuple[Rule, ...] = (
-    ((("-----begin ",),), _PEM, whole),
-    ((("private-lines",),), _PPK, _ppk),
-    ((("ls0tls1crudjti",),), _PEM_B64, _pem_b64),
-    *(((lits,), re.compile(pat), whole) for lits, pat in _TOKENS),
-    ((("_", "-", "."),), _PREFIXED, _prefixed),
+RULES: tuple[RunRule, ...] = (
+    (0, (("-----begin ",),), _PEM, whole),
+    (14, (("private-lines",),), _PPK, _ppk),
+    (14, (("ls0tls1crudjti",),), _PEM_B64, _pem_b64),
+    # every token below is 12+ characters with no whitespace (a JWT: 3 + 5 + 1 + 2 + 1)
+    *((12, (lits,), re.compile(pat), whole) for lits, pat in _TOKENS),
+    (22, (("_", "-", "."),), _PREFIXED, _prefixed),
 )
-"""memkit's format rules: blocks first, then tokens, then the general prefix rule."""
+"""memkit's format rules: blocks first, then tokens, then the general prefix rule.
+A rule's run lets `memkit.redact` skip it on a text with no such run (prose)."""

@@ -21,30 +21,27 @@ from __future__ import annotations
 import functools
 import re
 
-_PLUGINS: tuple[tuple[str, str, tuple[str, ...], tuple[int, ...] | None], ...] = (
-    # (module, class, gate literals, which denylist patterns: None = all).
+_PLUGINS: tuple[tuple[str, str, tuple[str, ...], tuple[int, ...] | None, int], ...] = (
+    # (module, class, gate literals, which denylist patterns: None = all, and the
+    # shortest whitespace-free run any match holds: 12 lets memkit skip the
+    # plugin on prose, whose words are shorter; 0 for the short Slack and JWT forms).
     # Artifactory's patterns take their delimiters themselves; the rest get bounds.
-    ("aws", "AWSKeyDetector", ("a3t", "abia", "acca", "akia", "asia"), (0,)),
-    ("azure_storage_key", "AzureStorageKeyDetector", ("accountkey=",), None),
-    ("artifactory", "ArtifactoryDetector", ("akc", "ap"), None),
-    ("discord", "DiscordBotTokenDetector", (".",), None),
-    ("github_token", "GitHubTokenDetector", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), None),
-    (
-        "gitlab_token",
-        "GitLabTokenDetector",
-        ("gl", "gr1348941"),
-        None,
-    ),
-    ("jwt", "JwtTokenDetector", ("eyj",), None),
-    ("mailchimp", "MailchimpDetector", ("-us",), None),
-    ("openai", "OpenAIDetector", ("t3blbkfj",), None),
-    ("pypi_token", "PypiTokenDetector", ("pypi-",), None),
-    ("sendgrid", "SendGridDetector", ("sg.",), None),
-    ("slack", "SlackDetector", ("xox", "hooks.slack.com"), None),
-    ("square_oauth", "SquareOAuthDetector", ("sq0csp-",), None),
-    ("stripe", "StripeDetector", ("k_live_",), None),
-    ("telegram_token", "TelegramBotTokenDetector", (":",), None),
-    ("twilio", "TwilioKeyDetector", ("ac", "sk"), None),
+    ("aws", "AWSKeyDetector", ("a3t", "abia", "acca", "akia", "asia"), (0,), 12),
+    ("azure_storage_key", "AzureStorageKeyDetector", ("accountkey=",), None, 12),
+    ("artifactory", "ArtifactoryDetector", ("akc", "ap"), None, 11),
+    ("discord", "DiscordBotTokenDetector", (".",), None, 12),
+    ("github_token", "GitHubTokenDetector", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), None, 12),
+    ("gitlab_token", "GitLabTokenDetector", ("gl", "gr1348941"), None, 12),
+    ("jwt", "JwtTokenDetector", ("eyj",), None, 0),
+    ("mailchimp", "MailchimpDetector", ("-us",), None, 12),
+    ("openai", "OpenAIDetector", ("t3blbkfj",), None, 12),
+    ("pypi_token", "PypiTokenDetector", ("pypi-",), None, 12),
+    ("sendgrid", "SendGridDetector", ("sg.",), None, 12),
+    ("slack", "SlackDetector", ("xox", "hooks.slack.com"), None, 0),
+    ("square_oauth", "SquareOAuthDetector", ("sq0csp-",), None, 12),
+    ("stripe", "StripeDetector", ("k_live_",), None, 12),
+    ("telegram_token", "TelegramBotTokenDetector", (":",), None, 12),
+    ("twilio", "TwilioKeyDetector", ("ac", "sk"), None, 12),
 )
 
 # A match must stand alone: a library pattern found inside a longer word
@@ -53,8 +50,9 @@ _EDGE = "A-Za-z0-9"
 
 
 @functools.cache
-def token_formats() -> tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]:
-    """(gate literals, pattern) for every vendor token format used from the library.
+def token_formats() -> tuple[tuple[tuple[str, ...], re.Pattern[str], int], ...]:
+    """(gate literals, pattern, shortest whitespace-free run of a match) for every
+    vendor token format used from the library.
 
     Each pattern is the plugin's own, bounded so it cannot start or end inside
     a longer alphanumeric run; a match is the token plus, for plugins whose
@@ -63,7 +61,7 @@ def token_formats() -> tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]:
     import importlib
 
     out = []
-    for module, cls, gate, which in _PLUGINS:
+    for module, cls, gate, which, run in _PLUGINS:
         plugin = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)()
         patterns = list(plugin.denylist)
         for i, pat in enumerate(patterns):
@@ -71,7 +69,7 @@ def token_formats() -> tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]:
                 continue
             if module != "artifactory":
                 pat = re.compile(rf"(?<![{_EDGE}])(?:{pat.pattern})(?![{_EDGE}])", pat.flags)
-            out.append((gate, pat))
+            out.append((gate, pat, run))
     return tuple(out)
 
 

@@ -263,7 +263,7 @@ def test_corpus_lookalike_false_positive_rate(corpus):
 def test_library_formats_find_what_memkit_has_no_rule_for(name):
     """These forms are found by detect-secrets' patterns (memkit.secret_scanner)."""
     text = next(t for n, t, _ in SECRETS if n == name)
-    assert any(pat.search(text) for _, pat in token_formats())
+    assert any(pat.search(text) for _, pat, _ in token_formats())
 
 
 def test_import_memkit_loads_no_detect_secrets():
