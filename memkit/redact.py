@@ -84,9 +84,13 @@ _VALUE = (
     r")"
 )
 # password=..., "api_key": "...", {'token': '...'}, secret: ..., $env:API_KEY = "..."
+# Any key and its value; `_assignment` keeps those whose key ends in a secret
+# word (one check of the whole key, not a try of every word at every offset).
 _ASSIGNMENT = re.compile(
-    rf"(?i)(?<![\w.-])(?P<q>\\*[\"']?){_KEY}(?P=q)(?P<sep>[ \t]*(?::=|=>|[:=])[ \t]*){_VALUE}"
+    r"(?i)(?<![\w.-])(?P<q>\\*[\"']?)(?P<key>[\w.-]++)(?P=q)"
+    rf"(?P<sep>[ \t]*(?::=|=>|[:=])[ \t]*){_VALUE}"
 )
+_SECRET_KEY = re.compile(rf"(?i)(?:{_WORDS})(?:[_-]?key)?\Z")
 # --password hunter2, --api-key abc (a flag and its separate value)
 _FLAG = re.compile(
     rf"(?i)(?<![\w-])(?P<key>--[\w-]*?(?:{_WORDS}))(?![\w-])(?P<sep>[ \t]+)"
@@ -178,6 +182,16 @@ def _hide(m: re.Match[str], bare_colon_is_prose: bool) -> str:
 
 
 def _assignment(m: re.Match[str]) -> str:
+    """Hide the value of a secret key; under any other key, look inside the value
+    (`url: password=x` holds an assignment of its own), unless it is an ARN's."""
+    if not _SECRET_KEY.search(m.group("key")):
+        if m.group("key").lower() == "arn":
+            return m.group(0)
+        value = m.group("value")
+        if ":" not in value and "=" not in value:
+            return m.group(0)  # no assignment can be inside
+        start = m.start("value") - m.start()
+        return m.group(0)[:start] + _ASSIGNMENT.sub(_assignment, value)
     return _hide(m, bare_colon_is_prose=":" in m.group("sep") and "=" not in m.group("sep"))
 
 
@@ -255,7 +269,7 @@ def _rules() -> tuple[RunRule, ...]:
     )
 
 
-_Tier = tuple[tuple[str, ...], dict[str, tuple[int, ...]]]
+_Tier = tuple[tuple[str, ...], tuple[str, ...], dict[str, tuple[int, ...]]]
 
 
 @functools.cache
@@ -265,32 +279,43 @@ def _gated() -> tuple[
     tuple[tuple[tuple[frozenset[str], ...], re.Pattern[str], Replace], ...],
 ]:
     """The distinct runs of the rules, and for each, the tier of rules a text
-    whose longest word is at least that long may match: every gate literal of
-    those rules once (a text is searched for each once, not once per rule)
+    whose longest word is at least that long may match: the gate literals of
+    its rules without a run (searched in the whole text) and of its token
+    rules (searched only in the text's long words, where their matches lie),
     and the rules whose first gate group holds each literal; then every
     rule's further gate groups as sets."""
     rules = _rules()
     runs = tuple(sorted({run for run, _, _, _ in rules}))
+    anywhere = {lit for run, gate, _, _ in rules if run == 0 for group in gate for lit in group}
     tiers = []
     for limit in runs:
         live = [i for i, (run, _, _, _) in enumerate(rules) if run <= limit]
-        literals = tuple(sorted({lit for i in live for group in rules[i][1] for lit in group}))
+        literals = {lit for i in live for group in rules[i][1] for lit in group}
         index = {lit: tuple(i for i in live if lit in rules[i][1][0]) for lit in literals}
         index = {lit: rs for lit, rs in index.items() if rs}
-        tiers.append((literals, index))
+        tiers.append(
+            (tuple(sorted(literals & anywhere)), tuple(sorted(literals - anywhere)), index)
+        )
     gated = tuple((tuple(map(frozenset, g[1:])), pat, repl) for _, g, pat, repl in rules)
     return runs, tuple(tiers), gated
 
 
 def _rules_for(text: str) -> list[tuple[re.Pattern[str], Replace]]:
     """The rules `text` may match, in order: those its longest whitespace-free
-    run allows, whose every gate group has a literal in the lowercased text."""
+    run allows, whose every gate group has a literal in the lowercased text
+    (a token rule's literal in the text's words of 12+ characters)."""
     runs, tiers, gated = _gated()
-    longest = max(map(len, text.split()), default=0)
-    literals, index = tiers[bisect.bisect_right(runs, longest) - 1]
+    words = text.split()
+    longest = max(map(len, words), default=0)
+    anywhere, in_long, index = tiers[bisect.bisect_right(runs, longest) - 1]
+    shortest = runs[1] if len(runs) > 1 else 0  # the shortest run of a token rule
     # casefold, and dotless i, match what the (?i) patterns match
     lower = text.casefold().replace("\u0131", "i")
-    present = {lit for lit in literals if lit in lower}
+    present = {lit for lit in anywhere if lit in lower}
+    if in_long:
+        long = " ".join(w for w in words if len(w) >= shortest)
+        long = long.casefold().replace("\u0131", "i")
+        present.update(lit for lit in in_long if lit in long)
     if not present:
         return []
     first = sorted({i for lit in present for i in index.get(lit, ())})

@@ -79,7 +79,7 @@ _AWS_SET = re.compile(
 )
 # host:port:database:user:password, one per line
 _PGPASS = re.compile(
-    r"(?<![^\s\"'`])(?:\*|[A-Za-z0-9._\[\]-]*[A-Za-z*][A-Za-z0-9._\[\]-]*):(?:\d+|\*):"
+    r"(?<![^\s\"'`])(?:\*|(?=[\w.\[\]-]*[A-Za-z])[A-Za-z0-9._\[\]-]++):(?:\d+|\*):"
     r"[^:\s]+:[^:\s]+:(?P<value>[^\s\"'`\\]+)(?=[\s\"'`\\]|$)"
 )
 # .netrc: machine host login user password secret (on one line or several)
@@ -91,7 +91,7 @@ _NETRC = re.compile(
 _DIRECTIVE = re.compile(rf"(?i)(?<![\w-])(?:requirepass|masterauth)[ \t]+(?P<value>{_WORD})")
 # -Password x, -storepass x, -passin x (single-dash flags of PowerShell, keytool, openssl)
 _DASH_FLAG = re.compile(
-    r"(?i)(?<![\w-])-[a-z]*(?:pass(?:word|wd|phrase|in|out)?|pwd|secret|token|apikey)"
+    r"(?i)(?<![\w-])-[a-z]*?(?=[psta])(?:pass(?:word|wd|phrase|in|out)?|pwd|secret|token|apikey)"
     rf"(?![\w-])[ \t]+(?P<value>(?!-){_WORD})"
 )
 # "the wifi password is X", "my password was 'X'", "api key: X", "passphrase 'X'"

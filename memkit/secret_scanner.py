@@ -23,25 +23,27 @@ import re
 
 _PLUGINS: tuple[tuple[str, str, tuple[str, ...], tuple[int, ...] | None, int], ...] = (
     # (module, class, gate literals, which denylist patterns: None = all, and the
-    # shortest whitespace-free run any match holds: 12 lets memkit skip the
-    # plugin on prose, whose words are shorter; 0 for the short Slack and JWT forms).
-    # Artifactory's patterns take their delimiters themselves; the rest get bounds.
-    ("aws", "AWSKeyDetector", ("a3t", "abia", "acca", "akia", "asia"), (0,), 12),
-    ("azure_storage_key", "AzureStorageKeyDetector", ("accountkey=",), None, 12),
-    ("artifactory", "ArtifactoryDetector", ("akc", "ap"), None, 11),
-    ("discord", "DiscordBotTokenDetector", (".",), None, 12),
-    ("github_token", "GitHubTokenDetector", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), None, 12),
-    ("gitlab_token", "GitLabTokenDetector", ("gl", "gr1348941"), None, 12),
+    # shortest whitespace-free run any match holds, read off the pinned patterns:
+    # memkit skips a plugin on texts with no word that long; 0 for the short
+    # Slack and JWT forms). Artifactory's patterns take their delimiters
+    # themselves; the rest get bounds. Artifactory's second pattern (AP + 9
+    # characters) is left out: it matches upper-case identifiers as well.
+    ("aws", "AWSKeyDetector", ("a3t", "abia", "acca", "akia", "asia"), (0,), 20),
+    ("azure_storage_key", "AzureStorageKeyDetector", ("accountkey=",), None, 99),
+    ("artifactory", "ArtifactoryDetector", ("akc",), (0,), 13),
+    ("discord", "DiscordBotTokenDetector", (".",), None, 59),
+    ("github_token", "GitHubTokenDetector", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), None, 40),
+    ("gitlab_token", "GitLabTokenDetector", ("gl", "gr1348941"), None, 25),
     ("jwt", "JwtTokenDetector", ("eyj",), None, 0),
-    ("mailchimp", "MailchimpDetector", ("-us",), None, 12),
-    ("openai", "OpenAIDetector", ("t3blbkfj",), None, 12),
-    ("pypi_token", "PypiTokenDetector", ("pypi-",), None, 12),
-    ("sendgrid", "SendGridDetector", ("sg.",), None, 12),
+    ("mailchimp", "MailchimpDetector", ("-us",), None, 36),
+    ("openai", "OpenAIDetector", ("t3blbkfj",), None, 51),
+    ("pypi_token", "PypiTokenDetector", ("pypi-",), None, 89),
+    ("sendgrid", "SendGridDetector", ("sg.",), None, 69),
     ("slack", "SlackDetector", ("xox", "hooks.slack.com"), None, 0),
-    ("square_oauth", "SquareOAuthDetector", ("sq0csp-",), None, 12),
-    ("stripe", "StripeDetector", ("k_live_",), None, 12),
-    ("telegram_token", "TelegramBotTokenDetector", (":",), None, 12),
-    ("twilio", "TwilioKeyDetector", ("ac", "sk"), None, 12),
+    ("square_oauth", "SquareOAuthDetector", ("sq0csp-",), None, 50),
+    ("stripe", "StripeDetector", ("k_live_",), None, 32),
+    ("telegram_token", "TelegramBotTokenDetector", (":",), None, 44),
+    ("twilio", "TwilioKeyDetector", ("ac", "sk"), None, 34),
 )
 
 # A match must stand alone: a library pattern found inside a longer word
