@@ -107,15 +107,20 @@ _PII_PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 
 
+_OPEN_QUOTE = re.compile(r"\\+\"|[bBuUrRfF]{0,2}([\"'])")
+_CLOSE_ESCAPED = re.compile(r"\\+\"$")
+_SCHEME_RE = re.compile(_SCHEME, re.IGNORECASE)
+
+
 def _unquote(value: str) -> tuple[str, str, str]:
     """(opening, inner, closing) of a value: quotes, escapes and a b/u/r/f prefix apart."""
-    m = re.match(r"\\+\"|[bBuUrRfF]{0,2}([\"'])", value)
+    m = _OPEN_QUOTE.match(value)
     if m is None:
         return "", value, ""
     if m.group(1) is None:  # \"...\" at some escaping depth
-        close = re.search(r"\\+\"$", value[m.end() :])
+        close = _CLOSE_ESCAPED.search(value, m.end())
         if close:
-            return m.group(0), value[m.end() : m.end() + close.start()], close.group(0)
+            return m.group(0), value[m.end() : close.start()], close.group(0)
         return "", value, ""
     if len(value) > m.end() and value.endswith(m.group(1)):
         return value[: m.end()], value[m.end() : -1], m.group(1)
@@ -158,7 +163,7 @@ def _hide(m: re.Match[str], bare_colon_is_prose: bool) -> str:
     if bare:
         tail = _closers(inner)
         inner, closing = inner[: len(inner) - len(tail)], tail
-        scheme = re.match(_SCHEME, inner, re.IGNORECASE)
+        scheme = _SCHEME_RE.match(inner)
         if scheme and scheme.end() < len(inner):
             opening, inner = scheme.group(0), inner[scheme.end() :]
         if inner == REDACTED or (bare_colon_is_prose and _prose(m, inner)) or is_code(inner):

@@ -75,7 +75,7 @@ _TOKENS: tuple[tuple[tuple[str, ...], str], ...] = (
 # vendorprefix_<body>: a short prefix (with up to two more short parts:
 # `dop_v1_`, `sk-or-v1-`, `dp.st.prd.`) before a long random body.
 _PREFIXED = re.compile(
-    r"(?<![\w.+/=-])(?P<prefix>[A-Za-z][A-Za-z0-9]{0,11}(?:[_.-][a-z0-9]{1,8}){0,2}[_.-])"
+    r"(?<![\w.+/=-])(?=[\w.-]{22})(?P<prefix>[A-Za-z][A-Za-z0-9]{0,11}(?:[_.-][a-z0-9]{1,8}){0,2}[_.-])"
     r"(?P<body>[A-Za-z0-9_-]{20,}={0,2})(?![\w.+/=-])"
 )
 _NOT_VENDOR = re.compile(r"(?i)(?:sha\d*|md5|blake\d*|crc\d*|xxh\d*|sri|integrity)[_.-]")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from test_eval_data import write_tiny_dataset
 
 from evals.bench_harness import main
@@ -51,3 +53,31 @@ def test_bench_harness_quiet_prints_no_progress(tmp_path, capsys):
     assert main(argv) == 0
     got = capsys.readouterr()
     assert got.err == "" and json.loads(got.out)["floor_sweep_points"] == 2
+
+
+def test_bench_redact_json(tmp_path, capsys):
+    """`memkit bench redact` measures every shape and both embedders; a bad size exits 2."""
+    from evals import bench_redact
+
+    out = tmp_path / "redact.json"
+    argv = ["--texts", "4", "--repeat", "1", "--writes", "3", "--rounds", "2"]
+    assert bench_redact.main([*argv, "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert set(res["us_per_kb"]) == {"prose", "config", "secrets"}
+    assert all(v > 0 for v in res["us_per_kb"].values())
+    for rates in res["remember_per_s"].values():
+        assert rates["on"] > 0 and rates["off"] > 0
+        assert rates["ratio_on_off"] == rates["on"] / rates["off"]
+    assert "on/off" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        bench_redact.main(["--rounds", "1"])
+    assert e.value.code == 2
+
+
+def test_bench_redact_texts_have_the_secrets_only_in_the_secrets_shape():
+    from evals.bench_redact import texts
+
+    from memkit import redact
+
+    assert all(redact(t) == t for t in texts("prose", 30, 1) + texts("config", 30, 1))
+    assert all(redact(t) != t for t in texts("secrets", 30, 1) if "Sup3r" in t)
