@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_eval_data import write_tiny_dataset
 
 from evals.bench_harness import main
@@ -76,7 +75,6 @@ def test_bench_redact_json(tmp_path, capsys):
 
 def test_bench_redact_texts_have_the_secrets_only_in_the_secrets_shape():
     from evals.bench_redact import texts
-
     from memkit import redact
 
     assert all(redact(t) == t for t in texts("prose", 30, 1) + texts("config", 30, 1))
