@@ -10,7 +10,8 @@
   texts (a third each of the three shapes) written to a new store per mode,
   alternating which goes first, twice: with the default WordLlama embedder
   (end to end) and with the hashing embedder (the store's own cost, where
-  redaction weighs most). on/off is redaction's whole share of a write.
+  redaction weighs most). on/off (the median of the rounds' ratios) is
+  redaction's whole share of a write.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -65,15 +67,19 @@ def us_per_kb(sample: list[str], repeat: int) -> float:
 
 def remember_rates(embedder: str, writes: int, rounds: int, seed: int) -> dict[str, float]:
     """Writes/s of `remember` with redaction on and off: each round writes the same
-    fresh texts into a new store per mode (after one untimed write), in
-    alternating order, so both modes see the same work on the same machine."""
+    fresh texts into a new store per mode (after one untimed write), one mode
+    right after the other, alternating which goes first. The on/off ratio is
+    the median of the rounds' own ratios (each pair ran seconds apart, so a
+    busy machine moves both), with its quartiles."""
     pool = texts("config", writes * rounds, seed) + texts("secrets", writes * rounds, seed + 1)
     pool += texts("prose", writes * rounds, seed + 2)
     random.Random(seed).shuffle(pool)
     spent = {"on": 0.0, "off": 0.0}
+    ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             batch = pool[r * writes : (r + 1) * writes]
+            took = {}
             for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
                 store = SQLiteStore.open(
                     Path(tmp) / f"{mode}-{r}.db",
@@ -84,9 +90,19 @@ def remember_rates(embedder: str, writes: int, rounds: int, seed: int) -> dict[s
                 t0 = time.perf_counter()
                 for t in batch:
                     store.remember("bench", t)
-                spent[mode] += time.perf_counter() - t0
+                took[mode] = time.perf_counter() - t0
                 store.close()
-    return {mode: writes * rounds / spent[mode] for mode in spent}
+            ratios.append(took["off"] / took["on"])
+            for mode, t in took.items():
+                spent[mode] += t
+    q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+    return {
+        "on": writes * rounds / spent["on"],
+        "off": writes * rounds / spent["off"],
+        "ratio_on_off": statistics.median(ratios),
+        "ratio_q1": q1,
+        "ratio_q3": q3,
+    }
 
 
 def run(n: int, repeat: int, writes: int, rounds: int, seed: int) -> dict:
@@ -94,8 +110,7 @@ def run(n: int, repeat: int, writes: int, rounds: int, seed: int) -> dict:
     speed = {shape: us_per_kb(texts(shape, n, seed), repeat) for shape in _SHAPES}
     remember = {}
     for embedder in ("wordllama", "hashing"):
-        rates = remember_rates(embedder, writes, rounds, seed)
-        remember[embedder] = {**rates, "ratio_on_off": rates["on"] / rates["off"]}
+        remember[embedder] = remember_rates(embedder, writes, rounds, seed)
     return {"us_per_kb": speed, "remember_per_s": remember}
 
 
@@ -106,17 +121,20 @@ def _print(res: dict) -> None:
     print("redact, microseconds per KB (secrets mode):")
     for shape, v in res["us_per_kb"].items():
         print(f"  {shape:8} {v:8.1f}")
-    print("remember/s, redaction on vs off (same run, alternating rounds):")
+    print("remember/s, redaction on vs off (same run, paired rounds; on/off: median, quartiles):")
     for emb, r in res["remember_per_s"].items():
-        print(f"  {emb:9} on {r['on']:8.0f}  off {r['off']:8.0f}  on/off {r['ratio_on_off']:.3f}")
+        print(
+            f"  {emb:9} on {r['on']:8.0f}  off {r['off']:8.0f}  on/off {r['ratio_on_off']:.3f}"
+            f" ({r['ratio_q1']:.3f}-{r['ratio_q3']:.3f})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="memkit bench redact", description=__doc__.split("\n")[0])
     ap.add_argument("--texts", type=int, default=300, help="texts per shape (default 300)")
     ap.add_argument("--repeat", type=int, default=5, help="passes over them (default 5)")
-    ap.add_argument("--writes", type=int, default=300, help="remembers per round (default 300)")
-    ap.add_argument("--rounds", type=int, default=6, help="alternating rounds (default 6)")
+    ap.add_argument("--writes", type=int, default=150, help="remembers per round (default 150)")
+    ap.add_argument("--rounds", type=int, default=16, help="paired rounds (default 16)")
     ap.add_argument("--seed", type=int, default=7, help="seed of the texts (default 7)")
     ap.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     args = ap.parse_args(argv)

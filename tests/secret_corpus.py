@@ -13,10 +13,13 @@ from __future__ import annotations
 import random
 
 
-def _r(alphabet: str, n: int, seed: int) -> str:
+def fixed_string(alphabet: str, n: int, seed: int) -> str:
     """A fixed pseudo-random string: the same on every run, different per seed."""
     rng = random.Random(seed)
     return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+_r = fixed_string
 
 
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

@@ -13,17 +13,11 @@ values are fabricated; none is a live credential.
 
 from __future__ import annotations
 
-import random
+from secret_corpus import fixed_string as _r
 
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _HEX = "0123456789abcdef"
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-
-
-def _r(alphabet: str, n: int, seed: int) -> str:
-    """A fixed pseudo-random string: the same on every run, different per seed."""
-    rng = random.Random(seed)
-    return "".join(rng.choice(alphabet) for _ in range(n))
 
 
 _DOPPLER = "dp.st.prd." + _r(_ALNUM, 40, 1)

@@ -66,7 +66,7 @@ def test_bench_redact_json(tmp_path, capsys):
     assert all(v > 0 for v in res["us_per_kb"].values())
     for rates in res["remember_per_s"].values():
         assert rates["on"] > 0 and rates["off"] > 0
-        assert rates["ratio_on_off"] == rates["on"] / rates["off"]
+        assert rates["ratio_q1"] <= rates["ratio_on_off"] <= rates["ratio_q3"]
     assert "on/off" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
         bench_redact.main(["--rounds", "1"])
