@@ -1,5 +1,8 @@
 """`memkit bench redact`: redaction's speed, and what it costs `remember`.
 
+Times are CPU seconds of this process (`time.process_time`), not wall
+time: on a shared machine other work then counts far less.
+
 * microseconds per KB of `redact` (secrets mode, the default) on three
   shapes of text, generated from a seed: prose (the store bench's synthetic
   memories), config and code (key/value lines, JSON, shell commands with
@@ -58,11 +61,11 @@ def texts(shape: str, n: int, seed: int) -> list[str]:
 def us_per_kb(sample: list[str], repeat: int) -> float:
     """Microseconds `redact` takes per KB (1,000 UTF-8 bytes) of `sample`."""
     size = sum(len(t.encode()) for t in sample) * repeat
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(repeat):
         for t in sample:
             redact(t)
-    return (time.perf_counter() - t0) * 1e6 / (size / 1000)
+    return (time.process_time() - t0) * 1e6 / (size / 1000)
 
 
 def remember_rates(embedder: str, writes: int, rounds: int, seed: int) -> dict[str, float]:
@@ -87,10 +90,10 @@ def remember_rates(embedder: str, writes: int, rounds: int, seed: int) -> dict[s
                     redaction=RedactionParams(secrets=mode == "on"),
                 )
                 store.remember("bench", "an untimed first write")
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 for t in batch:
                     store.remember("bench", t)
-                took[mode] = time.perf_counter() - t0
+                took[mode] = time.process_time() - t0
                 store.close()
             ratios.append(took["off"] / took["on"])
             for mode, t in took.items():
