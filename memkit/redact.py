@@ -80,7 +80,9 @@ _VALUE = (
     r"|[bBuUrRfF]{0,2}\"(?:[^\"\\\n]|\\.)*\""  # "..." (JSON, Python, YAML)
     r"|[bBuUrRfF]{0,2}'(?:[^'\\\n]|\\.)*'"  # '...'
     # bare, up to a separator; not a key of its own ("api_key: X-API-Key: ...")
-    rf"|{_SCHEME}(?![{{(]|\[(?!REDACTED\]))[^\s,;\"'`]++(?<!:)(?![ \t]*[:=])"
+    # (nor `NAME=` before a quote: that is the key of the next assignment)
+    rf"|{_SCHEME}(?![{{(]|\[(?!REDACTED\])|[A-Za-z_][\w.-]*=[\"'])"
+    r"[^\s,;\"'`]++(?<!:)(?![ \t]*[:=])"
     r")"
 )
 # password=..., "api_key": "...", {'token': '...'}, secret: ..., $env:API_KEY = "..."
