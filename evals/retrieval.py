@@ -169,14 +169,53 @@ def random_retrieval(
         out[f"turn_ndcg_any_at_{k}"] = random_dcg_any(turns, rel, k)
     digest = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
     rng = np.random.default_rng([RANDOM_SEED, digest])
-    sums: dict[str, float] = {}
-    for _ in range(PERMUTATIONS):
-        order = [ranking[i] for i in rng.permutation(len(ranking))]
+    if not ranking:  # one order only: the empty one
         for k in ks:
-            for name, v in _session_values(order, rel, want, k).items():
-                sums[name] = sums.get(name, 0.0) + v
-    out.update({name: v / PERMUTATIONS for name, v in sums.items()})
+            out.update(_session_values(ranking, rel, want, k))
+        return out
+    orders = rng.permuted(np.tile(np.arange(len(ranking)), (PERMUTATIONS, 1)), axis=1)
+    for k in ks:
+        out.update(_session_means(ranking, rel, want, k, orders))
     return out
+
+
+def _session_means(
+    ranking: Sequence[Sequence[Any]], rel: set[str], want: set[str], k: int, orders: np.ndarray
+) -> dict[str, float]:
+    """`_session_values` averaged over the rows of `orders` (one permutation of the
+    ranking's positions per row), computed for all orders at once."""
+    if not rel:
+        return {name: NAN for name in _session_values([], rel, want, k)}
+    p, n = orders.shape
+    code = {s: i for i, s in enumerate(dict.fromkeys(s for _, s in ranking))}
+    sess = np.array([code[s] for _, s in ranking])[orders]
+    hit = np.array([t in rel for t, _ in ranking])[orders]
+    # first occurrence of each session along each order -> distinct sessions so far
+    keyed = np.sort(sess * n + np.arange(n), axis=1)
+    first = np.ones((p, n), dtype=bool)
+    first[:, 1:] = keyed[:, 1:] // n != keyed[:, :-1] // n
+    is_first = np.zeros((p, n), dtype=bool)
+    np.put_along_axis(is_first, keyed % n, first, axis=1)
+    distinct = np.cumsum(is_first, axis=1)
+    grown = (distinct >= k) & (np.arange(1, n + 1) >= k)
+    kk = np.where(grown.any(axis=1), grown.argmax(axis=1) + 1, max(k, n))
+    cut = np.minimum(kk, n) - 1
+    rows = np.arange(p)
+    any_ = np.cumsum(hit, axis=1)[rows, cut] > 0
+    all_ = np.ones(p, dtype=bool)
+    for s in want:
+        mask = (sess == code[s]) & hit if s in code else np.zeros((p, n), dtype=bool)
+        earliest = np.where(mask.any(axis=1), mask.argmax(axis=1), n)
+        all_ &= earliest <= cut
+    size = max(n, len(rel), int(kk.max()))
+    disc = np.array([1.0 if r == 1 else 1.0 / math.log2(r) for r in range(1, size + 1)])
+    dcg_ = np.cumsum(hit * disc[:n], axis=1)[rows, cut]
+    ideal = np.cumsum(disc)[np.minimum(kk, len(rel)) - 1]
+    return {
+        f"session_recall_any_at_{k}": float(any_.mean()),
+        f"session_recall_all_at_{k}": float(all_.mean()),
+        f"session_ndcg_any_at_{k}": float((dcg_ / ideal).mean()),
+    }
 
 
 class RankingUnit:

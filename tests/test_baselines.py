@@ -114,21 +114,38 @@ def test_random_baselines_are_undefined_without_relevant_facts():
         random_recall_all(["a"], {"a"}, 0)
 
 
-def test_session_level_random_is_seeded_reproducible_and_near_the_exact_mean():
-    ranking = [["a1", "A"], ["b1", "B"], ["a2", "A"], ["c1", "C"], ["b2", "B"]]
-    rel, want = {"b2"}, {"B"}
+SESSION_CASES = [
+    # (ranking, relevant turns, relevant sessions)
+    ([["a1", "A"], ["b1", "B"], ["a2", "A"], ["c1", "C"], ["b2", "B"]], {"b2"}, {"B"}),
+    ([["a1", "A"], ["b1", "B"], ["a2", "A"], ["c1", "C"], ["b2", "B"]], {"a2", "c1"}, {"A", "C"}),
+    ([["a1", "A"], ["a2", "A"], ["b1", "B"], ["c1", None], ["d1", "D"]], {"a1", "z9"}, {"A", "Z"}),
+    ([["a1", "A"], ["a2", "A"], ["a3", "A"]], {"a3"}, {"A"}),
+    ([["x", "X"], ["y", "Y"]], {"q"}, {"Q"}),  # gold not ranked at all
+]
+
+
+@pytest.mark.parametrize(("ranking", "rel", "want"), SESSION_CASES)
+def test_session_level_random_is_seeded_reproducible_and_near_the_exact_mean(ranking, rel, want):
     one = random_retrieval(ranking, rel, want, "probe-1")
     assert one == random_retrieval(ranking, rel, want, "probe-1")
-    assert one != random_retrieval(ranking, rel, want, "probe-2")  # each probe its own draw
     exact = {
         name: _over_all_orders(ranking, lambda p, n=name: probe_retrieval(p, rel, want)[n])
         for name in one
     }
+    assert set(one) == set(exact) and len(one) == 12  # 2 levels x 3 statistics x 2 k
     for name, value in one.items():
         if name.startswith("turn"):
             assert value == pytest.approx(exact[name], abs=1e-12), name
         else:  # 200 seeded orders: within a few standard errors of the exact mean
             assert value == pytest.approx(exact[name], abs=0.1), name
+
+
+def test_session_level_random_draws_per_probe_and_handles_the_empty_cases():
+    ranking, rel, want = SESSION_CASES[0]
+    assert random_retrieval(ranking, rel, want, "p1") != random_retrieval(ranking, rel, want, "p2")
+    empty = random_retrieval([], rel, want, "p1")
+    assert empty == probe_retrieval([], rel, want)  # the one order of nothing
+    assert all(math.isnan(v) for v in random_retrieval(ranking, set(), set(), "p1").values())
 
 
 def _row(recalled, full, relevant):
