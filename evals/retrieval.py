@@ -128,15 +128,29 @@ def probe_retrieval(
     `ranking` is `[turn, session]` per recalled row in order; `relevant_sessions`
     are the sessions of the relevant turns (ranked or not).
     """
-    turns = [t for t, _ in ranking]
     rel, want = set(relevant), set(relevant_sessions)
-    out: dict[str, float] = {}
+    out = _turn_values(ranking, rel, ks, exact=True)
     for k in ks:
-        out[f"turn_recall_any_at_{k}"] = recall_any(turns, rel, k)
-        out[f"turn_recall_all_at_{k}"] = recall_all(turns, rel, k)
-        out[f"turn_ndcg_any_at_{k}"] = ndcg_any(turns, rel, k)
         out.update(_session_values(ranking, rel, want, k))
     return out
+
+
+def _turn_values(
+    ranking: Sequence[Sequence[Any]], rel: set[str], ks: Sequence[int], *, exact: bool
+) -> dict[str, float]:
+    """Turn-level statistics of this order (`exact`), or their exact expectation over
+    a random order of the same turns (`evals.baselines`)."""
+    turns = [t for t, _ in ranking]
+    fns = (
+        (recall_any, recall_all, ndcg_any)
+        if exact
+        else (random_recall_any, random_recall_all, random_dcg_any)
+    )
+    return {
+        f"turn_{stat}_at_{k}": fn(turns, rel, k)
+        for k in ks
+        for stat, fn in zip(STATS, fns, strict=True)
+    }
 
 
 RANDOM_SEED = 0
@@ -160,13 +174,8 @@ def random_retrieval(
     bytes of sha256(`key`)), `key` being the probe id, so every probe's draw
     is reproducible and independent of the others.
     """
-    turns = [t for t, _ in ranking]
     rel, want = set(relevant), set(relevant_sessions)
-    out: dict[str, float] = {}
-    for k in ks:
-        out[f"turn_recall_any_at_{k}"] = random_recall_any(turns, rel, k)
-        out[f"turn_recall_all_at_{k}"] = random_recall_all(turns, rel, k)
-        out[f"turn_ndcg_any_at_{k}"] = random_dcg_any(turns, rel, k)
+    out = _turn_values(ranking, rel, ks, exact=False)
     digest = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
     rng = np.random.default_rng([RANDOM_SEED, digest])
     if not ranking:  # one order only: the empty one
@@ -246,36 +255,24 @@ oracle split (a random order of ~23 turns already spans the answer session)."""
 
 def _register_three(name: str, definition: str) -> None:
     """A metric on the store's ranking at the floor, and its two baselines."""
-    lists = ("headline",) if name == HEADLINE else ()
-    register(
-        name,
-        unit="ranking",
-        definition=definition + " (the store's ranking at its floor, no limit)",
-        direction="higher",
-        family="ranking",
-        lists=lists,
-    )(lambda u: u.values[name])
-    register(
-        f"{name}_full",
-        unit="ranking",
-        definition=definition + " (baseline: the same store's full ranking, floor off)",
-        direction="higher",
-        family="ranking",
-        lists=lists,
-    )(lambda u: u.full[name])
     how = (
         f"mean of {PERMUTATIONS} seeded orders per probe, seed {RANDOM_SEED}"
         if name.startswith("session")
         else "exact expectation"
     )
-    register(
-        f"{name}_random",
-        unit="ranking",
-        definition=definition + f" (baseline: a random order of the full ranking's turns, {how})",
-        direction="higher",
-        family="ranking",
-        lists=lists,
-    )(lambda u: u.random[name])
+    for suffix, figure, which in (
+        ("", "the store's ranking at its floor, no limit", "values"),
+        ("_full", "baseline: the same store's full ranking, floor off", "full"),
+        ("_random", f"baseline: a random order of the full ranking's turns, {how}", "random"),
+    ):
+        register(
+            name + suffix,
+            unit="ranking",
+            definition=f"{definition} ({figure})",
+            direction="higher",
+            family="ranking",
+            lists=("headline",) if name == HEADLINE else (),
+        )(lambda u, which=which: getattr(u, which)[name])
 
 
 def _register() -> None:
