@@ -303,7 +303,7 @@ def full_ranking(store: Any, probe: Any, params: RecallParams) -> list[Any] | No
         )
     except Exception:  # already recorded as the probe's error
         return None
-    return hits if all(h.path == "vector" for h in hits) else None
+    return hits if all(h.path in ("vector", "hybrid") for h in hits) else None
 
 
 def _probe_extras(
