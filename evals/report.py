@@ -193,6 +193,9 @@ def _recommendation(rec: dict[str, Any], sweep: pd.DataFrame) -> str:
     text += "" if text.endswith(".") else "."
     if rec.get("warning"):
         text += f" Warning: recommendation {rec['warning']}."
+    for spec, r in (rec.get("by_embedder") or {}).items():
+        at = ", ".join(f"{p}={r.get(p)}" for p in params)
+        text += f" For `{spec}`: {at}, {_named(r['metric'])} {_cell(r)}."
     return text
 
 
@@ -210,6 +213,13 @@ def _qualifying(c: dict[str, Any], params: list[str]) -> str:
     if no:
         text += f". Not qualifying: {'; '.join(no)}"
     return text + "."
+
+
+def _sweep_png(sweep: pd.DataFrame, rec: dict[str, Any] | None) -> bytes | None:
+    """Lines per embedder or heatmaps for the grids that need them, else one axis."""
+    from evals.sweep_plots import sweep_figure
+
+    return sweep_figure(sweep, rec) or _sweep_plot(sweep, rec)
 
 
 def _sweep_plot(sweep: pd.DataFrame, rec: dict[str, Any] | None = None) -> bytes | None:
@@ -455,7 +465,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
             "Proposal validity and extraction",
             _bars(table, VALIDITY_PLOT, "Proposal validity and extraction recall", "share (0-1)"),
         ),
-        ("sweep.png", "Sweep", None if sweep is None else _sweep_plot(sweep, recommended)),
+        ("sweep.png", "Sweep", None if sweep is None else _sweep_png(sweep, recommended)),
         ("compare.png", "Paired differences", None if compare is None else _compare_plot(compare)),
     ):
         if png:
