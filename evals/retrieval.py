@@ -271,9 +271,7 @@ def _register_three(name: str, definition: str) -> None:
             definition=f"{definition} ({figure})",
             direction="higher",
             family="ranking",
-            lists=(("headline", "compare") if not suffix else ("headline",))
-            if name == HEADLINE
-            else (),
+            lists=("headline",) if name == HEADLINE else (),
         )(lambda u, which=which: getattr(u, which)[name])
 
 

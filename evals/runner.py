@@ -578,11 +578,19 @@ def store_systems(config: RunConfig, emb: Any) -> list[tuple[str, Any]]:
 
 def write_embedder_comparison(out: Path, systems: Sequence[str]) -> None:
     """compare.csv of a run with several store embedders: every pair, paired by probe
-    over the registry's compare list (LongMemEval's headline turn recall included)."""
+    over the registry's compare list, plus LongMemEval's headline turn recall when the
+    run scored it."""
+    from evals import registry
     from evals.compare import compare_runs
+    from evals.retrieval import HEADLINE
 
+    rows = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["metrics"]
+    scored = {r["metric"] for r in rows if r["system"] in systems}
+    metrics = [*registry.names(listed="compare"), *([HEADLINE] if HEADLINE in scored else [])]
     pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1 :]]
-    frame = pd.concat([compare_runs(out, a, None, b) for a, b in pairs], ignore_index=True)
+    frame = pd.concat(
+        [compare_runs(out, a, None, b, metrics=metrics) for a, b in pairs], ignore_index=True
+    )
     frame.to_csv(out / "compare.csv", index=False, float_format="%.6f")
 
 
