@@ -102,7 +102,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--embedder",
-        help="wordllama (default, offline), hashing, litellm:<model>, or none (keyword only)",
+        action="append",
+        help="wordllama (default, offline), hashing, litellm:<model>, or none (keyword "
+        "only); eval run takes it repeated: one store system per embedder (store@<name>) "
+        "on the same probes, compared pairwise",
     )
     p.add_argument(
         "--set",
@@ -245,9 +248,13 @@ def _config(a: argparse.Namespace, **extra: Any) -> Any:
     from evals.tunables import parse_set
 
     kw: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
-    for key in ("limit", "embedder", "seed", "resamples"):
+    for key in ("limit", "seed", "resamples"):
         if getattr(a, key, None) is not None:
             kw[key] = getattr(a, key)
+    if a.embedder:
+        kw["embedder"] = a.embedder[0]
+        if len(a.embedder) > 1:
+            kw["embedders"] = tuple(a.embedder)
     for key in ("limit", "resamples"):
         if key in kw and kw[key] < 1:
             raise ConfigError(f"--{key} must be a positive integer, got {kw[key]}")
@@ -619,7 +626,7 @@ def sweep_main(argv: list[str]) -> int:
     from evals.runs import prepare_run_dir
     from evals.stats import fmt_interval
     from evals.sweep import objective_metrics, resolve, sweep
-    from evals.tunables import parse_grid
+    from evals.tunables import EMBEDDER_AXIS, parse_grid
 
     grid = parse_grid(a.grid)
     objective_metrics(a.objective)
@@ -634,11 +641,14 @@ def sweep_main(argv: list[str]) -> int:
         spec = exp.consolidators[0]
     spec = spec or "heuristic"
     opts = _model_options(a, (spec,), exp).get(spec, {})
-    if any(resolve(name)[0] == "consolidation" for name in grid):  # the model is called
+    # the model is called
+    if any(n != EMBEDDER_AXIS and resolve(n)[0] == "consolidation" for n in grid):
         preflight(spec, opts)
     concurrency = a.concurrency or (exp.concurrency if exp else None) or 4
     extra = {"dataset": exp.datasets[0]} if exp and exp.datasets and not a.dataset else {}
     cfg = _config(a, **extra)
+    if cfg.embedders:
+        raise ConfigError("eval sweep takes one --embedder; sweep several with --grid embedder=A,B")
     ds = _load_checked(cfg)
     started = now()
     if a.out:
@@ -673,6 +683,10 @@ def sweep_main(argv: list[str]) -> int:
     point = ", ".join(f"{k}={rec[k]}" for k in res.params)
     value = fmt_interval(rec["value"], rec["lo"], rec["hi"])
     print(f"recommended {point}: {rec['metric']} {value} ({rec['rule']})")
+    for spec, r in (rec.get("by_embedder") or {}).items():  # a point per embedder
+        at = ", ".join(f"{k}={r[k]}" for k in res.params)
+        got = fmt_interval(r["value"], r["lo"], r["hi"])
+        print(f"recommended for {spec}: {at}: {r['metric']} {got}")
     if rec.get("warning"):
         print(f"warning: {rec['warning']}", file=sys.stderr)
     if a.out:

@@ -55,6 +55,13 @@ def worst(metric: str) -> float | None:
     return None
 
 
+def is_baseline(metric: str, known: Iterable[str]) -> bool:
+    """A ranking metric's baseline (`<metric>_full`, `<metric>_random`): what a full or a
+    random ranking scores, never a failure of the system, so "What failed" skips it."""
+    base, _, tag = metric.rpartition("_")
+    return tag in ("full", "random") and base in set(known)
+
+
 def flags(rows: Iterable[Row], system: str) -> list[tuple[str, Any]]:
     """(metric, value) of one system's metrics at their worst value, and (metric, None)
     for each headline metric it has whose value is undefined; in the registry's order."""
@@ -62,7 +69,7 @@ def flags(rows: Iterable[Row], system: str) -> list[tuple[str, Any]]:
     order = list(registry.all_metrics())
     out = []
     for r in rows:
-        if r["system"] != system:
+        if r["system"] != system or is_baseline(r["metric"], order):
             continue
         m, v = r["metric"], r.get("value")
         if not defined(v):

@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import hashlib
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -217,11 +218,14 @@ def probe_row(
 ) -> dict[str, Any]:
     """Recall + assemble for one probe and record everything scoring needs.
 
-    From the probe's `meta`: `group` (per-group tables), `undefined` (a reason
-    the probe's relevance metrics are undefined, e.g. LoCoMo `unmapped`),
-    `apart` (kept out of the overall pool, reported in its group), and
-    `rank_all` (also record the store's full ranking as `[fact, session]`,
-    `sessions` mapping fact -> session, for LongMemEval's retrieval metrics).
+    Every probe also records `full`, the labels of `full_ranking` (the floor
+    off), which the baseline metrics score. From the probe's `meta`: `group`
+    (per-group tables), `undefined` (a reason the probe's relevance metrics
+    are undefined, e.g. LoCoMo `unmapped`), `apart` (kept out of the overall
+    pool, reported in its group), and `rank_all` (also record, as
+    `[fact, session]` with `sessions` mapping fact -> session, the store's
+    ranking without a limit but *at the floor* as `ranking` and the floor-off
+    ranking as `ranking_full`, for LongMemEval's retrieval metrics).
     """
     from memkit.assemble import assemble_block
 
@@ -244,6 +248,8 @@ def probe_row(
     block = assemble_block(hits, variant.assembly)
     acc = block.account
     labels = {h.id: label(h.memory) for h in hits}
+    full = full_ranking(store, probe, variant.recall)
+    full_labels = None if full is None else [label(h.memory) for h in full]
     removed = {rid for rid, _ in acc.removed_as_paraphrase}
     eb = variant.assembly.entry_bytes
     return {
@@ -275,12 +281,38 @@ def probe_row(
         "account": acc.to_dict(),
         "error": error,
         "fallback": fallback,
-        **_probe_extras(store, probe, variant, label, sessions or {}),
+        "full": full_labels,
+        **_probe_extras(store, probe, variant, label, sessions or {}, full_labels),
     }
 
 
+def full_ranking(store: Any, probe: Any, params: RecallParams) -> list[Any] | None:
+    """The baseline ranking: every live candidate of the probe's scope, ranked by the
+    same query and tunables with the floor off (-inf keeps negative cosines too).
+
+    None when the vector path did not answer (no embedder, an embedding error, an
+    empty query): a keyword list is not a ranking of the candidates, so baselines
+    are then undefined rather than computed on the wrong list.
+    """
+    try:
+        hits = store.recall(
+            field_of(probe, "scope_id"),
+            field_of(probe, "query"),
+            limit=0,
+            params=dataclasses.replace(params, floor=-math.inf),
+        )
+    except Exception:  # already recorded as the probe's error
+        return None
+    return hits if all(h.path in ("vector", "hybrid") for h in hits) else None
+
+
 def _probe_extras(
-    store: Any, probe: Any, variant: Variant, label: Callable[[Any], str | None], sessions: Any
+    store: Any,
+    probe: Any,
+    variant: Variant,
+    label: Callable[[Any], str | None],
+    sessions: Any,
+    full: list[str | None] | None,
 ) -> dict[str, Any]:
     meta = field_of(probe, "meta") or {}
     out: dict[str, Any] = {k: meta[k] for k in ("group", "undefined") if meta.get(k)}
@@ -298,6 +330,7 @@ def _probe_extras(
             hits = []
         ranked = [label(h.memory) for h in hits]
         out["ranking"] = [[f, sessions.get(f)] for f in ranked]
+        out["ranking_full"] = None if full is None else [[f, sessions.get(f)] for f in full]
         rel = field_of(probe, "relevant") or ()
         out["relevant_sessions"] = sorted({sessions[f] for f in rel if f in sessions})
     return out

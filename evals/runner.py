@@ -117,6 +117,10 @@ class RunConfig:
     store_mode: bool = True
     consolidators: tuple[str, ...] = ("heuristic", "oracle")
     embedder: str = "wordllama"
+    embedders: tuple[str, ...] = ()
+    """(memkit) Two or more: store mode runs once per embedder, as systems
+    `store@<name>` on the same probes, compared pairwise in compare.csv;
+    pipeline systems use `embedder` (the first)."""
     replicates: int = 1
     seed: int = 0
     resamples: int = 1000
@@ -146,6 +150,13 @@ class RunConfig:
             raise ConfigError(f"replicates must be >= 1, got {self.replicates!r}")
         if self.concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {self.concurrency!r}")
+        if self.embedders and (
+            len(set(self.embedders)) != len(self.embedders) or self.embedders[0] != self.embedder
+        ):
+            raise ConfigError(
+                f"embedders {list(self.embedders)!r}: want distinct specs, the first being "
+                f"embedder={self.embedder!r}"
+            )
         if not self.store_mode and not self.consolidators:
             raise ConfigError("nothing to run: store mode off and no consolidators")
         if self.store is not None and not is_postgres_url(self.store):
@@ -157,6 +168,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["consolidators"] = list(self.consolidators)
+        d["embedders"] = list(self.embedders)
         d["scopes"] = None if self.scopes is None else list(self.scopes)
         d["store"] = redacted_url(self.store)  # a password never reaches a run file
         d["model_options"] = {  # a key given directly never reaches a run file
@@ -393,9 +405,8 @@ def _run(
     variant = Variant("default", recall, assembly)
     matcher = Matcher(ds.facts, threshold=config.matcher_threshold, margin=config.matcher_margin)
     scopes = scopes_of(ds, config.scopes)
-    systems = (["store"] if config.store_mode else []) + [
-        f"pipeline:{c}" for c in config.consolidators
-    ]
+    stores = store_systems(config, emb) if config.store_mode else []
+    systems = [name for name, _ in stores] + [f"pipeline:{c}" for c in config.consolidators]
     n_units = sum(len(scopes) * (1 if s == "store" else config.replicates) for s in systems)
     progress = Progress(n_units, quiet)
     results: dict[str, dict[str, Any]] = {}
@@ -407,21 +418,21 @@ def _run(
         return None
 
     # store mode: synchronous and model-free
-    if config.store_mode:
+    for system, store_emb in stores:
         for s in scopes:
-            name = _unit_name("store", 0, s.scope_id)
+            name = _unit_name(system, 0, s.scope_id)
             got = finished(name)
             if got is None:
                 r = replay_store_scope(
                     s,
-                    embedder=emb,
+                    embedder=store_emb,
                     fold=fold,
                     variants=(variant,),
                     curation=config.curation,
                     store_url=config.store,
                 )
                 got = {
-                    "system": "store",
+                    "system": system,
                     "replicate": 0,
                     "scope_id": s.scope_id,
                     "probes": r.probes,
@@ -430,7 +441,7 @@ def _run(
                 }
                 write_json(units_dir / name, got)
             results[name] = got
-            progress.step(f"store {s.scope_id}")
+            progress.step(f"{system} {s.scope_id}")
 
     # pipeline mode: one task per (consolidator, replicate, scope). A model's
     # units hold one of OPEN_SCOPES_PER_REQUEST * `concurrency` slots while open
@@ -524,6 +535,11 @@ def _run(
         seed=config.seed,
         systems=systems,
         started_at=started,
+        **(
+            {"embedders": {n: getattr(e, "name", None) for n, e in stores}}
+            if len(stores) > 1
+            else {}
+        ),
         embedder_errors=embedder_errors(files["probes"], emb),
         providers={"failures": health, "limits": limits},
     )
@@ -537,12 +553,50 @@ def _run(
     write_spend(out)
     write_breakdown(out)
     write_groups(out)
+    if len(stores) > 1:
+        write_embedder_comparison(out, [name for name, _ in stores])
     shutil.rmtree(out / "units", ignore_errors=True)  # only a killed run needs them
     if report:
         from evals.report import build_report
 
         build_report(out)
     return RunResult(out, table, banner_lines(health))
+
+
+def store_systems(config: RunConfig, emb: Any) -> list[tuple[str, Any]]:
+    """(system name, embedder) per store-mode system: `store` with the run's embedder,
+    or `store@<spec>` per embedder of `config.embedders` (each text embedded once per
+    embedder: every one is wrapped in its own cache)."""
+    from memkit.embed import get_embedder
+
+    if not config.embedders:
+        return [("store", emb)]
+    out = []
+    for spec in config.embedders:
+        if spec == config.embedder:
+            out.append((f"store@{spec}", emb))
+        else:
+            inner = get_embedder(spec)
+            out.append((f"store@{spec}", None if inner is None else CachingEmbedder(inner)))
+    return out
+
+
+def write_embedder_comparison(out: Path, systems: Sequence[str]) -> None:
+    """compare.csv of a run with several store embedders: every pair, paired by probe
+    over the registry's compare list, plus LongMemEval's headline turn recall when the
+    run scored it."""
+    from evals import registry
+    from evals.compare import compare_runs
+    from evals.retrieval import HEADLINE
+
+    rows = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["metrics"]
+    scored = {r["metric"] for r in rows if r["system"] in systems}
+    metrics = [*registry.names(listed="compare"), *([HEADLINE] if HEADLINE in scored else [])]
+    pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1 :]]
+    frame = pd.concat(
+        [compare_runs(out, a, None, b, metrics=metrics) for a, b in pairs], ignore_index=True
+    )
+    frame.to_csv(out / "compare.csv", index=False, float_format="%.6f")
 
 
 def embedder_errors(probes: Sequence[Mapping[str, Any]], emb: Any) -> dict[str, Any]:

@@ -27,6 +27,13 @@ Definitions (the names are the ones reports print):
 - `ndcg_at_k`: binary gains (1 for the first occurrence of each relevant fact,
   0 for repeats and misses), discount 1/log2(rank+1), normalised by the ideal
   list of min(k, |relevant|) hits; NaN without relevant facts.
+- Baselines: every ranking metric above is also registered as `<name>_full`
+  (the same store's full ranking: the same query and tunables with the floor
+  off, so every live candidate of the scope is ranked; recorded per probe as
+  `full`) and `<name>_random` (the exact expectation of the metric over a
+  uniformly random order of those same candidates, `evals.baselines`). Both
+  are undefined when the probe recorded no full ranking (the keyword path
+  answered, or a run from before baselines).
 - `leaked`: the admitted block holds an entry of a fact that is retracted or
   superseded at probe time (supersede leakage is the share of probes).
 - `budget_waste`: of the admitted entry bytes, those spent on superseded
@@ -61,6 +68,12 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evals.baselines import (
+    random_ndcg_at_k,
+    random_precision_at_k,
+    random_recall_at_k,
+    random_reciprocal_rank,
+)
 from evals.registry import add, register
 from memkit.errors import PROPOSAL_CODES, ConfigError
 from memkit.proposal import raw_op, unknown_ids, widening_entries
@@ -419,6 +432,7 @@ class ProbeUnit:
         "admitted",
         "block_bytes",
         "dedup",
+        "full",
         "labels",
         "relevant",
         "scores",
@@ -434,6 +448,10 @@ class ProbeUnit:
         evidence no gold fact cites; LongMemEval `abstention`): they are NaN for
         it, never 0, and it is never an off-topic probe."""
         self.labels: list[Label] = [r["fact"] for r in row["recalled"]]
+        full = row.get("full")
+        self.full: list[Label] | None = None if full is None else list(full)
+        """The same store's full ranking (floor off), one label per live candidate;
+        None when not recorded (the vector path did not answer, or an older run)."""
         self.relevant = set(row["relevant"])
         self.stale = set(row.get("stale") or ())
         self.scores = [r["score"] for r in row["recalled"]]
@@ -574,55 +592,97 @@ def _probe(name: str, definition: str, direction: str, family: str, **kw: Any) -
     )
 
 
-_probe(
+def _ranking_metric(
+    name: str,
+    definition: str,
+    system: Any,
+    random: Any,
+    lists: tuple[str, ...] = (),
+    baseline_lists: tuple[str, ...] = (),
+) -> None:
+    """A ranking metric and its two baselines (`<name>_full`, `<name>_random`; see the
+    module docstring), registered side by side so every table lists them together.
+    `system(labels, scores, relevant)` scores a ranking (scores None: use the order);
+    `random(candidates, relevant)` is its expectation over random orders. The baselines
+    join the headline only where `baseline_lists` says so (recall@8's), so the first
+    screen keeps its height; every table below lists them all."""
+    _probe(name, definition, "higher", "ranking", lists=lists)(
+        _defined(lambda p: system(p.labels, p.scores, p.relevant))
+    )
+    near = baseline_lists
+    _probe(
+        f"{name}_full",
+        f"{name} of the same store's full ranking: floor off, every live candidate ranked "
+        "(baseline: what the floor's cut costs or saves)",
+        "higher",
+        "ranking",
+        lists=near,
+    )(_defined(lambda p: NAN if p.full is None else system(p.full, None, p.relevant)))
+    _probe(
+        f"{name}_random",
+        f"expected {name} of a uniformly random order of the full ranking's candidates, "
+        "computed exactly (baseline: what ranking adds over chance)",
+        "higher",
+        "ranking",
+        lists=near,
+    )(_defined(lambda p: NAN if p.full is None else random(p.full, p.relevant)))
+
+
+_ranking_metric(
     "precision_returned",
     "mean over probes with a relevant fact and a non-empty list of distinct relevant "
-    "facts returned / returned (a repeat counts as a miss)",
-    "higher",
-    "ranking",
+    "facts returned / returned (a repeat counts as a miss); its baselines return every "
+    "candidate, so full and random agree",
+    lambda labels, _s, rel: precision_of_returned(labels, rel),
+    lambda cands, rel: precision_of_returned(cands, rel),
     lists=("compare", "sweep"),
-)(_defined(lambda p: precision_of_returned(p.labels, p.relevant)))
-
+)
 for _k in K_VALUES:
-    _probe(
+    _ranking_metric(
         f"p_at_{_k}",
         f"mean over probes with a relevant fact of distinct relevant facts in top {_k} / {_k} "
         "(short lists padded with misses, repeats count as misses)",
-        "higher",
-        "ranking",
+        lambda labels, _s, rel, k=_k: precision_at_k(labels, rel, k),
+        lambda cands, rel, k=_k: random_precision_at_k(cands, rel, k),
         lists=("headline", "breakdown", "compare", "sweep") if _k == 1 else (),
-    )(_defined(lambda p, k=_k: precision_at_k(p.labels, p.relevant, k)))
+    )
 for _k in K_VALUES[1:]:
-    _probe(
+    _ranking_metric(
         f"recall_at_{_k}",
         f"mean over probes with relevant facts: distinct relevant in top {_k} / relevant",
-        "higher",
-        "ranking",
+        lambda labels, _s, rel, k=_k: recall_at_k(labels, rel, k),
+        lambda cands, rel, k=_k: random_recall_at_k(cands, rel, k),
         lists=("headline", "breakdown", "compare", "sweep") if _k == 8 else (),
-    )(_defined(lambda p, k=_k: recall_at_k(p.labels, p.relevant, k)))
+        baseline_lists=("headline",) if _k == 8 else (),
+    )
 
-_probe(
+_ranking_metric(
     "mrr",
     "mean over probes with a relevant fact of 1 / rank of the first relevant item, ranked by "
     "score with ties broken by returned order",
-    "higher",
-    "ranking",
+    lambda labels, scores, rel: reciprocal_rank(labels, rel, scores),
+    random_reciprocal_rank,
     lists=("headline", "breakdown", "compare", "sweep"),
-)(_defined(lambda p: reciprocal_rank(p.labels, p.relevant, p.scores)))
-_probe(
+)
+_ranking_metric(
     "mrr_pessimistic",
     "mean reciprocal rank ranked by score with ties broken against relevant items "
-    "(never above mrr)",
-    "higher",
-    "ranking",
-)(_defined(lambda p: reciprocal_rank_pessimistic(p.labels, p.scores, p.relevant)))
-_probe(
+    "(never above mrr); the full ranking has no recorded scores, so its baseline is "
+    "mrr_full's",
+    lambda labels, scores, rel: (
+        reciprocal_rank(labels, rel)
+        if scores is None
+        else reciprocal_rank_pessimistic(labels, scores, rel)
+    ),
+    random_reciprocal_rank,
+)
+_ranking_metric(
     "ndcg_at_8",
     "mean nDCG@8, binary gains, repeats of a fact gain 0",
-    "higher",
-    "ranking",
+    lambda labels, _s, rel: ndcg_at_k(labels, rel, 8),
+    lambda cands, rel: random_ndcg_at_k(cands, rel, 8),
     lists=("headline", "breakdown", "compare", "sweep"),
-)(_defined(lambda p: ndcg_at_k(p.labels, p.relevant, 8)))
+)
 _probe(
     "empty_recall",
     "share of probes where recall returned nothing",

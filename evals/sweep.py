@@ -34,6 +34,7 @@ a numeric tunable) is flagged: the optimum may lie outside, extend the grid.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -54,9 +55,9 @@ from evals.replay import (
     scopes_of,
 )
 from evals.runfolder import DIGITS, RUN_VERSION, write_json, write_manifest, write_metrics
-from evals.tunables import GROUPS, resolve
+from evals.tunables import EMBEDDER_AXIS, GROUPS, resolve
 from memkit.errors import ConfigError
-from memkit.params import FoldParams
+from memkit.params import FoldParams, RecallParams
 
 
 def default_metrics() -> tuple[str, ...]:
@@ -71,6 +72,8 @@ class SweepResult:
     recommended: dict[str, Any]
     """The chosen point's tunables and its objective Estimate (value, lo, hi, n)."""
     params: tuple[str, ...]
+    units: Mapping[int, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """point -> the objective's per-unit `Values` (pairs points on the same probes)."""
 
 
 def _points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -170,8 +173,14 @@ def sweep(
     """Score every grid point; see the module docstring for what each costs.
 
     `progress(done, total, what)` is called after each replayed scope;
-    `consolidator_options` are `get_consolidator` keyword arguments (api_base, ...)."""
+    `consolidator_options` are `get_consolidator` keyword arguments (api_base, ...).
+    An `embedder` axis in the grid sweeps the rest once per embedder (`EMBEDDER_AXIS`)."""
     from memkit.embed import get_embedder
+
+    if EMBEDDER_AXIS in grid:
+        kw = dict(objective=objective, metrics=metrics, base=base, consolidator=consolidator)
+        kw.update(consolidator_options=consolidator_options, scopes=scopes, progress=progress)
+        return _sweep_embedders(dataset, grid, margin=margin, **kw)
 
     base = base or {}
     points = _points(grid)
@@ -263,7 +272,45 @@ def sweep(
     frame = pd.DataFrame.from_records(rows).sort_values(["point_index", "metric"], kind="stable")
     frame = frame.reset_index(drop=True)
     rec = recommend(frame, list(grid), objective, kept, margin=margin)
-    return SweepResult(frame, rec, tuple(grid))
+    return SweepResult(frame, rec, tuple(grid), kept)
+
+
+def _sweep_embedders(
+    dataset: Any, grid: Mapping[str, Sequence[Any]], *, margin: float, **kw: Any
+) -> SweepResult:
+    """`--grid embedder=wordllama,hashing` sweeps the other axes once per embedder on the
+    same probes: the frame gains an `embedder` column, the recommendation is over every
+    (embedder, point), paired on the same probes, and `recommended["by_embedder"]` holds
+    each embedder's own recommended point (a floor per embedder: cosine scales differ)."""
+    from memkit.embed import get_embedder
+
+    specs = list(grid[EMBEDDER_AXIS])
+    if not specs:
+        raise ConfigError(f"sweep grid for {EMBEDDER_AXIS!r} has no values")
+    rest = {k: v for k, v in grid.items() if k != EMBEDDER_AXIS}
+    if not rest:  # the embedders alone: each at the run's floor
+        floor = dict((kw.get("base") or {}).get("recall", {})).get("floor", RecallParams().floor)
+        rest = {"recall.floor": [floor]}
+    frames, units, by = [], {}, {}
+    for spec in specs:
+        res = sweep(
+            dataset, rest, embedder=CachingEmbedder(get_embedder(spec)), margin=margin, **kw
+        )
+        offset = sum(len(f["point_index"].unique()) for f in frames)
+        f = res.frame.copy()
+        f.insert(1, EMBEDDER_AXIS, spec)
+        f["point_index"] += offset
+        frames.append(f)
+        units.update({i + offset: v for i, v in res.units.items()})
+        by[spec] = {
+            EMBEDDER_AXIS: spec,
+            **res.recommended,
+            "point_index": res.recommended["point_index"] + offset,
+        }
+    frame = pd.concat(frames, ignore_index=True)
+    params = (EMBEDDER_AXIS, *rest)
+    rec = recommend(frame, params, kw["objective"], units, margin=margin)
+    return SweepResult(frame, {**rec, "by_embedder": by}, params, units)
 
 
 def _estimate_dict(row: Any) -> dict[str, Any]:

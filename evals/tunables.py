@@ -32,6 +32,7 @@ GROUPS: dict[str, type] = {
 """The params a tunable's group names."""
 ALIASES: dict[str, str] = {
     "floor": "recall.floor",
+    "hybrid": "recall.hybrid",
     "half_life": "recall.half_life_days",
     "recency_share": "recall.recency_share",
     "confidence_min": "recall.confidence_min",
@@ -126,8 +127,13 @@ def parse_set(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+EMBEDDER_AXIS = "embedder"
+"""A sweep axis that is not a tunable: its values are embedder specs (`evals.sweep`)."""
+
+
 def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
-    """`--grid` items (`<tunable>=<v1>,<v2>,...`): every value typed, none empty or repeated."""
+    """`--grid` items (`<tunable>=<v1>,<v2>,...`): every value typed, none empty or repeated;
+    `embedder=<spec>,<spec>` is the embedder axis (specs are checked when loaded)."""
     grid: dict[str, list[Any]] = {}
     for item in items:
         name, sep, vals = item.partition("=")
@@ -140,7 +146,7 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
         for i, v in enumerate(vals.split(",")):
             if not v.strip():
                 raise ConfigError(f"--grid {name}: value {i + 1} of {vals!r} is empty")
-            values.append(parse_tunable(name, v)[2])
+            values.append(v.strip() if name == EMBEDDER_AXIS else parse_tunable(name, v)[2])
         if len(set(map(repr, values))) != len(values):
             raise ConfigError(f"--grid {name}: a value is repeated in {vals!r}")
         grid[name] = values

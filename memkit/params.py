@@ -32,6 +32,14 @@ class RecallParams:
     keyword_default_limit: int = 8
     """Keyword path: limit <= 0 or > keyword_max_limit becomes this."""
     keyword_max_limit: int = 50
+    hybrid: Literal["off", "rrf"] = "off"
+    """(memkit) `rrf` fuses the vector ranking (rows above the floor) with the
+    keyword ranking (rows matching a query keyword) by reciprocal-rank fusion
+    (`memkit.rank.rrf_fuse`); `off` is the SPEC's vector-then-keyword recall."""
+
+    def __post_init__(self) -> None:
+        if self.hybrid not in ("off", "rrf"):
+            raise ConfigError(f"RecallParams.hybrid must be 'off' or 'rrf', got {self.hybrid!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memkit.errors import ConfigError
 from memkit.params import DAY, RecallParams
 
 
@@ -160,3 +161,29 @@ def cosine_needed(score: float, params: RecallParams = RecallParams()) -> float 
     if min(corners) <= 0:
         return None
     return score / max(corners) if score >= 0 else score / min(corners)
+
+
+RRF_K = 60
+"""Reciprocal-rank fusion's constant (Cormack, Clarke and Buettcher 2009): a row's
+fused score is the sum over rankings of 1 / (RRF_K + rank), so a top rank in one
+ranking weighs about as much as a middling rank in both."""
+
+
+def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Reciprocal-rank fusion of ranked id lists: (id, sum of 1 / (k + rank)) by
+    descending score, rank 1-based; ties go to the better best rank, then to the
+    earlier ranking and position. An id repeated within one ranking counts once
+    (its first rank)."""
+    if k < 1:
+        raise ConfigError(f"rrf k must be >= 1, got {k!r}")
+    score: dict[str, float] = {}
+    best: dict[str, tuple[int, int]] = {}
+    for li, ranking in enumerate(rankings):
+        seen: set[str] = set()
+        for r, x in enumerate(ranking, start=1):
+            if x in seen:
+                continue
+            seen.add(x)
+            score[x] = score.get(x, 0.0) + 1.0 / (k + r)
+            best[x] = min(best.get(x, (r, li)), (r, li))
+    return sorted(score.items(), key=lambda kv: (-kv[1], best[kv[0]]))

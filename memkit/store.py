@@ -79,6 +79,8 @@ from memkit.text import jaccard, keywords, trigrams
 from memkit.types import KINDS, Change, CommitResult, Memory, Recalled, RememberResult, Rollout
 
 _BUSY_TIMEOUT_MS = 60_000
+KEYWORD_ALL = 1 << 62
+"""A keyword search limit above any row count: hybrid recall fuses every match."""
 _WAL_PAGES = 16_000
 """Pages of WAL between automatic checkpoints (see `SQLiteStore.open`)."""
 
@@ -443,8 +445,10 @@ class SQLStore:
 
         Vector path first (when an embedder is set, or `query_embedding` is
         given, and the query is non-empty); if embedding fails or nothing
-        clears the floor, the keyword path answers. The query is embedded
-        before the store lock is taken.
+        clears the floor, the keyword path answers. With `params.hybrid="rrf"`
+        (memkit) the vector path's ranking is fused with every keyword match
+        (`_recall_hybrid`, path "hybrid"). The query is embedded before the
+        store lock is taken.
         """
         ck.check_scope(scope_id)
         ck.check_query(query)
@@ -463,13 +467,16 @@ class SQLStore:
                 q = normalize_rows(self.embedder.embed([query]))[0]
             except Exception:
                 why = "embed_error"  # fall through to the keyword path (SPEC §4.1)
+        kws = keywords(query)  # outside the lock, like the embedding: a huge query stalls no one
         if q is not None:
             with self._lock:
-                hits = self._recall_vector(scope_id, q, limit, params)
+                if params.hybrid == "rrf":
+                    hits = self._recall_hybrid(scope_id, q, kws, limit, params)
+                else:
+                    hits = self._recall_vector(scope_id, q, limit, params)
             if hits:
                 return hits
             why = "below_floor"
-        kws = keywords(query)  # outside the lock, like the embedding: a huge query stalls no one
         with self._lock:
             hits = self._recall_keyword(scope_id, kws, limit, params)
         return [dataclasses.replace(h, fallback=why) for h in hits]
@@ -515,6 +522,34 @@ class SQLStore:
                     decay=float(ranked.decay[j]),
                 )
             )
+        return out
+
+    def _recall_hybrid(self, scope_id, q, kws, limit, params) -> list[Recalled]:
+        """(memkit) The vector ranking above the floor and every keyword match, fused by
+        `rank.rrf_fuse`; each hit keeps its cosine breakdown and/or keyword count, and
+        `score` is the fused score. Both rankings are taken whole, so the cut at `limit`
+        comes after fusion (a row deep in one ranking can rise on the other)."""
+        vector = self._recall_vector(scope_id, q, 0, params)
+        matched = self._ix.keywords_of(scope_id).search(kws, KEYWORD_ALL) if kws else []
+        found = sql.by_rowid(self._conn, [rowid for rowid, _ in matched])
+        by_kw = {
+            r.id: (r, n)
+            for rowid, n in matched
+            if (r := found.get(rowid)) is not None and r.live and r.scope_id == scope_id
+        }
+        by_vec = {h.id: h for h in vector}
+        fused = rank.rrf_fuse([list(by_vec), list(by_kw)])
+        if limit > 0:
+            fused = fused[:limit]
+        out = []
+        for mid, score in fused:
+            n = by_kw[mid][1] if mid in by_kw else None
+            if mid in by_vec:
+                hit = dataclasses.replace(by_vec[mid], path="hybrid", score=score)
+                out.append(dataclasses.replace(hit, keywords_matched=n))
+            else:
+                memory = by_kw[mid][0].memory()
+                out.append(Recalled(memory, "hybrid", score, keywords_matched=n))
         return out
 
     def _recall_keyword(self, scope_id, kws, limit, params) -> list[Recalled]:

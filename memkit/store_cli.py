@@ -94,6 +94,8 @@ def _recall(args: argparse.Namespace) -> int:
     params = RecallParams()
     if args.floor is not None:
         params = replace(params, floor=args.floor)
+    if args.hybrid:
+        params = replace(params, hybrid="rrf")
     with _open(args.db, with_embedder=True) as store:
         _check_scope(store, args.scope)
         hits = store.recall(args.scope, args.query, args.limit, params)
@@ -110,10 +112,15 @@ def _recall(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     for h in hits:
-        if h.path == "vector":
-            why = f"cos={h.cosine:.3f} conf={h.confidence_weight:.2f} decay={h.decay:.3f}"
-        else:
+        if h.path == "keyword":
             why = f"keywords={h.keywords_matched} (keyword path: {h.fallback})"
+        else:
+            parts = [] if h.cosine is None else [f"cos={h.cosine:.3f}"]
+            if h.confidence_weight is not None:
+                parts.append(f"conf={h.confidence_weight:.2f} decay={h.decay:.3f}")
+            if h.keywords_matched is not None:
+                parts.append(f"keywords={h.keywords_matched}")
+            why = " ".join(parts) + (" (fused)" if h.path == "hybrid" else "")
         print(f"{h.score:7.4f} {h.path:<7} {h.id} ({h.kind}) {why}\n        {h.content}")
     if not hits:
         print("(nothing recalled)")
@@ -157,6 +164,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", required=True, help="the scope to recall from")
     p.add_argument("--limit", type=int, default=8, help="most hits to return (default 8)")
     p.add_argument("--floor", type=float, help="vector-path relevance floor (default 0.25)")
+    p.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="fuse the vector and keyword rankings (reciprocal-rank fusion; memkit extension)",
+    )
     p.add_argument("query", help="the recall query text")
     p = command("history", "the revision chain of a memory, oldest first", _history)
     p.add_argument("--scope", required=True, help="the memory's scope")

@@ -55,7 +55,10 @@ class Memory:
 class Recalled:
     """A recalled memory with the score breakdown that explains its rank (SPEC §4.4).
 
-    `path` is "vector" or "keyword". On the vector path `cosine`,
+    `path` is "vector", "keyword" or (memkit, `RecallParams.hybrid="rrf"`)
+    "hybrid": the vector ranking and the keyword matches fused, `score` the
+    fused score, `cosine` and its breakdown set when the row cleared the floor,
+    `keywords_matched` when it matched a keyword. On the vector path `cosine`,
     `confidence_weight` (clamped confidence) and `decay` are set and
     `score = cosine * confidence_weight * (1 - recency_share + recency_share * decay)`.
     On the keyword path `keywords_matched` is set, `score` equals it, and
@@ -65,7 +68,7 @@ class Recalled:
     """
 
     memory: Memory
-    path: Literal["vector", "keyword"]
+    path: Literal["vector", "keyword", "hybrid"]
     score: float
     cosine: float | None = None
     confidence_weight: float | None = None

@@ -149,7 +149,15 @@ def test_committed_longmemeval_example_has_the_session_and_turn_tables():
                 assert at[f"{level}_{stat}_at_{k}"]["n"] == 470  # 500 less 30 abstention
     md = (d / "report.md").read_text()
     table = md[md.index("## LongMemEval retrieval") :]
-    assert "| statistic | session @5 | session @10 | turn @5 | turn @10 |" in table
+    assert "| statistic | turn @5 | turn @10 | session @5 | session @10 |" in table
+    # issue #31: each statistic beside the full ranking (floor off) and a random order
+    for stat in ("recall_any", "recall_all", "ndcg_any"):
+        assert f"| {stat} · full ranking |" in table and f"| {stat} · random order |" in table
+    for level in ("session", "turn"):
+        for k in (5, 10):
+            for stat in ("recall_any", "recall_all", "ndcg_any"):
+                for base in ("full", "random"):
+                    assert at[f"{level}_{stat}_at_{k}_{base}"]["n"] == 470
     groups = md[md.index("## Per probe group") :]
     assert "| undefined_abstention |" in groups and "| session_recall_any_at_5 |" in groups
 

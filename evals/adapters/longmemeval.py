@@ -6,10 +6,12 @@ gold fact (`fact`, established in its session, `meta` keeping the session
 id, turn index, role and `has_answer`), so store mode writes the whole
 haystack in time order, one row per turn, at the session's timestamp. The
 question is a probe after the latest session whose relevant facts are the
-turns marked `has_answer`; it asks for the store's full ranking
-(`meta["rank_all"]`) so session- and turn-level `recall_any@k`,
-`recall_all@k` and `ndcg_any@k` are computed as in the authors'
-`src/retrieval/eval_utils.py` (see `evals.retrieval`). Abstention questions
+turns marked `has_answer`; it asks (`meta["rank_all"]`) for the store's
+ranking without a limit, which is *at the floor* (rows below it are not
+ranked), and for the full ranking with the floor off, so session- and
+turn-level `recall_any@k`, `recall_all@k` and `ndcg_any@k` are computed as in
+the authors' `src/retrieval/eval_utils.py` on both, beside a random order of
+the same turns (see `evals.retrieval`; turn level is the headline). Abstention questions
 (`_abs`) are kept out of those metrics (`meta["undefined"] = "abstention"`),
 as the authors do; `meta["group"]` is the question type.
 

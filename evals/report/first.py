@@ -38,6 +38,9 @@ def recommendation(rec: dict[str, Any], sweep: pd.DataFrame) -> str:
     text += "" if text.endswith(".") else "."
     if rec.get("warning"):
         text += f" Warning: recommendation {rec['warning']}."
+    for spec, r in (rec.get("by_embedder") or {}).items():
+        at = ", ".join(f"{p}={r.get(p)}" for p in params)
+        text += f" For `{spec}`: {at}, {named(r['metric'])} {cell(r)}."
     return text
 
 

@@ -90,6 +90,13 @@ def bars(
     return figure_png(fig)
 
 
+def sweep_png(sweep: pd.DataFrame, rec: dict[str, Any] | None) -> bytes | None:
+    """Lines per embedder or heatmaps for the grids that need them, else one axis."""
+    from evals.sweep_plots import sweep_figure
+
+    return sweep_figure(sweep, rec) or sweep_plot(sweep, rec)
+
+
 def sweep_plot(sweep: pd.DataFrame, rec: dict[str, Any] | None = None) -> bytes | None:
     """One panel per metric family (one scale per axis), a colour per metric that
     no other series repeats, 95% CI bands and the recommended point drawn."""
@@ -214,7 +221,7 @@ def draw(run: Any) -> list[tuple[str, str, bytes]]:
         (
             "sweep.png",
             "Sweep",
-            None if run.sweep is None else sweep_plot(run.sweep, run.recommended),
+            None if run.sweep is None else sweep_png(run.sweep, run.recommended),
         ),
         (
             "compare.png",
