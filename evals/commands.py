@@ -178,6 +178,15 @@ def _provider_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_provider_values(a: argparse.Namespace) -> None:
+    """The counts and durations run and sweep share, checked before any work."""
+    from evals.checks import check_count, check_positive
+
+    for flag in ("concurrency", "max_tokens", "context_tokens", "max_request_bytes"):
+        check_count(f"--{flag.replace('_', '-')}", getattr(a, flag))
+    check_positive("--timeout", a.timeout)
+
+
 def _experiment(a: argparse.Namespace) -> Any:
     if not getattr(a, "experiment", None):
         return None
@@ -363,12 +372,21 @@ def _run_parser() -> argparse.ArgumentParser:
 def run_main(argv: list[str]) -> int:
     """Run an evaluation (store mode and/or pipeline mode) into a run folder."""
     a = _run_parser().parse_args(argv)
-    from evals.checks import check_metric
+    from evals.checks import check_count, check_floor, check_range, check_share
     from evals.providers import parse_floors
     from evals.runs import default_name
 
-    for m in parse_floors(a.fail_under):
-        check_metric(m)
+    for m, v in parse_floors(a.fail_under).items():
+        check_floor(m, v)
+    check_count("--replicates", a.replicates)
+    check_share("--max-failure-share", a.max_failure_share)
+    check_range("--local-server-port", a.local_server_port, 1, 65535)
+    _check_provider_values(a)
+    if a.mode == "store" and a.consolidator:
+        raise ConfigError(
+            "--consolidator applies to pipeline mode; --mode store runs none "
+            "(use --mode both or --mode pipeline)"
+        )
     exp = _experiment(a)
     if exp and len(exp.datasets) > 1 and not (a.dataset or a.preset):
         # one run folder per dataset of the experiment, under --out
@@ -612,6 +630,7 @@ def sweep_main(argv: list[str]) -> int:
 
     Scored in store mode (pipeline mode for consolidation tunables)."""
     a = _sweep_parser().parse_args(argv)
+    from evals.checks import check_share
     from evals.providers import consolidator_kwargs, preflight
     from evals.runfolder import now
     from evals.runs import prepare_run_dir
@@ -621,6 +640,8 @@ def sweep_main(argv: list[str]) -> int:
 
     grid = parse_grid(a.grid)
     objective_metrics(a.objective)
+    check_share("--margin", a.margin)
+    _check_provider_values(a)
     exp = _experiment(a)
     spec = a.consolidator
     if spec is None and exp and exp.models:
