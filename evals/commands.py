@@ -21,6 +21,7 @@ execution plan.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
@@ -426,7 +427,7 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     from evals.providers import below_floors, parse_floors
     from evals.record import record_run
     from evals.runner import preflight, resume_key, run_eval
-    from evals.runs import default_name, prepare_run_dir
+    from evals.runs import claim_run_dir, default_name
 
     floors = parse_floors(a.fail_under)
     extra: dict[str, Any] = {
@@ -466,11 +467,14 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     preflight(cfg)  # before any data is read or any folder made: a dead provider fails in seconds
     ds = _load_checked(cfg)
     out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
-    prepare_run_dir(out, cfg.to_dict(), resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite)
+    claim = claim_run_dir(
+        out, cfg.to_dict(), resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite
+    )
     try:
-        res = run_eval(
-            cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds, check_providers=False
-        )
+        with claim:
+            res = run_eval(
+                cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds, check_providers=False
+            )
     except KeyboardInterrupt:
         again = [x for x in argv if x not in ("--resume", "--overwrite")]
         if not a.out:
@@ -629,11 +633,16 @@ def sweep_main(argv: list[str]) -> int:
     """Sweep a grid of tunables and recommend an operating point.
 
     Scored in store mode (pipeline mode for consolidation tunables)."""
+    with contextlib.ExitStack() as held:  # the --out folder's lock, once it is claimed
+        return _sweep_main(argv, held)
+
+
+def _sweep_main(argv: list[str], held: contextlib.ExitStack) -> int:
     a = _sweep_parser().parse_args(argv)
     from evals.checks import check_share
     from evals.providers import consolidator_kwargs, preflight
     from evals.runfolder import now
-    from evals.runs import prepare_run_dir
+    from evals.runs import claim_run_dir
     from evals.stats import fmt_interval
     from evals.sweep import objective_metrics, resolve, sweep
     from evals.tunables import parse_grid
@@ -660,7 +669,7 @@ def sweep_main(argv: list[str]) -> int:
     cfg = _config(a, **extra)
     ds = _load_checked(cfg)
     if a.out:
-        prepare_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite)
+        held.enter_context(claim_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite))
     started = now()
     res = sweep(
         ds,

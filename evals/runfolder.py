@@ -32,6 +32,20 @@ DIGITS = 6
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("probes", "writes", "attempts", "passes", "extraction")
 """The per-row JSON Lines files of a run folder."""
+RUN_FILES: frozenset[str] = frozenset(
+    {
+        *(f"{t}.jsonl" for t in TABLES),
+        *("manifest.json", "metrics.json", "metrics.csv", "latency.json", "spend.json"),
+        *("evidence.json", "ingest.json", "matcher.json", "breakdown.json", "groups.json"),
+        *("compare.csv", "sweep.csv", "recommended.json", "report.md", "report.html", "llm.log"),
+        *("recall.png", "waste.png", "validity.png", "sweep.png", "compare.png"),
+    }
+)
+"""Every file a run or sweep writes at the top of its folder (and each one's `.tmp`
+while it is replaced). `--overwrite` clears a folder only when all it holds is
+these, `units/` and `.memkit-*` files: a file memkit writes is named here first."""
+RUN_DIRS: frozenset[str] = frozenset({"units"})
+"""Folders a run writes: `units/<resume key>/` while it runs."""
 
 
 def dumps(obj: Any) -> str:
