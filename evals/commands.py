@@ -381,7 +381,7 @@ def run_main(argv: list[str]) -> int:
         check_floor(m, v)
     check_count("--replicates", a.replicates)
     check_share("--max-failure-share", a.max_failure_share)
-    check_range("--local-server-port", a.local_server_port, 1, 65535)
+    check_range("--local-server-port", a.local_server_port, 0, 65535)  # 0: a free port
     _check_provider_values(a)
     if a.mode == "store" and a.consolidator:
         raise ConfigError(

@@ -36,6 +36,20 @@ def _forward_to_start(b: bytes, i: int) -> int:
     return i
 
 
+LINE_BREAKING = re.compile("\r\n|[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Line breaks (LF, CR, CRLF as one, VT, FF, U+0085, U+2028, U+2029, and the
+FS/GS/RS separators `str.splitlines` also splits on) and every other C0/C1
+control character or DEL."""
+
+
+def one_line(s: str) -> str:
+    """`s` with each line break (CRLF counted once) and control character as one space.
+
+    For text that must stay on its line (a prompt-block entry, SPEC §5.4 extension):
+    no content can start a bullet, a heading or a second entry."""
+    return LINE_BREAKING.sub(" ", s)
+
+
 def byte_len(s: str) -> int:
     """UTF-8 length of s."""
     return len(s.encode("utf-8"))

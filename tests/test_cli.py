@@ -186,7 +186,7 @@ def test_run_refuses_bad_values_before_work(tiny, tmp_path, capsys, flags, says)
         (["--mode", "store"], "--consolidator applies to pipeline mode; --mode store runs none"),
         (["--timeout", "0"], "--timeout must be a number > 0, got 0"),
         (["--max-tokens", "0"], "--max-tokens must be an integer >= 1, got 0"),
-        (["--local-server-port", "65536"], "--local-server-port must be a number in [1, 65535]"),
+        (["--local-server-port", "65536"], "--local-server-port must be a number in [0, 65535]"),
     ],
 )
 def test_pipeline_run_refuses_out_of_range_values(tiny, tmp_path, capsys, flags, says):
