@@ -1,8 +1,10 @@
-"""Names checked before any work starts.
+"""Names and flag values checked before any work starts.
 
 Names (tunables, metrics, adapters, systems, scopes) are checked against the
 valid ones, and an error lists them with the closest match, so a typo never
-becomes a run that scores 0.000 and exits 0. Pure functions. Tunable values
+becomes a run that scores 0.000 and exits 0; counts, shares, floors and
+durations given as flags are checked against their range, naming the flag
+and the range. Pure functions. Tunable values
 (`--set`, `--grid`) are parsed and range-checked in `evals.tunables`.
 """
 
