@@ -143,12 +143,7 @@ def claim_run_dir(
     Was: two `--overwrite` runs into one folder cleared each other's files and one
     died on a raw `.json.tmp` error. Now the second is refused with one line naming
     the folder and the holder's pid; a killed holder's lock is free again (flock)."""
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other")
-    if resume and not out.exists():
-        raise ConfigError(f"nothing to resume: {str(out)!r} does not exist")
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{str(out)!r} is a file, not a run folder")
+    _check_target(out, resume=resume, overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
     fd = _lock(out / LOCK_FILE)
     try:
@@ -158,6 +153,15 @@ def claim_run_dir(
         with contextlib.suppress(OSError):
             os.unlink(out / LOCK_FILE)  # before the unlock: a waiter re-checks the inode
         os.close(fd)
+
+
+def _check_target(out: Path, *, resume: bool, overwrite: bool) -> None:
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other")
+    if resume and not out.exists():
+        raise ConfigError(f"nothing to resume: {str(out)!r} does not exist")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{str(out)!r} is a file, not a run folder")
 
 
 def _lock(path: Path) -> int:
@@ -278,14 +282,9 @@ def prepare_run_dir(
     run's `units/<resume_key>` or a finished run's manifest with the same config.
     Call it through `claim_run_dir`, which holds the folder's lock meanwhile.
     """
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other")
+    _check_target(out, resume=resume, overwrite=overwrite)
     if not out.exists():
-        if resume:
-            raise ConfigError(f"nothing to resume: {str(out)!r} does not exist")
         return
-    if not out.is_dir():
-        raise ConfigError(f"{str(out)!r} is a file, not a run folder")
     if not any(p.name != LOCK_FILE for p in out.iterdir()):
         return
     if overwrite:

@@ -74,22 +74,6 @@ def test_drain_refuses_new_submits_and_runs_without_a_started_scheduler():
     run(main())
 
 
-def test_plain_shutdown_still_leaves_queued_evidence_pending():
-    """The default is unchanged (documented): shutdown() cancels, evidence stays."""
-
-    async def main():
-        ev = Evidence()
-        ev.stage("q", 2)
-        w = ConsolidationWorker(Passes(ev), dataclasses.replace(FAST, window_s=10.0))
-        task = asyncio.create_task(w.run())
-        assert w.submit("q")
-        await w.shutdown()
-        await task
-        assert ev.reads == 0 and ev.pending["q"] == ["r1", "r2"]
-
-    run(main())
-
-
 def _script(code: str, cwd: Path) -> str:
     cwd.mkdir()
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
