@@ -231,7 +231,8 @@ def assemble_block(
     stopped: list[str] = []
     lines = [_PREAMBLE]
     for i, (m, content, size) in enumerate(kept):
-        if LINE_BREAKING.search(content):  # one entry, one line (memkit, SPEC §5.4)
+        # one entry, one line (memkit, SPEC §5.4); isprintable() is the cheap pre-check
+        if not content.isprintable() and LINE_BREAKING.search(content):
             content = one_line(content)
             size = len(content.encode("utf-8"))
         cut = 0 < entry_cap < size

@@ -142,6 +142,8 @@ def check_own_file(conn: sqlite3.Connection, path: str, *, empty_ok: bool) -> No
     tables = {r[0] for r in rows}
     if tables >= MEMKIT_TABLES or (empty_ok and not tables and version == 0):
         return
+    if empty_ok and not tables and version > SCHEMA_VERSION:
+        return  # `migrate` refuses it, naming the newer schema
     if not tables:
         raise ConfigError(f"{path!r} is not a memkit store (no memkit tables)")
     shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
