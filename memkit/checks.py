@@ -74,11 +74,14 @@ def text_problem(text: str) -> str | None:
     return problem
 
 
-def check_text(value: Any, name: str, *, blank: bool = False, max_bytes: int | None = None) -> str:
-    """A string, storable (`text_problem`), non-blank unless `blank`, at most `max_bytes`."""
+def check_text(
+    value: Any, name: str, *, blank: bool = False, max_bytes: int | None = None, stored: bool = True
+) -> str:
+    """A string, non-blank unless `blank`, at most `max_bytes`, storable (`text_problem`)
+    or, when not `stored` (a query, only searched for), UTF-8 encodable."""
     if not isinstance(value, str):
         raise _refuse(name, value, f"must be a string, not {type(value).__name__}")
-    problem = text_problem(value)
+    problem = text_problem(value) if stored else utf8_problem(value)
     if problem:
         raise _refuse(name, value, f"is {problem}")
     if not blank and not value.strip():
@@ -113,7 +116,7 @@ def check_content(value: Any, name: str = "content", max_bytes: int = MAX_CONTEN
 
 def check_query(value: Any, name: str = "query") -> str:
     """A recall query: any UTF-8 string, blank allowed (blank lists recent rows)."""
-    return check_text(value, name, blank=True)
+    return check_text(value, name, blank=True, stored=False)
 
 
 def check_tags(value: Any, name: str = "tags") -> tuple[str, ...]:
