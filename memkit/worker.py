@@ -342,8 +342,8 @@ class ConsolidationWorker:
     async def shutdown(self, *, drain: bool = False) -> None:
         """Close, cancel and join every active pass; queued evidence stays pending.
 
-        `drain=True` first finishes the work already submitted: no new scope is
-        admitted, the coalescing window is skipped, and every admitted scope runs
+        `drain=True` first finishes the work already submitted: `submit` returns
+        False from then on, the coalescing window is skipped, and every admitted scope runs
         its passes (a timeout's one retry included) until none is left; then it
         closes. A short script's `finish_run` thus stores its run before the
         script exits (without it, a scope still in its window is left pending)."""

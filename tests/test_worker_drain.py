@@ -13,9 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_worker import FAST, TIMEOUTS, Evidence, Passes, run
-
-from memkit.worker import ConsolidationWorker
+from test_worker import FAST, TIMEOUTS, Evidence, Passes, make_worker, run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,7 +24,7 @@ def test_drain_runs_every_submitted_scope_even_inside_its_window():
         ev.stage("a", 6)  # more than one batch: the continuation runs too
         ev.stage("b")
         passes = Passes(ev)
-        w = ConsolidationWorker(passes, dataclasses.replace(FAST, window_s=3600.0))
+        w = make_worker(passes, dataclasses.replace(FAST, window_s=3600.0))
         task = asyncio.create_task(w.run())
         assert w.submit("a") and w.submit("b")
         await w.shutdown(drain=True)  # the hour-long window is skipped, not waited
@@ -44,7 +42,7 @@ def test_drain_retries_a_timeout_once_then_stops():
         ev.stage("t")
         passes = Passes(ev, {"t": ["hang"]})
         records = []
-        w = ConsolidationWorker(passes, TIMEOUTS, on_pass=records.append)
+        w = make_worker(passes, TIMEOUTS, on_pass=records.append)
         task = asyncio.create_task(w.run())
         assert w.submit("t")
         await w.shutdown(drain=True)
@@ -62,7 +60,7 @@ def test_drain_refuses_new_submits_and_runs_without_a_started_scheduler():
         ev.stage("late")
         gate = asyncio.Event()
         passes = Passes(ev, {"a": [gate]})
-        w = ConsolidationWorker(passes, FAST)  # run() never started by the host
+        w = make_worker(passes, FAST)  # run() never started by the host
         assert w.submit("a")
         drain = asyncio.create_task(w.shutdown(drain=True))
         await passes.started.wait()
