@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 from memkit.assemble import CAVEAT, HEADING, assemble_block
 from memkit.params import AssemblyParams
-from memkit.text import byte_len, containment, truncate_bytes, word_set
+from memkit.text import byte_len, containment, one_line, truncate_bytes, word_set
 from memkit.types import Memory, Recalled
 
 GOAL_US_8 = 50.0
@@ -117,7 +117,8 @@ def make_lists(n_entries: int, n_lists: int, seed: int = 7) -> list[list[Recalle
 
 
 def naive_assemble(recalled: Sequence[Recalled], params: AssemblyParams = AssemblyParams()):
-    """SPEC §5 transcribed literally: word sets recomputed for every comparison."""
+    """SPEC §5 transcribed literally (with memkit's one-line entries, §5.4): word sets
+    recomputed for every comparison."""
     kept: list[Recalled] = []
     for r in recalled:
         w = word_set(r.content)
@@ -130,7 +131,7 @@ def naive_assemble(recalled: Sequence[Recalled], params: AssemblyParams = Assemb
     spent, lines = 0, [HEADING, CAVEAT]
     admitted = []
     for r in kept:
-        entry = truncate_bytes(r.content.strip(), params.entry_bytes)
+        entry = truncate_bytes(one_line(r.content.strip()), params.entry_bytes)  # (memkit) §5.4
         n = byte_len(entry)
         if spent + n > params.block_bytes:
             break

@@ -21,6 +21,7 @@ execution plan.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
@@ -181,6 +182,15 @@ def _provider_flags(p: argparse.ArgumentParser) -> None:
         help="one option of one model, e.g. litellm:openai/gpt-4o-mini:temperature=0 "
         "(repeatable; wins over the flags above)",
     )
+
+
+def _check_provider_values(a: argparse.Namespace) -> None:
+    """The counts and durations run and sweep share, checked before any work."""
+    from evals.checks import check_count, check_positive
+
+    for flag in ("concurrency", "max_tokens", "context_tokens", "max_request_bytes"):
+        check_count(f"--{flag.replace('_', '-')}", getattr(a, flag))
+    check_positive("--timeout", a.timeout)
 
 
 def _experiment(a: argparse.Namespace) -> Any:
@@ -372,12 +382,21 @@ def _run_parser() -> argparse.ArgumentParser:
 def run_main(argv: list[str]) -> int:
     """Run an evaluation (store mode and/or pipeline mode) into a run folder."""
     a = _run_parser().parse_args(argv)
-    from evals.checks import check_metric
+    from evals.checks import check_count, check_floor, check_range, check_share
     from evals.providers import parse_floors
     from evals.runs import default_name
 
-    for m in parse_floors(a.fail_under):
-        check_metric(m)
+    for m, v in parse_floors(a.fail_under).items():
+        check_floor(m, v)
+    check_count("--replicates", a.replicates)
+    check_share("--max-failure-share", a.max_failure_share)
+    check_range("--local-server-port", a.local_server_port, 0, 65535)  # 0: a free port
+    _check_provider_values(a)
+    if a.mode == "store" and a.consolidator:
+        raise ConfigError(
+            "--consolidator applies to pipeline mode; --mode store runs none "
+            "(use --mode both or --mode pipeline)"
+        )
     exp = _experiment(a)
     if exp and len(exp.datasets) > 1 and not (a.dataset or a.preset):
         # one run folder per dataset of the experiment, under --out
@@ -417,7 +436,7 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     from evals.providers import below_floors, parse_floors
     from evals.record import record_run
     from evals.runner import preflight, resume_key, run_eval
-    from evals.runs import default_name, prepare_run_dir
+    from evals.runs import claim_run_dir, default_name
 
     floors = parse_floors(a.fail_under)
     extra: dict[str, Any] = {
@@ -457,11 +476,14 @@ def _run_one(a: argparse.Namespace, argv: list[str], exp: Any) -> int:
     preflight(cfg)  # before any data is read or any folder made: a dead provider fails in seconds
     ds = _load_checked(cfg)
     out = Path(a.out) if a.out else DEFAULT_RUNS / cfg.name
-    prepare_run_dir(out, cfg.to_dict(), resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite)
+    claim = claim_run_dir(
+        out, cfg.to_dict(), resume_key(cfg, ds), resume=a.resume, overwrite=a.overwrite
+    )
     try:
-        res = run_eval(
-            cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds, check_providers=False
-        )
+        with claim:
+            res = run_eval(
+                cfg, out, quiet=a.quiet, report=not a.no_report, dataset=ds, check_providers=False
+            )
     except KeyboardInterrupt:
         again = [x for x in argv if x not in ("--resume", "--overwrite")]
         if not a.out:
@@ -620,16 +642,24 @@ def sweep_main(argv: list[str]) -> int:
     """Sweep a grid of tunables and recommend an operating point.
 
     Scored in store mode (pipeline mode for consolidation tunables)."""
+    with contextlib.ExitStack() as held:  # the --out folder's lock, once it is claimed
+        return _sweep_main(argv, held)
+
+
+def _sweep_main(argv: list[str], held: contextlib.ExitStack) -> int:
     a = _sweep_parser().parse_args(argv)
+    from evals.checks import check_share
     from evals.providers import consolidator_kwargs, preflight
     from evals.runfolder import mark_finished, mark_incomplete, now
-    from evals.runs import prepare_run_dir
+    from evals.runs import claim_run_dir
     from evals.stats import fmt_interval
     from evals.sweep import objective_metrics, resolve, sweep
     from evals.tunables import EMBEDDER_AXIS, parse_grid
 
     grid = parse_grid(a.grid)
     objective_metrics(a.objective)
+    check_share("--margin", a.margin)
+    _check_provider_values(a)
     exp = _experiment(a)
     spec = a.consolidator
     if spec is None and exp and exp.models:
@@ -652,8 +682,7 @@ def sweep_main(argv: list[str]) -> int:
     ds = _load_checked(cfg)
     started = now()
     if a.out:
-        prepare_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite)
-        Path(a.out).mkdir(parents=True, exist_ok=True)
+        held.enter_context(claim_run_dir(Path(a.out), cfg.to_dict(), None, overwrite=a.overwrite))
         mark_incomplete(Path(a.out), "sweep", started)  # until the report is written
     res = sweep(
         ds,

@@ -35,6 +35,21 @@ TABLES = ("probes", "writes", "attempts", "passes", "extraction")
 INCOMPLETE = "incomplete.json"
 """Marker of a run or sweep folder being written: made when it starts, removed at its
 clean finish, so an interrupted folder says it is unfinished (`evals.runs.status`)."""
+RUN_FILES: frozenset[str] = frozenset(
+    {
+        *(f"{t}.jsonl" for t in TABLES),
+        *("manifest.json", "metrics.json", "metrics.csv", "latency.json", "spend.json"),
+        *("evidence.json", "ingest.json", "matcher.json", "breakdown.json", "groups.json"),
+        *("compare.csv", "sweep.csv", "recommended.json", "report.md", "report.html", "llm.log"),
+        *("recall.png", "waste.png", "validity.png", "sweep.png", "compare.png"),
+        INCOMPLETE,
+    }
+)
+"""Every file a run or sweep writes at the top of its folder (and each one's `.tmp`
+while it is replaced). `--overwrite` clears a folder only when all it holds is
+these, `units/` and `.memkit-*` files: a file memkit writes is named here first."""
+RUN_DIRS: frozenset[str] = frozenset({"units"})
+"""Folders a run writes: `units/<resume key>/` while it runs."""
 
 
 def dumps(obj: Any) -> str:

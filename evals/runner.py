@@ -197,6 +197,25 @@ def preset(preset_name: str, /, **overrides: Any) -> RunConfig:
 
 
 ADAPTERS = ("locomo", "longmemeval", "longmemeval_s", "msc", "tau_bench", "swe_agent")
+ADAPTER_FILES: tuple[tuple[str, str], ...] = (
+    ("longmemeval_oracle*.json", "longmemeval"),
+    ("longmemeval_s*.json", "longmemeval_s"),
+    ("locomo*.json", "locomo"),
+    ("msc_*.jsonl", "msc"),
+    ("*-airline.json", "tau_bench"),
+    ("*-retail.json", "tau_bench"),
+    ("*.traj", "swe_agent"),
+)
+"""File names the public benchmarks publish -> the adapter that reads them (for the
+hint when such a file is given as a dataset folder)."""
+
+
+def adapter_for_file(path: str | Path) -> str | None:
+    """The adapter whose published file name `path` has, or None."""
+    import fnmatch
+
+    name = Path(path).name
+    return next((a for pat, a in ADAPTER_FILES if fnmatch.fnmatch(name, pat)), None)
 
 
 def load_any(spec: str, *, limit: int | None = None) -> Any:
@@ -237,6 +256,15 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
     path = Path(spec)
     if not path.exists() and not path.is_absolute() and (REPO / path).exists():
         path = REPO / path  # repo-relative (presets), whatever the working directory
+    if path.is_file():
+        adapter = adapter_for_file(path)
+        hint = (
+            f"; it looks like {adapter} data: use --dataset {adapter}:{path.parent}"
+            if adapter
+            else f"; a public benchmark's file is read by an adapter: <adapter>:{path.parent} "
+            f"({', '.join(ADAPTERS)})"
+        )
+        raise ConfigError(f"{spec!r} is a file, not a dataset folder{hint}")
     return load_dataset(path)
 
 

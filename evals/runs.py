@@ -16,11 +16,13 @@ unless asked and says how many.
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import json
 import os
+import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +200,151 @@ def default_name(base: str) -> str:
     return f"{base}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
 
 
+LOCK_FILE = ".memkit-lock"
+"""Held (flock) in a run folder while a run or sweep writes it; holds the writer's pid."""
+
+
+@contextlib.contextmanager
+def claim_run_dir(
+    out: Path,
+    config: dict[str, Any],
+    resume_key: str | None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> Iterator[None]:
+    """Hold `out` for one run or sweep, then `prepare_run_dir` it, under one lock.
+
+    Was: two `--overwrite` runs into one folder cleared each other's files and one
+    died on a raw `.json.tmp` error. Now the second is refused with one line naming
+    the folder and the holder's pid; a killed holder's lock is free again (flock)."""
+    _check_target(out, resume=resume, overwrite=overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    fd = _lock(out / LOCK_FILE)
+    try:
+        prepare_run_dir(out, config, resume_key, resume=resume, overwrite=overwrite)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(out / LOCK_FILE)  # before the unlock: a waiter re-checks the inode
+        os.close(fd)
+
+
+def _check_target(out: Path, *, resume: bool, overwrite: bool) -> None:
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other")
+    if resume and not out.exists():
+        raise ConfigError(f"nothing to resume: {str(out)!r} does not exist")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{str(out)!r} is a file, not a run folder")
+
+
+def _lock(path: Path) -> int:
+    """An fd holding an exclusive flock on `path` (created), or ConfigError if taken."""
+    import fcntl
+
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise ConfigError(
+                f"{str(path.parent)!r} is being written by another memkit run (pid {holder}); "
+                "wait for it to finish or give another --out"
+            ) from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:  # not unlinked by its last holder
+                os.ftruncate(fd, 0)
+                os.write(fd, str(os.getpid()).encode())
+                return fd
+        os.close(fd)
+
+
+def _foreign(out: Path) -> list[str]:
+    """Entries of `out` that memkit does not write (sorted), by name and type."""
+    from evals.runfolder import RUN_DIRS, RUN_FILES
+
+    bad = []
+    for e in os.scandir(out):
+        name = e.name
+        if e.is_symlink():
+            bad.append(name)
+        elif e.is_dir():
+            if name not in RUN_DIRS:
+                bad.append(name + "/")
+        elif not (
+            name in RUN_FILES
+            or name.removesuffix(".tmp") in RUN_FILES
+            or name.startswith(".memkit-")
+        ):
+            bad.append(name)
+    return sorted(bad)
+
+
+def _signed(out: Path) -> bool:
+    """Whether `out` carries memkit's signature: a manifest memkit wrote (this format,
+    its config and package versions), the INCOMPLETE marker of a run or sweep that
+    started there, or a killed run's `units/<resume key>/`."""
+    from evals.runfolder import INCOMPLETE, RUN_VERSION
+
+    marker = out / INCOMPLETE
+    if marker.is_file() and not marker.is_symlink():  # a run or sweep started here
+        return True
+    try:
+        m = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        m = None
+    if (
+        isinstance(m, dict)
+        and m.get("version") == RUN_VERSION
+        and isinstance(m.get("config"), dict)
+        and isinstance(m.get("packages"), dict)
+        and "memkit" in m["packages"]
+    ):
+        return True
+    units = out / "units"
+    return (
+        units.is_dir()
+        and not units.is_symlink()
+        and any(units.iterdir())
+        and all(u.is_dir() and re.fullmatch(r"[0-9a-f]{16,64}", u.name) for u in units.iterdir())
+    )
+
+
+def clear_run_dir(out: Path) -> None:
+    """Delete what a memkit run wrote in `out`, and nothing else.
+
+    Refused (ConfigError, nothing deleted) unless `out` carries memkit's signature
+    and holds only the files and folders a run writes: never a `.git`, a source
+    file or a note of the user's. Was: any folder holding a `manifest.json` was
+    deleted whole."""
+    import shutil
+
+    foreign = _foreign(out)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (
+            f" (+{len(foreign) - 5} more)" if len(foreign) > 5 else ""
+        )
+        raise ConfigError(
+            f"refusing to clear {str(out)!r}: it holds files memkit did not write ({shown}); "
+            "choose another --out"
+        )
+    if not _signed(out):
+        raise ConfigError(
+            f"refusing to clear {str(out)!r}: it is not a memkit run folder (no manifest.json "
+            "memkit wrote, no units/ of a killed run); choose another --out"
+        )
+    for e in os.scandir(out):
+        if e.name == LOCK_FILE:
+            continue
+        if e.is_dir(follow_symlinks=False):
+            shutil.rmtree(e.path)
+        else:
+            os.unlink(e.path)
+
+
 def prepare_run_dir(
     out: Path,
     config: dict[str, Any],
@@ -208,31 +355,19 @@ def prepare_run_dir(
 ) -> None:
     """Refuse to write a run into a folder that holds another one.
 
-    An empty or missing folder is fine. Otherwise `overwrite` clears it first
-    (only if it is a run folder: it must hold manifest.json or units/), and
+    An empty or missing folder is fine. Otherwise `overwrite` clears what a run
+    wrote there (`clear_run_dir`: refused for a folder memkit did not write), and
     `resume` continues it only when it holds this very configuration: a killed
     run's `units/<resume_key>` or a finished run's manifest with the same config.
+    Call it through `claim_run_dir`, which holds the folder's lock meanwhile.
     """
-    import shutil
-
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other")
+    _check_target(out, resume=resume, overwrite=overwrite)
     if not out.exists():
-        if resume:
-            raise ConfigError(f"nothing to resume: {str(out)!r} does not exist")
         return
-    if not out.is_dir():
-        raise ConfigError(f"{str(out)!r} is a file, not a run folder")
-    if not any(out.iterdir()):
+    if not any(p.name != LOCK_FILE for p in out.iterdir()):
         return
-    is_run = any((out / f).exists() for f in ("manifest.json", "units", INCOMPLETE))
     if overwrite:
-        if not is_run:
-            raise ConfigError(
-                f"{str(out)!r} is not a run folder (no manifest.json, units/ or {INCOMPLETE}); "
-                "refusing to clear it: choose another --out"
-            )
-        shutil.rmtree(out)
+        clear_run_dir(out)
         return
     if not resume:
         raise ConfigError(

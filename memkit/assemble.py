@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Protocol
 
 from memkit.errors import ConfigError
 from memkit.params import AssemblyParams, RecallParams
-from memkit.text import TRUNCATED_MARKER, fold_accents, truncate_bytes
+from memkit.text import LINE_BREAKING, TRUNCATED_MARKER, fold_accents, one_line, truncate_bytes
 from memkit.types import Memory, Recalled
 
 log = logging.getLogger(__name__)
@@ -231,6 +231,10 @@ def assemble_block(
     stopped: list[str] = []
     lines = [_PREAMBLE]
     for i, (m, content, size) in enumerate(kept):
+        # one entry, one line (memkit, SPEC §5.4); isprintable() is the cheap pre-check
+        if not content.isprintable() and LINE_BREAKING.search(content):
+            content = one_line(content)
+            size = len(content.encode("utf-8"))
         cut = 0 < entry_cap < size
         if cut:
             full = size

@@ -11,7 +11,8 @@ broken decoder is refused here, not deep inside a write).
 
 Each validator returns its (unchanged) value, so a call site reads
 `scope_id = check_scope(scope_id)`. The model-facing tools keep their own
-decoding (their refusals are `ToolError`s) but share `utf8_problem`.
+decoding (their refusals are `ToolError`s) but share `text_problem`: not UTF-8, or
+a NUL (U+0000), which Postgres text cannot store, so both backends refuse it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ MAX_CONTENT_BYTES = 65_536
 """Largest memory content the store accepts (UTF-8 bytes). 8x the SPEC's lesson
 bound: room for a long procedure, while one write's redaction, trigram and
 SQLite work stays in milliseconds (a 10 MB write is refused in well under 1 s)."""
+
+MAX_SCOPE_BYTES = 1_024
+"""Longest scope id the store accepts (UTF-8 bytes), on both backends. Postgres keys
+its `scopes` rows and indexes on the scope id, and a B-tree entry holds at most ~2.7 KB
+(a longer one raised psycopg's ProgramLimitExceeded where SQLite stored it): one bound,
+well inside that, keeps one error contract."""
 
 LIMIT_MIN, LIMIT_MAX = -(2**31), 2**31 - 1
 """Integer limits outside this range are refused (SQLite would overflow at 2**63;
@@ -57,11 +64,24 @@ def utf8_problem(text: str) -> str | None:
     return None
 
 
-def check_text(value: Any, name: str, *, blank: bool = False, max_bytes: int | None = None) -> str:
-    """A string, UTF-8 encodable, non-blank unless `blank`, at most `max_bytes`."""
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot be stored on either backend, or None: not UTF-8, or a NUL
+    (U+0000), which Postgres text cannot hold (SQLite can; one contract refuses it on
+    both)."""
+    problem = utf8_problem(text)
+    if problem is None and "\x00" in text:
+        problem = f"not storable (a NUL, U+0000, at index {text.index(chr(0))})"
+    return problem
+
+
+def check_text(
+    value: Any, name: str, *, blank: bool = False, max_bytes: int | None = None, stored: bool = True
+) -> str:
+    """A string, non-blank unless `blank`, at most `max_bytes`, storable (`text_problem`)
+    or, when not `stored` (a query, only searched for), UTF-8 encodable."""
     if not isinstance(value, str):
         raise _refuse(name, value, f"must be a string, not {type(value).__name__}")
-    problem = utf8_problem(value)
+    problem = text_problem(value) if stored else utf8_problem(value)
     if problem:
         raise _refuse(name, value, f"is {problem}")
     if not blank and not value.strip():
@@ -74,8 +94,9 @@ def check_text(value: Any, name: str, *, blank: bool = False, max_bytes: int | N
 
 
 def check_scope(value: Any, name: str = "scope_id") -> str:
-    """A scope id: a non-blank string (never a number or None)."""
-    return check_text(value, name)
+    """A scope id: a non-blank string (never a number or None) of at most
+    MAX_SCOPE_BYTES."""
+    return check_text(value, name, max_bytes=MAX_SCOPE_BYTES)
 
 
 def check_id(value: Any, name: str = "memory_id") -> str:
@@ -95,7 +116,7 @@ def check_content(value: Any, name: str = "content", max_bytes: int = MAX_CONTEN
 
 def check_query(value: Any, name: str = "query") -> str:
     """A recall query: any UTF-8 string, blank allowed (blank lists recent rows)."""
-    return check_text(value, name, blank=True)
+    return check_text(value, name, blank=True, stored=False)
 
 
 def check_tags(value: Any, name: str = "tags") -> tuple[str, ...]:

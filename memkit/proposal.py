@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memkit.checks import utf8_problem
+from memkit.checks import text_problem
 from memkit.errors import PROPOSAL_CODES, ConfigError, ProposalError
 from memkit.params import ConsolidationParams
 from memkit.types import CONFIDENCE_INFERRED, KINDS, Change, Entry, Memory, op_of
@@ -324,7 +324,7 @@ def _entry(raw: Any, i: int, scope_id: str, params: ConsolidationParams) -> Entr
     content = raw.get("content")
     if not isinstance(content, str) or not content.strip():
         raise ProposalError("invalid_lesson", f"{where}: content is blank or not a string")
-    problem = utf8_problem(content)
+    problem = text_problem(content)
     if problem:
         raise ProposalError("invalid_lesson", f"{where}: content is {problem}")
     if _blen(content) > params.content_bytes:
@@ -340,7 +340,7 @@ def _entry(raw: Any, i: int, scope_id: str, params: ConsolidationParams) -> Entr
             "invalid_lesson", f"{where}: tags must be a list of strings, got {tags!r:.80}"
         )
     for t in tags:
-        problem = utf8_problem(t)
+        problem = text_problem(t)
         if problem:
             raise ProposalError("invalid_lesson", f"{where}: a tag is {problem}")
     if len(tags) > params.max_tags:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from memkit.errors import SchemaError
+from memkit.errors import ConfigError, SchemaError
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -123,6 +123,34 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
 """(version, DDL) pairs; version n is applied when user_version < n."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+MEMKIT_TABLES = frozenset({"meta", "memories", "rollouts"})
+"""Tables every memkit store holds from migration 1 on: how a memkit file is told apart."""
+
+
+def check_own_file(conn: sqlite3.Connection, path: str, *, empty_ok: bool) -> None:
+    """Refuse a database memkit did not make, reading only (the file stays as it was).
+
+    A file with tables but not memkit's, a `user_version` without memkit's tables, or
+    bytes that are not SQLite is a ConfigError naming the path; so is an empty
+    database unless `empty_ok` (a read-write open creates the store in it). Was: the
+    read-write open added memkit's tables to another application's database."""
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    except sqlite3.DatabaseError as e:
+        raise ConfigError(f"{path!r} is not a memkit store ({e})") from None
+    tables = {r[0] for r in rows}
+    if tables >= MEMKIT_TABLES or (empty_ok and not tables and version == 0):
+        return
+    if empty_ok and not tables and version > SCHEMA_VERSION:
+        return  # `migrate` refuses it, naming the newer schema
+    if not tables:
+        raise ConfigError(f"{path!r} is not a memkit store (no memkit tables)")
+    shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+    raise ConfigError(
+        f"{path!r} is not a memkit store (it holds other tables: {shown}); memkit opens "
+        "its own files or an empty one, and leaves this one as it is"
+    )
 
 
 def migrate(conn: sqlite3.Connection) -> int:

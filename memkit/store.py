@@ -71,7 +71,7 @@ from memkit.params import (
 from memkit.parking import PROVIDER_CODES, failure_class, plan
 from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
-from memkit.schema import SCHEMA_VERSION, migrate
+from memkit.schema import SCHEMA_VERSION, check_own_file, migrate
 from memkit.store_db import SQLiteDb
 from memkit.store_index import Indexes, LiveRow, Write
 from memkit.store_rows import COLS, Row
@@ -1214,6 +1214,7 @@ class SQLiteStore(SQLStore):
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            check_own_file(conn, str(path), empty_ok=True)  # before WAL mode rewrites the header
             if str(path) != ":memory:":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -1301,10 +1302,8 @@ def _connect_read_only(path: str, emb: Embedder | None) -> sqlite3.Connection:
         uri, uri=True, isolation_level=None, check_same_thread=False, factory=SQLiteDb
     )
     try:
+        check_own_file(conn, path, empty_ok=False)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not {"meta", "memories", "rollouts"} <= tables:
-            raise ConfigError(f"{path!r} is not a memkit store (no memkit tables)")
         if version != SCHEMA_VERSION:
             raise ConfigError(
                 f"store {path!r} has schema version {version}, this memkit reads "

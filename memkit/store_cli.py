@@ -5,6 +5,9 @@ a missing, empty, foreign or corrupt file is refused in one line and left
 byte-for-byte as it was. `recall` reopens the store with the embedder
 recorded in it (no mismatch possible); `stats` and `history` never load a
 model. An unknown `--scope` is refused with the scopes the store holds.
+Stored text is printed through `memkit.text.terminal_safe` (control characters,
+terminal escapes and bidi overrides as visible escapes); `--json` escapes them
+as JSON does (ASCII only).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from memkit.errors import ConfigError, MemkitError, did_you_mean
 from memkit.params import RecallParams
 from memkit.store import SQLiteStore
 from memkit.stores import open_store
+from memkit.text import terminal_safe as safe
 from memkit.types import KINDS, Memory
 
 
@@ -75,12 +79,12 @@ def _stats(args: argparse.Namespace) -> int:
     print(
         f"{args.db}: {total['rows']} rows ({total['live']} live, {total['superseded']} "
         f"superseded, {total['retracted']} retracted) in {total['scopes']} scope(s); "
-        f"embedder {total['embedder'] or 'none'}; rollouts {total['rollouts_pending']} "
+        f"embedder {safe(total['embedder'] or 'none')}; rollouts {total['rollouts_pending']} "
         f"pending, {total['rollouts_consumed']} consumed"
     )
     head = ["scope", "live", *KINDS, "superseded", "retracted"]
     rows = [
-        [s, st["live"], *(st["by_kind"][k] for k in KINDS), st["superseded"], st["retracted"]]
+        [safe(s), st["live"], *(st["by_kind"][k] for k in KINDS), st["superseded"], st["retracted"]]
         for s, st in per_scope.items()
     ]
     width = max([len(head[0]), *(len(r[0]) for r in rows)])
@@ -113,7 +117,7 @@ def _recall(args: argparse.Namespace) -> int:
         return 0
     for h in hits:
         if h.path == "keyword":
-            why = f"keywords={h.keywords_matched} (keyword path: {h.fallback})"
+            why = f"keywords={safe(str(h.keywords_matched))} (keyword path: {h.fallback})"
         else:
             parts = [] if h.cosine is None else [f"cos={h.cosine:.3f}"]
             if h.confidence_weight is not None:
@@ -121,7 +125,8 @@ def _recall(args: argparse.Namespace) -> int:
             if h.keywords_matched is not None:
                 parts.append(f"keywords={h.keywords_matched}")
             why = " ".join(parts) + (" (fused)" if h.path == "hybrid" else "")
-        print(f"{h.score:7.4f} {h.path:<7} {h.id} ({h.kind}) {why}\n        {h.content}")
+        print(f"{h.score:7.4f} {h.path:<7} {safe(h.id)} ({safe(h.kind)}) {why}")
+        print(f"        {safe(h.content)}")
     if not hits:
         print("(nothing recalled)")
     return 0
@@ -136,7 +141,8 @@ def _history(args: argparse.Namespace) -> int:
         return 0
     for m in chain:
         state = "live" if m.live else ("retracted" if m.retracted else f"-> {m.superseded_by}")
-        print(f"{m.id} ({m.kind}, seen {m.seen_count}, {state})\n        {m.content}")
+        print(f"{safe(m.id)} ({safe(m.kind)}, seen {m.seen_count}, {safe(state)})")
+        print(f"        {safe(m.content)}")
     return 0
 
 

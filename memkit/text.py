@@ -36,6 +36,39 @@ def _forward_to_start(b: bytes, i: int) -> int:
     return i
 
 
+LINE_BREAKING = re.compile("\r\n|[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Line breaks (LF, CR, CRLF as one, VT, FF, U+0085, U+2028, U+2029, and the
+FS/GS/RS separators `str.splitlines` also splits on) and every other C0/C1
+control character or DEL."""
+
+
+def one_line(s: str) -> str:
+    """`s` with each line break (CRLF counted once) and control character as one space.
+
+    For text that must stay on its line (a prompt-block entry, SPEC §5.4 extension):
+    no content can start a bullet, a heading or a second entry."""
+    return LINE_BREAKING.sub(" ", s)
+
+
+_UNSAFE_ON_A_TERMINAL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def terminal_safe(s: str) -> str:
+    """`s` for a terminal: control characters (so ESC, and with it CSI and OSC 52
+    clipboard writes), line breaks and bidi overrides/isolates/marks as visible
+    escapes (`\\x1b`, `\\n`, `\\u202e`). Stored text printed by a command line
+    can then neither drive the terminal nor reorder what a reader sees."""
+    return _UNSAFE_ON_A_TERMINAL.sub(_escape, s)
+
+
 def byte_len(s: str) -> int:
     """UTF-8 length of s."""
     return len(s.encode("utf-8"))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memkit.checks import check_scope, utf8_problem
+from memkit.checks import check_scope, text_problem
 from memkit.errors import ConfigError, NotFound, ToolError
 from memkit.text import byte_len, truncate_middle
 from memkit.types import CONFIDENCE_CHOSEN, Memory, Recalled, RememberResult
@@ -179,7 +179,7 @@ def _optional(tool: str, args: Mapping[str, Any], name: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise ToolError(tool, name, f"must be a string, got {type(value).__name__}")
-    problem = utf8_problem(value)
+    problem = text_problem(value)
     if problem:
         raise ToolError(tool, name, f"is {problem}")
     return value.strip()
@@ -206,7 +206,7 @@ def _tags(tool: str, args: Mapping[str, Any]) -> tuple[str, ...] | None:
     for i, tag in enumerate(value):
         if not isinstance(tag, str):
             raise ToolError(tool, "tags", f"item {i} must be a string, got {type(tag).__name__}")
-        problem = utf8_problem(tag)
+        problem = text_problem(tag)
         if problem:
             raise ToolError(tool, "tags", f"item {i} is {problem}")
         if tag.strip():

@@ -230,6 +230,7 @@ class ConsolidationWorker:
         self._idle = asyncio.Event()
         self._idle.set()
         self._closed = False
+        self._draining = False
         self._started = False
         self._runner: asyncio.Task[Any] | None = None
         self.wakeups = 0
@@ -298,7 +299,7 @@ class ConsolidationWorker:
         """
         if not isinstance(scope_id, str) or not scope_id:
             raise ConfigError(f"scope id must be a non-empty str, got {scope_id!r}")
-        if self._closed:
+        if self._closed or self._draining:
             return False
         entry = self._entries.get(scope_id)
         if entry is not None:
@@ -338,8 +339,25 @@ class ConsolidationWorker:
         finally:
             await self._stop()
 
-    async def shutdown(self) -> None:
-        """Close, cancel and join every active pass; queued evidence stays pending."""
+    async def shutdown(self, *, drain: bool = False) -> None:
+        """Close, cancel and join every active pass; queued evidence stays pending.
+
+        `drain=True` first finishes the work already submitted: `submit` returns
+        False from then on, the coalescing window is skipped, and every admitted scope runs
+        its passes (a timeout's one retry included) until none is left; then it
+        closes. A short script's `finish_run` thus stores its run before the
+        script exits (without it, a scope still in its window is left pending)."""
+        if drain and not self._closed:
+            self._draining = True
+            now = self._clock()
+            for entry in self._entries.values():
+                if not entry.running and entry.attempt == 1:
+                    entry.due = min(entry.due, now)  # no one left to coalesce with
+            self._wake.set()
+            await asyncio.sleep(0)  # a run() task created just before gets to start
+            if not self._started:  # nobody runs the scheduler: run it for the drain
+                self._runner = asyncio.create_task(self.run())
+            await self._idle.wait()
         await self._stop()
         runner = self._runner
         if runner is not None and runner is not asyncio.current_task() and not runner.done():

@@ -169,6 +169,73 @@ def test_run_refuses_bad_values_before_work(tiny, tmp_path, capsys, flags, says)
 
 
 @pytest.mark.parametrize(
+    "flags, says",
+    [
+        # issue #33 item 4; each was accepted, most ran and recorded another value
+        (["--concurrency", "0"], "--concurrency must be an integer >= 1, got 0"),  # was: ran, 4
+        (["--concurrency", "-1"], "--concurrency must be an integer >= 1, got -1"),
+        (["--replicates", "0"], "--replicates must be an integer >= 1, got 0"),  # was: ran, 1
+        (["--max-failure-share", "7"], "--max-failure-share must be a number in [0, 1], got 7"),
+        (["--max-failure-share", "1.0001"], "in [0, 1], got 1.0001"),  # one past the bound
+        (["--max-failure-share", "-0.01"], "in [0, 1], got -0.01"),
+        (["--max-failure-share", "nan"], "in [0, 1], got nan"),
+        (["--fail-under", "p_at_1=1.5"], "--fail-under p_at_1 must be a number in [0, 1], got 1.5"),
+        (["--fail-under", "p_at_1=-0.1"], "in [0, 1], got -0.1"),
+        (["--fail-under", "input_tokens=-1"], "must be a number >= 0, got -1"),
+        (["--fail-under", "strict_validty=0.5"], "did you mean strict_validity?"),
+        (["--mode", "store"], "--consolidator applies to pipeline mode; --mode store runs none"),
+        (["--timeout", "0"], "--timeout must be a number > 0, got 0"),
+        (["--max-tokens", "0"], "--max-tokens must be an integer >= 1, got 0"),
+        (["--local-server-port", "65536"], "--local-server-port must be a number in [0, 65535]"),
+    ],
+)
+def test_pipeline_run_refuses_out_of_range_values(tiny, tmp_path, capsys, flags, says):
+    out = tmp_path / "r"
+    argv = ["eval", "run", "--dataset", str(tiny), "--out", str(out), "--quiet"]
+    assert main([*argv, "--consolidator", "heuristic", *flags]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--concurrency", "1"],
+        ["--replicates", "1"],
+        ["--max-failure-share", "0"],
+        ["--max-failure-share", "1"],
+        ["--fail-under", "p_at_1=0"],
+        ["--fail-under", "strict_validity=1"],
+    ],
+)
+def test_values_at_their_bounds_are_accepted(tiny, tmp_path, flags):
+    """The other side of each bound above: the value at the bound runs."""
+    argv = ["eval", "run", "--dataset", str(tiny), "--out", str(tmp_path / "r"), "--quiet"]
+    argv += ["--consolidator", "heuristic", "--embedder", "hashing", "--resamples", "20"]
+    assert main([*argv, *flags, "--no-report"]) in (0, 1)  # 1: a floor failed, not a usage error
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    if flags[0] in ("--concurrency", "--replicates"):
+        assert manifest["config"][flags[0][2:]] == 1  # recorded as given
+
+
+def test_consolidator_and_dataset_file_hints(tmp_path, capsys):
+    """Was: a consolidator typo got no "did you mean"; a LongMemEval file given as
+    --dataset said "dataset folder does not exist" though the file exists."""
+    assert main(["eval", "run", "--preset", "bundled", "--consolidator", "herustic"]) == 2
+    assert "unknown consolidator 'herustic' (did you mean heuristic?)" in capsys.readouterr().err
+    f = tmp_path / "longmemeval_oracle.json"
+    f.write_text("[]")
+    assert main(["eval", "run", "--dataset", str(f), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"use --dataset longmemeval:{tmp_path}" in err and err.count("\n") == 1, err
+    g = tmp_path / "notes.txt"
+    g.write_text("x")
+    assert main(["eval", "run", "--dataset", str(g), "--quiet"]) == 2
+    assert "is a file, not a dataset folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
     "grid, says",
     [
         ("floor=0.1,,0.3", "value 2 of '0.1,,0.3' is empty"),  # was: scored an empty point

@@ -222,3 +222,15 @@ def test_the_example_states_what_constrained_decoding_changed():
     manifest = json.loads((example / "manifest.json").read_text())
     assert FREE in manifest["systems"] and SCHEMA in manifest["systems"]
     assert constrained_decoding_table(example) in (example / "README.md").read_text()
+
+
+def test_licence_is_an_spdx_string_with_a_setuptools_that_reads_it():
+    """Issue #33 item 7. Was: `license = {text = "MIT"}` made the first install print four
+    setuptools deprecation warnings; the SPDX string needs setuptools >= 77 to build."""
+    import tomllib
+
+    py = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert py["project"]["license"] == "MIT"
+    floor = [r for r in py["build-system"]["requires"] if r.startswith("setuptools")]
+    assert floor and re.fullmatch(r"setuptools>=(\d+)", floor[0])
+    assert int(re.fullmatch(r"setuptools>=(\d+)", floor[0])[1]) >= 77

@@ -229,11 +229,14 @@ def test_fail_under_exits_1_below_a_floor_and_0_above(tiny, tmp_path, capfd):
             "--resamples", "20", "--no-report", "--quiet"]  # fmt: skip
     assert run_main([*args, "--out", str(tmp_path / "a"), "--fail-under", "recall_at_8=0"]) == 0
     capfd.readouterr()
-    code = run_main([*args, "--out", str(tmp_path / "b"), "--fail-under", "recall_at_8=1.01",
+    code = run_main([*args, "--out", str(tmp_path / "b"), "--fail-under", "p_at_8=1",
                      "--fail-under", "mrr=0"])  # fmt: skip
     err = capfd.readouterr().err
-    assert code == 1 and "FAIL-UNDER: store: recall_at_8 =" in err and "mrr" not in err
+    assert code == 1 and "FAIL-UNDER: store: p_at_8 =" in err and "mrr" not in err
     assert run_main([*args, "--out", str(tmp_path / "c"), "--fail-under", "recal=1"]) == 2
+    # a floor no value can reach is a usage error now (was: run, then exit 1)
+    assert run_main([*args, "--out", str(tmp_path / "d"), "--fail-under", "recall_at_8=1.01"]) == 2
+    assert not (tmp_path / "d").exists()
 
 
 def test_cost_in_significant_figures():

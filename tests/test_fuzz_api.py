@@ -33,6 +33,9 @@ FUZZ_EXAMPLES = 150
 PG_FUZZ_EXAMPLES = 40
 CALLS_PER_EXAMPLE = 8
 
+IDENTIFIERS = ["s" * 1024, "é" * 512, "s" * 1025, "x" * 3000, "s\x00", "\x00", "\udc80 s"]
+"""Identifiers at and past the scope-id bound (1,024 bytes; Postgres's B-tree limit is
+~2.7 KB), with a NUL or not UTF-8 (issue #34 item 5): one contract on both backends."""
 _chars = st.one_of(st.characters(), st.sampled_from(["\ud800", "\udfff", "\x00", "é", " "]))
 texts = st.text(_chars, max_size=12)
 scalars = st.one_of(
@@ -43,6 +46,7 @@ scalars = st.one_of(
     texts,
     st.binary(max_size=6),
     st.sampled_from(["s", "other", "", "  ", "x \ud800", "ops", "fact", "learning", "5"]),
+    st.sampled_from(IDENTIFIERS),
 )
 anything = st.recursive(
     scalars,
@@ -53,7 +57,7 @@ anything = st.recursive(
     ),
     max_leaves=6,
 )
-scope = st.one_of(st.just("s"), st.just("s"), anything)
+scope = st.one_of(st.just("s"), st.just("s"), st.sampled_from(IDENTIFIERS), anything)
 
 
 def _state(store) -> dict:

@@ -90,7 +90,7 @@ def test_overwrite_clears_the_folder_first(tiny, tmp_path, capsys):
     (stranger / "todo.txt").write_text("keep me")
     capsys.readouterr()
     assert _run(tiny, "--out", str(stranger), "--overwrite") == 2
-    assert "not a run folder" in capsys.readouterr().err
+    assert "refusing to clear" in capsys.readouterr().err
     assert (stranger / "todo.txt").read_text() == "keep me"
 
 

@@ -234,11 +234,10 @@ def test_postgres_refuses_the_same(make_store, backend, method, call, argument):
     ],
     ids=["content", "scope", "recall-scope"],
 )
-def test_postgres_refuses_nul_in_text_and_changes_nothing(make_store, backend, call):
-    """Postgres text cannot hold U+0000 (SQLite can): a MemkitError, never a driver
-    error (found by the API fuzz on Postgres)."""
-    if backend != "postgres":
-        pytest.skip("SQLite stores U+0000 in text")
+def test_both_backends_refuse_nul_in_text_and_change_nothing(make_store, call):
+    """Postgres text cannot hold U+0000: a MemkitError, never a driver error (found by the
+    API fuzz on Postgres), and SQLite refuses it too (issue #34 item 5: one contract;
+    was: SQLite stored it)."""
     s = make_store(embedder="hashing")
     s.remember("s", "The deploy script is ops/deploy.sh", tags=["ops"])
     before = s.stats(), s.live("s")

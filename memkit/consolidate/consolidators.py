@@ -22,7 +22,7 @@ from memkit.consolidate.heuristic import HeuristicConsolidator
 from memkit.consolidate.recording import is_recording, read_recording
 from memkit.consolidate.reply import Consolidator, Reply, local_reply
 from memkit.consolidate.request import ConsolidationRequest
-from memkit.errors import ConfigError, ProviderError
+from memkit.errors import ConfigError, ProviderError, did_you_mean
 from memkit.llm import CallAttempt, RetryPolicy
 from memkit.params import ConsolidationParams
 from memkit.proposal import proposal_response_format
@@ -298,6 +298,10 @@ class ReplayConsolidator:
         return err
 
 
+CONSOLIDATOR_KINDS = ("litellm", "heuristic", "oracle", "replay")
+"""The kinds of consolidator spec `get_consolidator` knows (for its "did you mean")."""
+
+
 def get_consolidator(spec: str, **options: Any) -> Consolidator:
     """`litellm:<model>` | `heuristic` | `oracle` (needs `gold=`) |
     `replay:<recording.jsonl>` | `replay:<run-dir>`."""
@@ -314,7 +318,8 @@ def get_consolidator(spec: str, **options: Any) -> Consolidator:
         return OracleConsolidator(**options)
     if kind == "replay" and arg:
         return ReplayConsolidator(arg, **options)
+    hint = did_you_mean(kind, CONSOLIDATOR_KINDS) if kind not in CONSOLIDATOR_KINDS else ""
     raise ConfigError(
-        f"unknown consolidator {spec!r} (want litellm:<model>, heuristic, oracle, "
+        f"unknown consolidator {spec!r}{hint} (want litellm:<model>, heuristic, oracle, "
         "replay:<recording.jsonl or run dir>)"
     )
