@@ -264,6 +264,15 @@ class PostgresStore(SQLStore):
                 self._conn.conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         super().close()
 
+    def reembed(self, embedder: str | Embedder, **options: Any) -> Any:
+        """`SQLStore.reembed`; then the HNSW index (dropped by the move: it casts to
+        the old dimension) is built again at the new one when this store uses it."""
+        report = super().reembed(embedder, **options)
+        self._dim = None
+        if self.ann == "hnsw":
+            self._ensure_hnsw()
+        return report
+
     # -- lifecycle --------------------------------------------------------------
 
     @classmethod
