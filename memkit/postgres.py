@@ -265,13 +265,9 @@ class PostgresStore(SQLStore):
         super().close()
 
     def reembed(self, embedder: str | Embedder, **options: Any) -> Any:
-        """`SQLStore.reembed`; then the HNSW index (dropped by the move: it casts to
-        the old dimension) is built again at the new one when this store uses it."""
-        report = super().reembed(embedder, **options)
-        self._dim = None
-        if self.ann == "hnsw":
-            self._ensure_hnsw()
-        return report
+        """`SQLStore.reembed`, then the HNSW index (dropped: it cast to the old dim) rebuilt."""
+        report, self._dim = super().reembed(embedder, **options), None
+        return report if self.ann != "hnsw" else (self._ensure_hnsw(), report)[1]
 
     # -- lifecycle --------------------------------------------------------------
 
