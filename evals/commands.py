@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memkit.errors import ConfigError, MemkitError, did_you_mean
+from memkit.errors import ConfigError, MemkitError, MissingExtra, did_you_mean
 
 DEFAULT_ROOT = Path("reports")
 """Where `memkit eval list` looks by default: every run folder under it, at any depth."""
@@ -55,7 +55,7 @@ def guarded(prog: str) -> Callable:
             argv = list(sys.argv[1:] if argv is None else argv)
             try:
                 return int(fn(argv) or 0)
-            except RunFailed as e:
+            except (RunFailed, MissingExtra) as e:
                 print(f"{prog}: {e}", file=sys.stderr)
                 return 1
             except MemkitError as e:  # bad values, names, datasets, configuration
@@ -104,9 +104,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--embedder",
         action="append",
-        help="wordllama (default, offline), hashing, litellm:<model>, or none (keyword "
-        "only); eval run takes it repeated: one store system per embedder (store@<name>) "
-        "on the same probes, compared pairwise",
+        help="wordllama (default, offline), minilm (offline, the embed extra), hashing, "
+        "litellm:<model>, or none (keyword only); eval run takes it repeated: one store "
+        "system per embedder (store@<name>) on the same probes, compared pairwise",
     )
     p.add_argument(
         "--set",
@@ -875,12 +875,13 @@ def _bench(module: str) -> Callable[[], Callable]:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """benchmarks: store, assemble, harness, redact"""
+    """benchmarks: store, assemble, harness, redact, embed"""
     table = {
         "store": _bench("evals.bench_store"),
         "assemble": _bench("evals.bench_assemble"),
         "harness": _bench("evals.bench_harness"),
         "redact": _bench("evals.bench_redact"),
+        "embed": _bench("evals.bench_embed"),
     }
     return _group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])

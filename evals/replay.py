@@ -109,9 +109,13 @@ class CachingEmbedder:
     """
 
     def __init__(self, inner: Any):
+        from memkit.embed import default_floor_of, fingerprint_of
+
         self.inner = inner
         self.name = inner.name
         self.dim = inner.dim
+        self.fingerprint = fingerprint_of(inner)
+        self.default_floor = default_floor_of(inner)
         self._cache: dict[str, np.ndarray] = {}
         self.calls = 0
         self.errors = 0

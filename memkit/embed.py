@@ -1,4 +1,5 @@
-"""Embedders: WordLlama (offline default), a scikit-learn hashing baseline, LiteLLM.
+"""Embedders: WordLlama (offline default), MiniLM (a sentence transformer, offline,
+in `memkit.minilm`), a scikit-learn hashing baseline, LiteLLM.
 
 Every embedder returns float32 rows that are L2-normalised (a zero row stays
 zero), so the store can score by a plain dot product. Heavy imports happen on
@@ -17,6 +18,7 @@ every batch size. Leaves out any ANN or vector storage (the store's).
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import re
@@ -27,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from memkit.errors import ConfigError
+from memkit.params import DEFAULT_FLOOR
 
 EMBED_MAX_BYTES = 8192
 """(memkit) UTF-8 bytes of a text that are embedded (the SPEC's lesson bound; a
@@ -50,7 +53,12 @@ def _bounded(texts: Sequence[str]) -> list[str]:
 
 @runtime_checkable
 class Embedder(Protocol):
-    """What the store needs from an embedder: a stable name, a dimension, rows."""
+    """What the store needs from an embedder: a stable name, a dimension, rows.
+
+    Optional attributes: `fingerprint` (str; what identifies its weights, recorded
+    by a store beside the name; see `fingerprint_of`) and `default_floor`
+    (float; the vector-path floor `RecallParams(floor=None)` means with it;
+    see `default_floor_of`)."""
 
     name: str
     dim: int
@@ -70,6 +78,33 @@ def normalize_rows(x: np.ndarray) -> np.ndarray:
     norms = np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True))
     np.divide(x, norms, out=x, where=norms > 0)
     return x
+
+
+def fingerprint_of(emb: Embedder) -> str:
+    """What identifies `emb`'s vectors: its `fingerprint` attribute (the built-in
+    embedders hash their weights' identity), else a hash of its name and dimension."""
+    fp = getattr(emb, "fingerprint", None)
+    if isinstance(fp, str) and fp:
+        return fp
+    return hashlib.sha256(f"{emb.name}:{int(emb.dim)}".encode()).hexdigest()[:16]
+
+
+def embedder_meta(emb: Embedder) -> dict[str, str]:
+    """The store `meta` rows that name an embedder: name, dimension, fingerprint."""
+    return {
+        "embedder": emb.name,
+        "embedder_dim": str(int(emb.dim)),
+        "embedder_fingerprint": fingerprint_of(emb),
+    }
+
+
+def default_floor_of(emb: Embedder | None) -> float:
+    """The floor recall uses with `emb` when the caller sets none: its own
+    `default_floor` (cosine scales differ between models), else `DEFAULT_FLOOR`."""
+    floor = getattr(emb, "default_floor", None)
+    if isinstance(floor, int | float) and not isinstance(floor, bool) and 0 <= floor <= 1:
+        return float(floor)
+    return DEFAULT_FLOOR
 
 
 # --- WordLlama ---------------------------------------------------------------
@@ -191,10 +226,21 @@ def _wordllama_mean(loaded: tuple[Any, Callable[[str], list[int]]], text: str) -
 class WordLlamaEmbedder:
     """The default: WordLlama's 256-d weights ship inside the wheel (offline, fast)."""
 
+    default_floor = DEFAULT_FLOOR
+
     def __init__(self, dim: int = 256, config: str = "l2_supercat"):
         self.dim = dim
         self.config = config
         self.name = f"wordllama-{dim}"
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """The installed WordLlama version, its config and dimension (its weights
+        ship inside that version's wheel)."""
+        from importlib.metadata import version
+
+        ident = f"wordllama {version('wordllama')} {self.config} {self.dim}"
+        return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = _bounded(texts)
@@ -204,6 +250,31 @@ class WordLlamaEmbedder:
             for i, text in enumerate(texts):
                 out[i] = _wordllama_mean(loaded, text)
         return normalize_rows(out)
+
+
+# --- MiniLM ------------------------------------------------------------------
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384-d), a sentence transformer, on onnxruntime from
+    installed files only (`memkit.minilm`: the `embed` extra)."""
+
+    name = "minilm-384"
+    dim = 384
+
+    def __init__(self) -> None:
+        """Refuses at once when the extra is missing: a store must not learn
+        only at its first write that it cannot embed."""
+        from memkit import minilm
+
+        minilm.check_installed()
+        self.fingerprint = minilm.FINGERPRINT
+        self.default_floor = minilm.DEFAULT_FLOOR
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from memkit.minilm import pooled
+
+        return normalize_rows(pooled(_bounded(texts)))
 
 
 # --- hashing ------------------------------------------------------------------
@@ -220,6 +291,9 @@ class HashingEmbedder:
             raise ConfigError(f"hashing embedder dim must be >= 2, got {dim}")
         self.dim = dim
         self.name = f"hashing-{dim}"
+        self.fingerprint = hashlib.sha256(
+            f"sklearn-hashing word1-2 char_wb3-5 {dim}".encode()
+        ).hexdigest()[:16]
         self._vecs: tuple[Any, Any] | None = None
 
     def _vectorizers(self) -> tuple[Any, Any]:
@@ -258,6 +332,7 @@ class LiteLLMEmbedder:
             )
         self.model = model
         self.name = f"litellm:{model}"
+        self.fingerprint = hashlib.sha256(self.name.encode()).hexdigest()[:16]
         self.dim = int(dim or 0)
         self.options = options
 
@@ -278,8 +353,9 @@ class LiteLLMEmbedder:
 
 
 def get_embedder(spec: str | Embedder | None) -> Embedder | None:
-    """Resolve an embedder spec: "wordllama[-D]", "hashing[-D]", "litellm:<model>",
-    an Embedder instance (returned as is) or None (keyword-only store)."""
+    """Resolve an embedder spec: "wordllama[-D]", "minilm[-384]", "hashing[-D]",
+    "litellm:<model>", an Embedder instance (returned as is) or None (keyword-only
+    store). A spec is also what a store records: an embedder's `name` resolves too."""
     if spec is None or (isinstance(spec, Embedder) and not isinstance(spec, str)):
         return spec
     if not isinstance(spec, str):
@@ -292,10 +368,13 @@ def get_embedder(spec: str | Embedder | None) -> Embedder | None:
         raise ConfigError(f"unknown embedder spec {spec!r}")
     if base == "wordllama":
         return WordLlamaEmbedder(int(dim) if dim else 256)
+    if base == "minilm" and dim in ("", "384"):
+        return MiniLMEmbedder()
     if base == "hashing":
         return HashingEmbedder(int(dim) if dim else 256)
     if base in ("none", ""):
         return None
     raise ConfigError(
-        f"unknown embedder spec {spec!r} (want wordllama, hashing[-D], litellm:<model> or None)"
+        f"unknown embedder spec {spec!r} "
+        "(want wordllama, minilm, hashing[-D], litellm:<model> or None)"
     )

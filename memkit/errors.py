@@ -40,7 +40,12 @@ class ConfigError(MemkitError, ValueError):
 
 
 class EmbedderMismatch(ConfigError):
-    """The store was built with another embedder name or dimension."""
+    """The store was built with another embedder (name, dimension or fingerprint),
+    or a `reembed` to another one is unfinished; the message names both."""
+
+
+class MissingExtra(ConfigError):
+    """An optional dependency is not installed; the message names the extra to install."""
 
 
 class NotFound(MemkitError, KeyError):

@@ -14,13 +14,19 @@ from memkit.errors import ConfigError
 
 DAY = 86_400.0
 
+DEFAULT_FLOOR = 0.25
+"""The SPEC's vector-path floor, found on WordLlama's cosine scale: the floor of
+every embedder that names none of its own (`memkit.embed.default_floor_of`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RecallParams:
     """Store ranking (SPEC §4)."""
 
-    floor: float = 0.25
-    """Vector-path relevance floor: rows with cosine below it are dropped."""
+    floor: float | None = None
+    """Vector-path relevance floor: rows with cosine below it are dropped. (memkit)
+    None: the store's embedder's own `default_floor` (cosine scales differ between
+    models: 0.25 = `DEFAULT_FLOOR` for WordLlama, MiniLM its own; README)."""
     half_life_days: float = 30.0
     """Recency decay half-life, from last_seen_at (fallback created_at)."""
     recency_share: float = 0.3

@@ -264,6 +264,11 @@ class PostgresStore(SQLStore):
                 self._conn.conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         super().close()
 
+    def reembed(self, embedder: str | Embedder, **options: Any) -> Any:
+        """`SQLStore.reembed`, then the HNSW index (dropped: it cast to the old dim) rebuilt."""
+        report, self._dim = super().reembed(embedder, **options), None
+        return report if self.ann != "hnsw" else (self._ensure_hnsw(), report)[1]
+
     # -- lifecycle --------------------------------------------------------------
 
     @classmethod

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memkit.errors import ConfigError
-from memkit.params import DAY, RecallParams
+from memkit.params import DAY, DEFAULT_FLOOR, RecallParams
 
 
 def decay(age_s: np.ndarray, half_life_days: float) -> np.ndarray:
@@ -75,7 +75,8 @@ def rank_vector(
     cosine = np.asarray(cosine)
     if cosine.dtype != np.float32:
         cosine = cosine.astype(np.float64, copy=False)
-    keep = np.flatnonzero(cosine >= _floor_for(cosine.dtype, params.floor))
+    floor = DEFAULT_FLOOR if params.floor is None else params.floor  # a store resolves None
+    keep = np.flatnonzero(cosine >= _floor_for(cosine.dtype, floor))
     cos = cosine[keep].astype(np.float64, copy=False)
     cw = confidence_weight(np.asarray(confidence)[keep], params)
     dec = decay(now - np.asarray(recency_ts, dtype=np.float64)[keep], params.half_life_days)

@@ -51,7 +51,13 @@ import numpy as np
 from memkit import checks as ck
 from memkit import rank
 from memkit import store_rows as sql
-from memkit.embed import Embedder, get_embedder, normalize_rows
+from memkit.embed import (
+    Embedder,
+    default_floor_of,
+    embedder_meta,
+    get_embedder,
+    normalize_rows,
+)
 from memkit.errors import (
     ANSWER_CODES,
     AlreadyConsumed,
@@ -445,16 +451,19 @@ class SQLStore:
 
         Vector path first (when an embedder is set, or `query_embedding` is
         given, and the query is non-empty); if embedding fails or nothing
-        clears the floor, the keyword path answers. With `params.hybrid="rrf"`
-        (memkit) the vector path's ranking is fused with every keyword match
-        (`_recall_hybrid`, path "hybrid"). The query is embedded before the
-        store lock is taken.
+        clears the floor, the keyword path answers. `params.floor=None` (the
+        default) is the store's embedder's `default_floor` (memkit). With
+        `params.hybrid="rrf"` (memkit) the vector path's ranking is fused with every
+        keyword match (`_recall_hybrid`, path "hybrid"). The query is embedded before
+        the store lock is taken.
         """
         ck.check_scope(scope_id)
         ck.check_query(query)
         ck.check_int(limit, "limit")
         ck.check_type(params, "params", RecallParams)
         given = None if query_embedding is None else _query_vector(query_embedding)
+        if params.floor is None:
+            params = dataclasses.replace(params, floor=default_floor_of(self.embedder))
         q, why = None, None
         if not query.strip():
             why = "empty_query"
@@ -699,7 +708,31 @@ class SQLStore:
             "rollouts_parked_with_others": parked - alone,
             "embedder": meta.get("embedder"),
             "embedder_dim": int(meta["embedder_dim"]) if "embedder_dim" in meta else None,
+            "embedder_fingerprint": meta.get("embedder_fingerprint"),
+            "reembed_to": meta.get("reembed_to"),
         }
+
+    def reembed(
+        self,
+        embedder: str | Embedder,
+        *,
+        batch: int = 256,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Any:
+        """(memkit) Re-embed every row in place with `embedder`, batch by batch,
+        resumable after a kill (`memkit.reembed`); afterwards the store records
+        and uses it. Returns a `memkit.reembed.ReembedReport`. Open the store
+        with `embedder=None` to move it off an embedder it refuses."""
+        from memkit.reembed import reembed
+
+        emb = get_embedder(embedder)
+        if emb is None:
+            raise ConfigError("reembed needs an embedder (got None)")
+        with self._lock:
+            report = reembed(self._conn, emb, where=self.path, batch=batch, progress=progress)
+            self._ix.forget()
+            self.embedder, self._ix = emb, Indexes(self._conn, int(emb.dim))
+        return report
 
     def digest(self) -> dict[str, Any]:
         """What is stored, summarised: row counts and a SHA-256 over every column
@@ -1256,36 +1289,66 @@ class SQLiteStore(SQLStore):
 
 
 def record_embedder(conn: Any, emb: Embedder | None, where: str) -> None:
-    """Record `emb` as the store's embedder on first use, under the store-wide write
-    lock; EmbedderMismatch if another one is recorded (either backend's connection)."""
+    """Record `emb` as the store's embedder (name, dimension, fingerprint) on
+    first use, under the store-wide write lock; EmbedderMismatch if another one
+    is recorded or a reembed is unfinished (either backend's connection). A
+    store that records a name and dimension but no fingerprint (written before
+    memkit recorded one) adopts the opener's fingerprint when name and dimension
+    agree: they were the whole identity it was written under."""
     if emb is None:
         return
     conn.begin_write(None)
     try:
-        if check_recorded_embedder(conn, emb, where) is None:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('embedder', ?), ('embedder_dim', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (emb.name, str(int(emb.dim))),
-            )
+        meta = check_recorded_embedder(conn, emb, where)
+        want = embedder_meta(emb)
+        missing = [(k, v) for k, v in want.items() if k not in meta]
+        if missing:
+            for key, value in missing:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                    (key, value),
+                )
         conn.end_write(True)
     except BaseException:
         conn.end_write(False)
         raise
 
 
-def check_recorded_embedder(conn: Any, emb: Embedder, path: str) -> str | None:
-    """The embedder name the store records (None: none yet); EmbedderMismatch if not `emb`."""
+def describe_embedder(meta: Mapping[str, str], prefix: str = "embedder") -> str:
+    """'name' (dim D, fingerprint F) from a store's meta rows (or an embedder's)."""
+    fp = meta.get(f"{prefix}_fingerprint") or "not recorded"
+    return f"{meta.get(prefix)!r} (dim {meta.get(f'{prefix}_dim')}, fingerprint {fp})"
+
+
+def check_recorded_embedder(conn: Any, emb: Embedder, path: str) -> dict[str, str]:
+    """The store's meta rows; EmbedderMismatch (naming both) unless the recorded
+    embedder (if any) is `emb` by name, dimension and, when recorded, fingerprint,
+    or while a `reembed` is unfinished."""
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    name, dim = meta.get("embedder"), meta.get("embedder_dim")
-    if name is not None and (
-        name != emb.name or (int(dim or 0) and emb.dim and int(dim) != int(emb.dim))
-    ):
+    mine = embedder_meta(emb)
+    how = f"memkit store reembed --db {path} --embedder {emb.name}"
+    if "reembed_to" in meta:
         raise EmbedderMismatch(
-            f"store {path!r} was built with embedder {name!r} (dim {dim}); "
-            f"refusing to open it with {emb.name!r} (dim {emb.dim})"
+            f"store {path!r} is being re-embedded from {describe_embedder(meta)} to "
+            f"{describe_embedder(meta, 'reembed_to')}, unfinished; refusing to open it with "
+            f"{describe_embedder(mine)}: run `memkit store reembed --db {path} --embedder "
+            f"{meta['reembed_to']}` to finish"
         )
-    return name
+    if meta.get("embedder") is None:
+        return meta
+    differs = [
+        k
+        for k in mine
+        if k in meta
+        and meta[k] != mine[k]
+        and not (k == "embedder_dim" and "0" in (meta[k], mine[k]))  # a dim learned later
+    ]
+    if differs:
+        raise EmbedderMismatch(
+            f"store {path!r} was built with embedder {describe_embedder(meta)}; refusing to "
+            f"open it with {describe_embedder(mine)}; re-embed it first: `{how}`"
+        )
+    return meta
 
 
 def _connect_read_only(path: str, emb: Embedder | None) -> sqlite3.Connection:

@@ -1,6 +1,7 @@
-"""`memkit store {stats,recall,history} --db PATH ...`: inspect a store from a shell.
+"""`memkit store {stats,recall,history,copy,reembed} --db PATH ...`: a store from a shell.
 
-Read-only on what it inspects: the store is opened with `read_only=True`, so
+`stats`, `recall` and `history` are read-only on what they inspect: the store is
+opened with `read_only=True`, so
 a missing, empty, foreign or corrupt file is refused in one line and left
 byte-for-byte as it was. `recall` reopens the store with the embedder
 recorded in it (no mismatch possible); `stats` and `history` never load a
@@ -8,6 +9,8 @@ model. An unknown `--scope` is refused with the scopes the store holds.
 Stored text is printed through `memkit.text.terminal_safe` (control characters,
 terminal escapes and bidi overrides as visible escapes); `--json` escapes them
 as JSON does (ASCII only).
+`copy` writes only its destination; `reembed` moves a store to another
+embedder in place (`memkit.reembed`), with progress on stderr.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import sys
 from dataclasses import replace
 
-from memkit.errors import ConfigError, MemkitError, did_you_mean
+from memkit.errors import ConfigError, MemkitError, MissingExtra, did_you_mean
 from memkit.params import RecallParams
 from memkit.store import SQLiteStore
 from memkit.stores import open_store
@@ -149,7 +152,8 @@ def _history(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="memkit store",
-        description="Inspect a memkit store file (read-only: the file is never written).",
+        description="Inspect a memkit store (stats, recall, history: read-only), copy it, or "
+        "re-embed it with another embedder.",
     )
     sub = ap.add_subparsers(
         dest="sub", metavar="{stats,recall,history,copy}", required=True, help="what to show"
@@ -169,7 +173,11 @@ def _parser() -> argparse.ArgumentParser:
     p = command("recall", "recall with the score breakdown of every hit", _recall)
     p.add_argument("--scope", required=True, help="the scope to recall from")
     p.add_argument("--limit", type=int, default=8, help="most hits to return (default 8)")
-    p.add_argument("--floor", type=float, help="vector-path relevance floor (default 0.25)")
+    p.add_argument(
+        "--floor",
+        type=float,
+        help="vector-path relevance floor (default: the store's embedder's own, README)",
+    )
     p.add_argument(
         "--hybrid",
         action="store_true",
@@ -192,6 +200,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(fn=_copy)
+    p = command(
+        "reembed",
+        "re-embed every memory in place with another embedder (resumable; progress on stderr)",
+        _reembed,
+    )
+    p.add_argument(
+        "--embedder", required=True, help="the new embedder: wordllama, minilm, hashing[-D], ..."
+    )
+    p.add_argument("--batch", type=int, default=256, help="memories per transaction (default 256)")
     return ap
 
 
@@ -210,11 +227,32 @@ def _copy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reembed(args: argparse.Namespace) -> int:
+    def progress(done: int, total: int) -> None:
+        print(f"reembed: {done}/{total} memories", file=sys.stderr, flush=True)
+
+    with open_store(args.db, embedder=None) as store:
+        rep = store.reembed(args.embedder, batch=args.batch, progress=progress)
+    if args.json:
+        print(json.dumps(rep.__dict__, indent=2))
+    else:
+        how = (
+            "nothing to do"
+            if not rep.batches and not rep.resumed
+            else (f"{rep.embedded_now} re-embedded now" + (" (resumed)" if rep.resumed else ""))
+        )
+        print(
+            f"{args.db}: embedder {rep.previous or 'none'} -> {rep.embedder}: {how}; "
+            f"verified {rep.rows} memories with {rep.embedder} vectors"
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """inspect a store file: stats, recall, history (read-only)"""
+    """inspect a store: stats, recall, history, copy; reembed it"""
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return args.fn(args)
     except MemkitError as e:  # a bad path, file or scope is a usage error (2)
         print(f"memkit store {args.sub}: {e}", file=sys.stderr)
-        return 2 if isinstance(e, ConfigError) else 1
+        return 2 if isinstance(e, ConfigError) and not isinstance(e, MissingExtra) else 1

@@ -79,3 +79,46 @@ def test_bench_redact_texts_have_the_secrets_only_in_the_secrets_shape():
 
     assert all(redact(t) == t for t in texts("prose", 30, 1) + texts("config", 30, 1))
     assert all(redact(t) != t for t in texts("secrets", 30, 1) if "Sup3r" in t)
+
+
+def test_bench_embed_table(tmp_path, capsys):
+    """`memkit bench embed`: one row per embedder, rates against the first one's,
+    quality columns undefined (never 0) when the pair sets are absent."""
+    from evals.commands import bench_main
+
+    args = ["embed", "--embedder", "hashing-32", "--embedder", "hashing-64", "--sizes", "50,80"]
+    args += ["--texts", "8", "--writes", "4", "--datasets", str(tmp_path), "--quiet"]
+    assert bench_main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "remember/s @50 rows" in lines[0] and "@80 rows" in lines[0] and len(lines) == 4
+    first, second = (line.split(" | ") for line in lines[2:])
+    assert first[0] == "| hashing-32" and second[0] == "| hashing-64"
+    assert first[4].endswith("(1.00x)") and first[5].endswith("(1.00x)")
+    assert first[-3:] == ["undefined", "undefined", "undefined |"]
+
+
+def test_bench_embed_quality_on_the_pair_sets(shared_datasets):
+    """STS-B Spearman and PAWS/MRPC ROC-AUC from the real files (hashing: fast)."""
+    from evals.bench_embed import load_sets, quality
+    from memkit.embed import get_embedder
+
+    sets = load_sets(str(shared_datasets))
+    assert {k: len(v) for k, v in sets.items()} == {
+        "stsb_spearman": 1500,
+        "paws_auc": 8000,
+        "mrpc_auc": 1725,
+    }
+    q = quality(get_embedder("hashing"), sets)
+    assert 0.5 < q["stsb_spearman"] < 0.9 and 0.6 < q["mrpc_auc"] < 0.9
+    assert 0.4 < q["paws_auc"] < 0.6  # word-order swaps: bag-of-n-grams cannot tell
+
+
+@pytest.mark.parametrize(
+    "bad", [["--sizes", "0"], ["--sizes", "x"], ["--texts", "0"], ["--batch", "0"]]
+)
+def test_bench_embed_refuses_bad_values(bad, capsys):
+    from evals.commands import bench_main
+
+    with pytest.raises(SystemExit) as e:
+        bench_main(["embed", *bad])
+    assert e.value.code == 2
