@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -123,10 +124,12 @@ async def run_pass(
 ) -> PassResult:
     """Run one pass for `scope_id`; see the module docstring for the error contract.
 
-    `deadline_s` bounds the model call: past it the call is abandoned and the
-    pass fails as a provider `timeout`, which counts toward parking (a hang).
+    `deadline_s` (seconds from the pass's start) bounds the model call: past it
+    the call is abandoned and the pass fails as a provider `timeout`, which
+    counts toward parking (a hang).
     A caller that bounds the whole pass (the worker) sets it below its own
     bound, since a pass cancelled from outside counts nothing."""
+    started = time.monotonic()
     rollouts: list[Rollout] = []
     snapshot: list[Memory] = []
     request: ConsolidationRequest | None = None
@@ -172,7 +175,7 @@ async def run_pass(
             scope_id, rollouts, snapshot, _budgeted(consolidator, params), replicate=replicate
         )
         try:
-            reply: Reply = await _ask(consolidator, request, deadline_s)
+            reply: Reply = await _ask(consolidator, request, deadline_s, started)
         except ProviderError as e:
             calls = getattr(e, "attempts", ())
             attempts = _attempts(consolidator, request, calls, getattr(e, "cached", False))
@@ -242,13 +245,18 @@ async def run_pass(
 
 
 async def _ask(
-    consolidator: Consolidator, request: ConsolidationRequest, deadline_s: float | None
+    consolidator: Consolidator,
+    request: ConsolidationRequest,
+    deadline_s: float | None,
+    started: float,
 ) -> Reply:
-    """The consolidator's answer, or ProviderError(kind="timeout") past `deadline_s`."""
+    """The consolidator's answer, or ProviderError(kind="timeout") once `deadline_s`
+    have passed since the pass `started` (time.monotonic)."""
     if deadline_s is None:
         return await consolidator.propose(request)
+    left = max(0.0, deadline_s - (time.monotonic() - started))
     try:
-        return await asyncio.wait_for(consolidator.propose(request), deadline_s)
+        return await asyncio.wait_for(consolidator.propose(request), left)
     except TimeoutError:
         model = getattr(consolidator, "model", None) or consolidator.name
         why = f"no answer within the pass deadline of {deadline_s:g} s"
