@@ -50,6 +50,10 @@ log = logging.getLogger("memkit.worker")
 TIMEOUT = "timeout"
 """Error code of a pass that exceeded its bound (or whose provider timed out)."""
 SUCCESS_OUTCOMES = ("committed", "nothing_pending")
+DEADLINE_SHARE = 0.9
+"""`for_store` passes abandon their model call at this share of `pass_timeout_s`,
+so a hang fails inside the pass, as a counted `timeout`, before the worker's
+bound cancels it (a cancelled pass counts nothing, and its poison froze the scope)."""
 
 
 class PassLike(Protocol):
@@ -263,10 +267,13 @@ class ConsolidationWorker:
         async def pass_fn(scope_id: str) -> Any:
             from memkit.consolidate import run_pass
 
-            # failures come back in the PassResult; the worker reports them once
+            # failures come back in the PassResult; the worker reports them once.
+            # A hang must end inside the pass to count toward parking (README
+            # "Parking"): the pass abandons its model call before our own bound.
             return await run_pass(
-                pick(scope_id), scope_id, consolidator, consolidation, on_error=_ignore
-            )
+                pick(scope_id), scope_id, consolidator, consolidation, on_error=_ignore,
+                deadline_s=DEADLINE_SHARE * params.pass_timeout_s,
+            )  # fmt: skip
 
         return cls(pass_fn, params, **options)
 

@@ -10,6 +10,7 @@ tests/test_consolidate_parking.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -23,7 +24,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from stub_openai import StubServer, consolidation_payload, reply, server_error, slow, status
 
-from memkit.consolidate import ResponseCache, build_rollout, get_consolidator, run_pass_sync
+from memkit.consolidate import (
+    Reply,
+    ResponseCache,
+    build_rollout,
+    get_consolidator,
+    run_pass_sync,
+)
 from memkit.errors import (
     ANSWER_CODES,
     PROPOSAL_CODES,
@@ -31,8 +38,10 @@ from memkit.errors import (
     ProviderError,
     RequestTooLarge,
 )
-from memkit.params import ConsolidationParams
+from memkit.llm import CallAttempt
+from memkit.params import ConsolidationParams, WorkerParams
 from memkit.parking import counted_code
+from memkit.worker import DEADLINE_SHARE, ConsolidationWorker, PassRecord
 
 S = "s"
 PARAMS = ConsolidationParams(timeout_s=5.0)
@@ -171,3 +180,62 @@ def test_which_proposal_failures_count():
         assert counted_code(ProposalError(c, "x")) == (c if c in ANSWER_CODES else None)
     assert counted_code(RequestTooLarge("too big")) is None
     assert counted_code(ValueError("internal")) is None
+
+
+class _HangsOnPoison:
+    """Never answers a request holding the poison; one add per rollout otherwise."""
+
+    name = "hangs"
+
+    async def propose(self, request):
+        if any("POISON" in m["content"] for r in request.rollouts for m in r.messages):
+            await asyncio.Event().wait()
+        changes = [
+            {"ids": [], "entry": {"content": f"learned {r.id[:12]}"}} for r in request.rollouts
+        ]
+        attempt = CallAttempt(model="hangs", outcome="ok")
+        return Reply(text=json.dumps({"changes": changes}), model="hangs", attempts=(attempt,))
+
+
+def test_a_pass_deadline_turns_a_hang_into_a_counted_timeout(store):
+    _stage(store)
+    res = run_pass_sync(store, S, _HangsOnPoison(), PARAMS, deadline_s=0.2)
+    assert res.error_code == "provider" and [a.outcome for a in res.attempts] == ["timeout"]
+    assert "pass deadline of 0.2 s" in res.error
+    assert store.pending_rollouts(S)[0].failed_passes == 1  # counted: the batch is split
+    assert store.stats(S)["rollouts_isolating"] == 4
+    # an answer inside the deadline is not touched by it
+    r = build_rollout("t", [{"role": "user", "content": "fine"}], "ok")
+    assert store.stage_rollout(r)
+    ok = run_pass_sync(store, "t", _HangsOnPoison(), PARAMS, deadline_s=0.2)
+    assert ok.outcome == "committed" and ok.consumed == (r.id,)
+
+
+def test_under_the_worker_a_hang_is_parked_alone_and_later_evidence_commits(store):
+    """The worker bounds a pass at `pass_timeout_s` and a pass it cancels counts
+    nothing: `for_store` passes end their model call at DEADLINE_SHARE of it, so
+    the hang counts and the poison is isolated (before: frozen on every pass)."""
+    ids = _stage(store)
+    records: list[PassRecord] = []
+    params = WorkerParams(window_s=0.0, pass_timeout_s=0.5, retry_delay_s=0.0)
+
+    async def main():
+        w = ConsolidationWorker.for_store(
+            store, _HangsOnPoison(), params, on_pass=records.append, on_error=lambda r: None
+        )
+        task = asyncio.create_task(w.run())
+        for _ in range(6):  # a later run's submit each time, as finish_run does
+            if not store.pending_rollouts(S):
+                break
+            w.submit(S)
+            await w.wait_idle()
+        await w.shutdown()
+        await task
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    assert DEADLINE_SHARE * params.pass_timeout_s < params.pass_timeout_s
+    assert [r.id for r in store.parked_rollouts(S)] == [ids[0]]
+    assert store.stats(S)["rollouts_consumed"] == 4
+    failed = [r for r in records if r.outcome == "error"]
+    assert len(failed) == 3 and all(r.error_code == "provider" for r in failed)
+    assert all(r.result.attempts[-1].outcome == "timeout" for r in failed)

@@ -243,18 +243,23 @@ def test_shutdown_mid_pass_leaves_real_evidence_pending(stores):
     asyncio.run(asyncio.wait_for(main(), 5))
 
 
-def test_worker_bound_timeout_on_a_real_pass_is_retried_and_consumed(stores):
+def test_a_hang_on_a_real_pass_ends_at_its_deadline_is_retried_and_consumed(stores):
+    """`for_store` passes end a hanging model call at DEADLINE_SHARE of the worker's
+    bound, as a provider timeout (it counts toward parking, README "Parking"); the
+    worker retries a timed-out pass once."""
+
     async def main():
         records: list[PassRecord] = []
         consolidator = Scripted(["hang", "ok"])
-        params = dataclasses.replace(FAST, pass_timeout_s=0.05, retry_delay_s=0.02)
+        params = dataclasses.replace(FAST, pass_timeout_s=1.0, retry_delay_s=0.02)
         w = ConsolidationWorker.for_store(
             stores["a"], consolidator, params, on_pass=records.append, on_error=lambda r: None
         )
         task = asyncio.create_task(w.run())
         finish_run(stores["a"], make_run("a", 1), worker=w)
         await w.wait_idle()
-        assert [(r.error_code, r.next) for r in records] == [("timeout", "retry"), (None, "leave")]
+        assert [(r.error_code, r.next) for r in records] == [("provider", "retry"), (None, "leave")]
+        assert records[0].result.attempts[-1].outcome == "timeout"
         assert len(consolidator.requests) == 2 and pending(stores["a"], "a") == 0
         await w.shutdown()
         await task

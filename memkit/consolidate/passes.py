@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -119,8 +120,16 @@ async def run_pass(
     *,
     on_error: Callable[[BaseException], Any] | None = None,
     replicate: int = 0,
+    deadline_s: float | None = None,
 ) -> PassResult:
-    """Run one pass for `scope_id`; see the module docstring for the error contract."""
+    """Run one pass for `scope_id`; see the module docstring for the error contract.
+
+    `deadline_s` (seconds from the pass's start) bounds the model call: past it
+    the call is abandoned and the pass fails as a provider `timeout`, which
+    counts toward parking (a hang).
+    A caller that bounds the whole pass (the worker) sets it below its own
+    bound, since a pass cancelled from outside counts nothing."""
+    started = time.monotonic()
     rollouts: list[Rollout] = []
     snapshot: list[Memory] = []
     request: ConsolidationRequest | None = None
@@ -166,7 +175,7 @@ async def run_pass(
             scope_id, rollouts, snapshot, _budgeted(consolidator, params), replicate=replicate
         )
         try:
-            reply: Reply = await consolidator.propose(request)
+            reply: Reply = await _ask(consolidator, request, deadline_s, started)
         except ProviderError as e:
             calls = getattr(e, "attempts", ())
             attempts = _attempts(consolidator, request, calls, getattr(e, "cached", False))
@@ -235,6 +244,29 @@ async def run_pass(
         return failed(exc)
 
 
+async def _ask(
+    consolidator: Consolidator,
+    request: ConsolidationRequest,
+    deadline_s: float | None,
+    started: float,
+) -> Reply:
+    """The consolidator's answer, or ProviderError(kind="timeout") once `deadline_s`
+    have passed since the pass `started` (time.monotonic)."""
+    if deadline_s is None:
+        return await consolidator.propose(request)
+    left = max(0.0, deadline_s - (time.monotonic() - started))
+    try:
+        return await asyncio.wait_for(consolidator.propose(request), left)
+    except TimeoutError:
+        model = getattr(consolidator, "model", None) or consolidator.name
+        why = f"no answer within the pass deadline of {deadline_s:g} s"
+        err = ProviderError(f"{consolidator.name}: {why}", kind="timeout")
+        err.attempts = (  # type: ignore[attr-defined]
+            CallAttempt(model=str(model), outcome="timeout", latency_s=deadline_s, error=why),
+        )
+        raise err from None
+
+
 def _budgeted(consolidator: Consolidator, params: ConsolidationParams) -> ConsolidationParams:
     """`params` with the consolidator's own request budget, when it has one (memkit
     extension of SPEC §7.3: a model with a small context takes smaller requests).
@@ -284,8 +316,12 @@ def run_pass_sync(
     *,
     on_error: Callable[[BaseException], Any] | None = None,
     replicate: int = 0,
+    deadline_s: float | None = None,
 ) -> PassResult:
     """`run_pass` for callers without an event loop (one pass in the finishing run)."""
     return asyncio.run(
-        run_pass(store, scope_id, consolidator, params, on_error=on_error, replicate=replicate)
-    )
+        run_pass(
+            store, scope_id, consolidator, params,
+            on_error=on_error, replicate=replicate, deadline_s=deadline_s,
+        )
+    )  # fmt: skip
