@@ -34,6 +34,14 @@ def headline(rows: Iterable[Row], systems: Sequence[str]) -> list[tuple[str, dic
     return out
 
 
+def best_in(metric: str, values: Mapping[str, Any]) -> set[str]:
+    """`best` for one metric of the headline; a baseline marks no system best (it
+    scores a full or random ranking, not the system)."""
+    if is_baseline(metric, registry.all_metrics()):
+        return set()
+    return best(values, registry.get(metric).direction)
+
+
 def best(values: Mapping[str, Any], direction: str) -> set[str]:
     """Systems holding the best value (ties all marked); none when fewer than two compete."""
     vals = {k: float(v) for k, v in values.items() if defined(v)}

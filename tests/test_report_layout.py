@@ -559,3 +559,14 @@ def test_the_html_index_of_runs_opens_with_every_run_present(
     assert got["down"] == sorted(got["up"], reverse=True)
     assert got["page_width"] <= got["viewport"]
     _screenshot(page, tmp_path, (1366, 768), "index-1366x768.png")
+
+
+def test_a_baseline_marks_no_system_best():
+    """The headline bolds the best system per metric; a full or random ranking's
+    figure scores no system, so its row bolds none (it did once baselines joined)."""
+    from evals.headline import best_in
+
+    values = {"store": 0.56, "oracle": 0.59}
+    assert best_in("recall_at_8", values) == {"oracle"}
+    assert best_in("recall_at_8_random", values) == set()
+    assert best_in("recall_at_8_full", values) == set()

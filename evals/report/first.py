@@ -9,8 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from evals import registry
-from evals.headline import best, flags, headline
+from evals.headline import best_in, flags, headline
 from evals.labels import labels
 from evals.report.fmt import cell, fmt_metric, n_text, named, usd
 from evals.report.sections import Run
@@ -66,7 +65,7 @@ def headline_cells(
     """Headline rows: the metric, then per system (value [CI], method and n, best?)."""
     out = []
     for m, have in headline(rows, systems):
-        top = best({s: r.get("value") for s, r in have.items()}, registry.get(m).direction)
+        top = best_in(m, {s: r.get("value") for s, r in have.items()})
         line: list[tuple[str, str, bool]] = [(named(m), "", False)]
         for s in systems:
             r = have.get(s)

@@ -7,8 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from evals import registry
-from evals.headline import best, headline
+from evals.headline import best_in, headline
 from evals.labels import labels
 from evals.report.fmt import fmt_metric, load, named
 from memkit.errors import ConfigError
@@ -27,7 +26,7 @@ def headline_text(run_dir: str | Path) -> str:
     name = labels(systems)
     table = [["metric", *(name[s] for s in systems)]]
     for m, have in headline(rows, systems):
-        top = best({s: r.get("value") for s, r in have.items()}, registry.get(m).direction)
+        top = best_in(m, {s: r.get("value") for s, r in have.items()})
         cells = [
             "—"
             if s not in have
