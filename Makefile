@@ -47,6 +47,7 @@ test-local: $(LOCAL_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m mypy
 
 # Re-execute every notebook in place (after a change that moves their numbers; see
 # notebooks/README.md), then `make test` compares them; `jupyter notebook` opens them.

@@ -163,12 +163,13 @@ def unit_values(unit: str, units: Sequence[Unit], metrics: Iterable[str] | None 
     for m in registry.all_metrics().values():
         if m.unit != unit or m.fn is None or (wanted is not None and m.name not in wanted):
             continue
-        v = Values(dens=[] if m.pooled else None, bounded=registry.bounded(m.name))
+        dens: list[float] = []
+        v = Values(dens=dens if m.pooled else None, bounded=registry.bounded(m.name))
         for cluster, u in units:
             x = m.fn(u)
             if m.pooled:
                 v.nums.append(float(x[0]))
-                v.dens.append(float(x[1]))
+                dens.append(float(x[1]))
             else:
                 v.nums.append(float(x))
             v.clusters.append(cluster)

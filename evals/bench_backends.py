@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -184,7 +185,7 @@ def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log
     row["client_rss_mb"] = _client_rss(url, qs[:20])
     log(f"  client peak RSS {row['client_rss_mb']:.0f} MB")
     if backend == "postgres":
-        ann = open_store(url, embedder=emb, ann="hnsw")
+        ann: Any = open_store(url, embedder=emb, ann="hnsw")  # a PostgresStore
         row["hnsw_build_s"] = ann.hnsw_build["seconds"]
         row["hnsw_index_mb"] = ann.hnsw_build["index_bytes"] / 2**20
         log(f"  hnsw build {row['hnsw_build_s']:.1f} s under {ann.hnsw_build['settings']}")

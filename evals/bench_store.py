@@ -61,7 +61,7 @@ import re
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -96,7 +96,7 @@ class Precomputed:
         self.name, self.dim = inner.name, inner.dim
         self._table = dict(zip(texts, inner.embed(texts), strict=True))
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self._table[t] for t in texts])
 
 
@@ -270,7 +270,10 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
     store.recall("bench", "warm", query_embedding=qs[0])  # build the in-memory matrix once
     emb.embed(["warm"])
 
-    rec, rec_emb, fai, scan = [], [], [], []
+    rec: list[float] = []
+    rec_emb: list[float] = []
+    fai: list[float] = []
+    scan: list[float] = []
     for i in range(queries):
         t = time.perf_counter()
         hits = store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i])
@@ -283,7 +286,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
     index = faiss.IndexFlatIP(DIM)
     index.add(vecs)
     index.search(qs[:1], LIMIT)
-    rec1 = []
+    rec1: list[float] = []
     with _one_blas_thread():  # like for like with FAISS's one thread
         # Query by query, in alternating order, so drift on a shared machine and
         # the cache each scan leaves behind fall on both sides alike.
@@ -297,7 +300,8 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
                 run(i)
                 times.append(time.perf_counter() - t)
 
-    npy, rec_np = [], []
+    npy: list[float] = []
+    rec_np: list[float] = []
     sides = (
         (lambda i: store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i]), rec_np),
         (lambda i: _numpy_recall(vecs, qs[i]), npy),

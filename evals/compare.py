@@ -53,6 +53,7 @@ def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float
             ]
         by: dict[Any, list] = {}
         for r in files[fname]:
+            key: tuple[Any, ...]
             if unit == "probe":
                 key = ("probe", r["scope_id"], r["probe_id"], r["replicate"])
             else:
@@ -162,8 +163,12 @@ def compare_runs(
             [ub[m][k][0] for k in keys],
             [ub[m][k][1] for k in keys],
         ]
+        num_a, den_a, num_b, den_b = cols
         e = paired_interval(
-            *cols,
+            num_a,
+            den_a,
+            num_b,
+            den_b,
             clusters=[k[1] for k in keys],
             bounded=registry.bounded(m),
             trials_a=[ua[m][k][2] for k in keys],

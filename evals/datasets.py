@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import jsonlines
 
@@ -526,7 +526,7 @@ _MISSING = object()
 class _Line:
     """Error sink for one JSONL line: every message names file, line and field."""
 
-    def __init__(self, file: str, line: int, errors: list[DatasetError]):
+    def __init__(self, file: str, line: int | None, errors: list[DatasetError]):
         self.file, self.line, self.errors = file, line, errors
         self.bad = False
 
@@ -834,7 +834,8 @@ def _read_jsonl(
             what = "a byte-order mark (U+FEFF)" if raw.startswith(_BOM) else "U+001E"
             errors.append(DatasetError(file, n, None, f"line starts with {what}"))
             raw_lines[n - 1] = b""
-    reader = jsonlines.Reader(raw_lines, loads=_line_loads)
+    # jsonlines decodes each line to str before `loads` (its type says str | bytes)
+    reader = jsonlines.Reader(raw_lines, loads=cast("Callable[[str | bytes], Any]", _line_loads))
     n = 0
     while True:
         n += 1  # blank lines are read too (skip_empty=False), so the n-th read is line n
@@ -985,7 +986,7 @@ def check_records(
         ret_ok = f.retracted_in is not None and run_ref(
             loc.facts, i, "retracted_in", f.retracted_in, f.scope_id
         )
-        if ret_ok and start is not None and order[f.retracted_in] < start:
+        if ret_ok and start is not None and order[str(f.retracted_in)] < start:
             err(
                 loc.facts,
                 i,
@@ -1138,7 +1139,7 @@ def _read_all(path: str | Path) -> tuple[Dataset | None, list[DatasetError]]:
     if not root.is_dir():
         return None, [DatasetError(str(root), None, None, "dataset folder does not exist")]
     meta = _read_meta(root / "dataset.json", errors)
-    parsed = {}
+    parsed: dict[str, Any] = {}
     for fname, parser, key in (
         ("transcripts.jsonl", _parse_transcript, "run_id"),
         ("facts.jsonl", _parse_fact, "fact_id"),

@@ -257,7 +257,7 @@ def below_floors(records: Iterable[Mapping[str, Any]], floors: Mapping[str, floa
     lines = []
     seen: set[str] = set()
     for r in records:
-        m = r.get("metric")
+        m = str(r.get("metric"))
         if m not in floors or r.get("system") == "matcher":
             continue
         seen.add(m)

@@ -75,7 +75,7 @@ def as_mapping(obj: Any) -> dict[str, Any]:
     for attr in ("as_run", "to_dict", "as_dict"):
         if hasattr(obj, attr):
             return dict(getattr(obj, attr)())
-    if dataclasses.is_dataclass(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
     return dict(vars(obj))
 
@@ -218,7 +218,7 @@ def probe_row(
     variant: Variant,
     label: Callable[[Any], str | None],
     stale: set[str],
-    sessions: Mapping[str, str] | None = None,
+    sessions: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Recall + assemble for one probe and record everything scoring needs.
 
@@ -380,7 +380,7 @@ def _after_predecessors(fids: list[str], preds: Mapping[str, list[str]]) -> list
     return sorted(fids, key=lambda x: (depth_of(x), x))
 
 
-def sessions_of(facts: Iterable[Any]) -> dict[str, str]:
+def sessions_of(facts: Iterable[Any]) -> dict[str, str | None]:
     """fact id -> the run (session) that first established it."""
     return {field_of(f, "fact_id"): (field_of(f, "established_in") or (None,))[0] for f in facts}
 
@@ -508,7 +508,10 @@ def replay_store_scope(
                 "update": updated,
                 "time": clock.now,
                 **(
-                    {"group": group.get(fid, fid), "row_group": group.get(before, before)}
+                    {
+                        "group": group.get(fid, fid),
+                        "row_group": None if before is None else group.get(before, before),
+                    }
                     if group
                     else {}
                 ),
@@ -875,10 +878,10 @@ def oracle_gold(dataset: Any, matcher: Matcher, *, max_changes: int = 16) -> Cal
         seen: set[str] = set()
         changes: list[dict[str, Any]] = []
         batch = {
-            fid for r in request.rollouts for fid in established.get(getattr(r, "run_id", None), ())
+            fid for r in request.rollouts for fid in established.get(getattr(r, "run_id", ""), ())
         }
         for r in request.rollouts:
-            run = getattr(r, "run_id", None)
+            run = getattr(r, "run_id", "")
             for fid in established.get(run, ()):
                 if fid in row_of or fid in seen or field_of(facts[fid], "scope_id") != scope:
                     continue

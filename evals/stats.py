@@ -354,7 +354,7 @@ class _Sample:
 def _sample(
     nums: Sequence[float] | np.ndarray,
     dens: Sequence[float] | np.ndarray | None,
-    clusters: Sequence[object] | None,
+    clusters: Sequence[object] | np.ndarray | None,
     keep_also: np.ndarray | None = None,
 ) -> _Sample:
     y = np.asarray(nums, dtype=float).ravel()
@@ -386,7 +386,7 @@ def _ratio_variance(s: _Sample) -> float:
 def interval(
     nums: Sequence[float] | np.ndarray,
     dens: Sequence[float] | np.ndarray | None = None,
-    clusters: Sequence[object] | None = None,
+    clusters: Sequence[object] | np.ndarray | None = None,
     *,
     bounded: bool | None = None,
     trials: Sequence[float] | np.ndarray | None = None,
@@ -436,7 +436,7 @@ def _is_share(s: _Sample, bounded: bool | None) -> bool:
 def _trials(
     nums: Sequence[float] | np.ndarray,
     dens: Sequence[float] | np.ndarray | None,
-    clusters: Sequence[object] | None,
+    clusters: Sequence[object] | np.ndarray | None,
     trials: Sequence[float] | np.ndarray | None,
 ) -> float | None:
     """Scored units behind the defined rows (None: one per row)."""

@@ -253,13 +253,17 @@ def sweep(
         total = len(by_fold) * n_scopes
         for fold, items in by_fold.items():
             what = f"{len(items)} point(s) on"
+
+            def on_scope(sid: str, what: str = what) -> None:
+                step(f"{what} {sid}")
+
             r = replay_store(
                 dataset,
                 embedder=emb,
                 fold=fold,
                 variants=[v for _, _, v in items],
                 scopes=scopes,
-                on_scope=lambda sid, what=what: step(f"{what} {sid}"),
+                on_scope=on_scope,
             )
             fold_groups = aggregate.write_metrics(r.writes)
             by_variant: dict[str, list[dict[str, Any]]] = {}

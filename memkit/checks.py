@@ -141,7 +141,9 @@ def check_int(value: Any, name: str, *, lo: int = LIMIT_MIN, hi: int = LIMIT_MAX
     return value
 
 
-def check_optional_int(value: Any, name: str, *, lo: int = LIMIT_MIN, hi: int = LIMIT_MAX):
+def check_optional_int(
+    value: Any, name: str, *, lo: int = LIMIT_MIN, hi: int = LIMIT_MAX
+) -> int | None:
     return None if value is None else check_int(value, name, lo=lo, hi=hi)
 
 

@@ -45,7 +45,7 @@ def _version() -> str:
         return __version__
 
 
-def _summary(fn: Callable) -> str:
+def _summary(fn: Callable[..., object]) -> str:
     return ((fn.__doc__ or "").strip().splitlines() or [""])[0]
 
 

@@ -164,9 +164,10 @@ def token_ids(tokenizer: Any) -> Callable[[str], list[int]]:
     The function's `piecewise` says which way it takes."""
 
     def whole(text: str) -> list[int]:
-        return tokenizer.encode(text, add_special_tokens=False).ids
+        ids: list[int] = tokenizer.encode(text, add_special_tokens=False).ids
+        return ids
 
-    whole.piecewise = False
+    whole.piecewise = False  # type: ignore[attr-defined]  # a function attribute
 
     spec = json.loads(tokenizer.to_str())
     model = spec.get("model") or {}
@@ -204,7 +205,7 @@ def token_ids(tokenizer: Any) -> Callable[[str], list[int]]:
         pieces = _PIECE.findall(_MARK + text.replace(" ", _MARK))
         return list(itertools.chain.from_iterable(map(piece, pieces)))
 
-    ids.piecewise = True
+    ids.piecewise = True  # type: ignore[attr-defined]  # a function attribute
     return ids
 
 
@@ -220,7 +221,8 @@ def _wordllama_mean(loaded: tuple[Any, Callable[[str], list[int]]], text: str) -
     ids = np.asarray(token_ids_of(text), dtype=np.int32)
     np.minimum(ids, table.shape[0] - 1, out=ids)  # WordLlama clips; ids are never < 0
     total = np.add.reduce(table[ids], axis=0, dtype=np.float32)  # what .sum() calls
-    return total / np.float32(max(ids.size, 1))
+    mean: np.ndarray = total / np.float32(max(ids.size, 1))
+    return mean
 
 
 class WordLlamaEmbedder:

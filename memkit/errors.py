@@ -60,7 +60,7 @@ class NotFound(MemkitError, KeyError):
         super().__init__(f"memory {memory_id!r} not found in scope {scope_id!r}")
 
     def __str__(self) -> str:  # KeyError would repr() the message
-        return self.args[0]
+        return str(self.args[0])
 
 
 class ToolError(MemkitError, ValueError):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 import numpy as np
 
@@ -67,7 +68,7 @@ def count_at_least(slots: np.ndarray, min_hits: int, nslots: int) -> np.ndarray:
         if s.size < h:
             return s[:0]
         head = s[: s.size - h + 1]
-        vals = head[s[h - 1 :] == head]
+        vals: np.ndarray = head[s[h - 1 :] == head]
         if vals.size > 1:
             first = np.empty(vals.size, dtype=bool)
             first[0] = True
@@ -82,7 +83,7 @@ FEW = 64
 more, in one vectorised pass (~50 us however few). Most writes have ~15."""
 
 
-def _array(code: str, values: np.ndarray) -> array:
+def _array(code: str, values: np.ndarray) -> array[int]:
     """An array.array ('q' int64 or 'i' int32) of numpy values, so later writes append."""
     out = array(code)
     out.frombytes(np.ascontiguousarray(values, np.int64 if code == "q" else np.int32).tobytes())
@@ -105,7 +106,7 @@ class GramIndex:
         self._vocab: dict[str, int] = {}
         self._rank = array("q")  # gram id -> place in the order (smaller = earlier)
         self._next_new = -1  # place of the next gram first seen after the order was set
-        self._post: list[array] = []  # gram id -> slots whose prefix holds it (int32)
+        self._post: list[array[int]] = []  # gram id -> slots whose prefix holds it (int32)
         self._slot: dict[int, int] = {}  # live rowid -> slot
         self._rowid = array("q")  # slot -> rowid
         self._start = array("q")  # slot -> offset into _ids
@@ -162,8 +163,8 @@ class GramIndex:
             self._rank.extend(range(self._next_new, self._next_new - len(new), -1))
             self._next_new -= len(new)
             out = list(map(vocab.get, grams))
-        out.sort()
-        return out
+        out.sort()  # every gram has an id by now
+        return cast("list[int]", out)
 
     def put(self, rowid: int, content: str, grams: frozenset[str] | None = None) -> None:
         """Index a live row (idempotent; a new wording replaces the old one)."""
@@ -243,7 +244,7 @@ class GramIndex:
         gi._load(rowids, id_lists)
         return gi
 
-    def _load(self, rowids: list[int], id_lists: Sequence[Sequence[int]]) -> None:
+    def _load(self, rowids: list[int], id_lists: Sequence[Sequence[int] | np.ndarray]) -> None:
         """Replace the slots, order and postings with these rows (ids sorted per row)."""
         self._probe = None
         nvocab = len(self._vocab)

@@ -79,9 +79,9 @@ class KeywordIndex:
         self._pos: dict[int, int] = {}
         self._vocab: dict[str, int] = {}
         self._words: list[str] = []
-        self._word_rows: list[array] = []
+        self._word_rows: list[array[int]] = []
         """Positions of the rows holding each word (dead ones included)."""
-        self._word_post: dict[str, array] = {}
+        self._word_post: dict[str, array[int]] = {}
         """2- or 3-character gram -> ids of the words holding it."""
         self._queue: list[tuple[int, str | None, float]] = []
         """Writes not applied yet, in order: (rowid, haystack, ts); haystack None drops."""
@@ -170,14 +170,16 @@ class KeywordIndex:
         if not kw.isalnum():
             return np.fromiter((p for p, h in enumerate(self._hay) if h and kw in h), np.int64)
         post = self._word_post
+        cand: Sequence[int]
         if len(kw) == 2:
             cand = post.get(kw, ())  # every word holding the gram holds the keyword
         else:
             posts = [post.get(kw[i : i + 3]) for i in range(len(kw) - 2)]
-            if any(lst is None for lst in posts):
+            found = [lst for lst in posts if lst is not None]
+            if len(found) < len(posts):
                 return np.zeros(0, dtype=np.int64)
             words = self._words
-            cand = [w for w in min(posts, key=len) if kw in words[w]]  # type: ignore[arg-type]
+            cand = [w for w in min(found, key=len) if kw in words[w]]
         rows = self._word_rows
         hit = [np.frombuffer(rows[w], dtype=np.int32) for w in cand]
         if not hit:

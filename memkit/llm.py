@@ -102,8 +102,8 @@ class RetryPolicy:
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
-            return max(0.0, min(retry_after, self.cap_s))
-        return min(self.base_delay_s * 2 ** (attempt - 1), self.cap_s)
+            return max(0.0, min(float(retry_after), self.cap_s))
+        return min(self.base_delay_s * 2.0 ** (attempt - 1), self.cap_s)
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,12 @@ import urllib.request
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from memkit.errors import ConfigError, LocalServerError
+
+if TYPE_CHECKING:
+    import argparse
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8090
@@ -152,7 +156,7 @@ def _check_port(port: int) -> int:
             raise LocalServerError(
                 f"port {port} on {HOST} is taken ({e.strerror}); choose another (--port)"
             ) from None
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def _models(port: int) -> list[str] | None:
@@ -180,7 +184,7 @@ def _signal_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _wait_gone(state: ServerState, proc: subprocess.Popen | None, timeout_s: float) -> bool:
+def _wait_gone(state: ServerState, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -191,7 +195,7 @@ def _wait_gone(state: ServerState, proc: subprocess.Popen | None, timeout_s: flo
     return False
 
 
-def _terminate(state: ServerState, proc: subprocess.Popen | None, timeout_s: float) -> None:
+def _terminate(state: ServerState, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
     """SIGTERM, then SIGKILL after `timeout_s`: the started process (group) only."""
     _signal_group(state.pid, signal.SIGTERM)
     if not _wait_gone(state, proc, timeout_s):
@@ -229,7 +233,7 @@ def start(
     model: Path | None = None,
     threads: int | None = None,
     timeout_s: float = 180.0,
-) -> tuple[ServerState, subprocess.Popen]:
+) -> tuple[ServerState, subprocess.Popen[bytes]]:
     """Start the server and wait until it serves the model.
 
     `port` 0 picks a free port (the returned state and the state file record
@@ -347,7 +351,7 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:
     import argparse
 
     p = argparse.ArgumentParser(
@@ -360,7 +364,7 @@ def _parser():
     sub = p.add_subparsers(
         dest="action", required=True, metavar="{start,stop,status}", help="what to do"
     )
-    state = {
+    state: dict[str, Any] = {
         "metavar": "PATH",
         "help": "state file recording the started server (default "
         "$XDG_STATE_HOME/memkit/local-server.json, else ~/.local/state/...)",
@@ -400,14 +404,14 @@ def main(argv: list[str]) -> int:
             print(f"api_base: {st.api_base}")
             print(f"consolidator: litellm:{LITELLM_MODEL} --api-base {st.api_base}")
         elif a.action == "stop":
-            st = stop(state_file)
-            print("no local server was running" if st is None else f"stopped pid {st.pid}")
+            gone = stop(state_file)
+            print("no local server was running" if gone is None else f"stopped pid {gone.pid}")
         else:
-            st = status(state_file)
-            if st is None:
+            up = status(state_file)
+            if up is None:
                 print("not running")
             else:
-                print(f"running: pid {st.pid}, api_base {st.api_base}, model {st.model}")
+                print(f"running: pid {up.pid}, api_base {up.api_base}, model {up.model}")
     except LocalServerError as e:
         print(f"memkit local-server: {e}", file=sys.stderr)
         return 1

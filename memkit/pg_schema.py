@@ -14,6 +14,8 @@ store a database or a schema of its own (`?options=-csearch_path%3Dmine,public`)
 
 from __future__ import annotations
 
+from typing import Any
+
 from memkit.errors import SchemaError
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
@@ -100,7 +102,7 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 _MIGRATE_LOCK = 0x6D656D6B6974  # "memkit": one advisory lock key for migrations
 
 
-def migrate(conn) -> int:
+def migrate(conn: Any) -> int:
     """Apply missing migrations (autocommit psycopg connection); return the version.
 
     Runs under a transaction-scoped advisory lock so concurrent openers

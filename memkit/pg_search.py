@@ -74,7 +74,9 @@ LIVE = "memories WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS N
 """The vector path's candidates: a scope's live embedded rows."""
 
 
-def candidate_arrays(rows: Sequence[tuple], q: np.ndarray, row_major: bool = False):
+def candidate_arrays(
+    rows: Sequence[tuple[Any, ...]], q: np.ndarray, row_major: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`_ranked`'s cosines and arrays from (rowid, confidence, last_seen_at,
     created_at, embedding) rows. Vectors are normalised as the SQLite store loads
     them and laid out as its matrix (its column matrix; `row_major`: the copy a

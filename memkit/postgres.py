@@ -45,7 +45,7 @@ import numpy as np
 from memkit import rank
 from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
-from memkit.params import FoldParams, RedactionParams
+from memkit.params import FoldParams, RecallParams, RedactionParams
 from memkit.pg_schema import SCHEMA_VERSION, migrate
 from memkit.pg_search import (
     COSINE_SLACK,
@@ -399,7 +399,9 @@ class PostgresStore(SQLStore):
         except ConfigError:
             return int(q.shape[0])
 
-    def _recall_vector(self, scope_id, q, limit, params) -> list[Recalled]:
+    def _recall_vector(
+        self, scope_id: str, q: np.ndarray, limit: int, params: RecallParams
+    ) -> list[Recalled]:
         """The SPEC §4.1 vector path, served by HNSW first when `ann="hnsw"`."""
         if self.ann is not None and limit > 0 and params.candidate_cap is None:
             hits = self._recall_ann(scope_id, q, limit, params)
@@ -409,7 +411,9 @@ class PostgresStore(SQLStore):
             self.ann_counts["exact_fallback"] += 1
         return self._recall_exact(scope_id, q, limit, params)
 
-    def _recall_exact(self, scope_id, q, limit, params) -> list[Recalled]:
+    def _recall_exact(
+        self, scope_id: str, q: np.ndarray, limit: int, params: RecallParams
+    ) -> list[Recalled]:
         """The exact answer, searched in the database: no client holds the scope's vectors.
 
         The server orders the scope's rows by pgvector's cosine distance and
@@ -429,7 +433,7 @@ class PostgresStore(SQLStore):
         if capped is not None:
             return self._ranked(scope_id, *candidate_arrays(capped, q, True), limit, params)
         base, args = LIVE, (scope_id,)
-        rows: list[tuple] = []
+        rows: list[tuple[Any, ...]] = []
         if params.floor <= 0:  # a cosine of 0 clears it (rank.rank_vector's cut)
             rows += self._zero_rows(base, args, d, degenerate, limit)
         if not degenerate:
@@ -451,7 +455,7 @@ class PostgresStore(SQLStore):
             return []
         return self._ranked(scope_id, *candidate_arrays(rows, q), limit, params)
 
-    def _capped(self, scope_id: str, cap: int | None) -> list[tuple] | None:
+    def _capped(self, scope_id: str, cap: int | None) -> list[tuple[Any, ...]] | None:
         """With a candidate cap below the scope's embedded live rows, the `cap` most
         recently confirmed of them in the SQLite store's order (SPEC §4.1; the
         client holds at most `cap` vectors, for this recall only); else None."""
@@ -460,13 +464,20 @@ class PostgresStore(SQLStore):
         (n,) = self._conn.execute(f"SELECT count(*) FROM {LIVE}", (scope_id,)).fetchone()
         if cap >= n:
             return None
-        return self._conn.execute(
+        rows: list[tuple[Any, ...]] = self._conn.execute(
             f"SELECT rowid, confidence, last_seen_at, created_at, embedding FROM {LIVE} "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC LIMIT ?",
             (scope_id, max(int(cap), 0)),
         ).fetchall()
+        return rows
 
-    def _cosine_needed(self, q, rows, limit, params) -> float | None:
+    def _cosine_needed(
+        self,
+        q: np.ndarray,
+        rows: Sequence[tuple[Any, ...]],
+        limit: int,
+        params: RecallParams,
+    ) -> float | None:
         """`rank.cosine_needed` of the limit-th score among `rows` (None: fewer survive)."""
         cos, rowid, conf, last_seen, recency = candidate_arrays(rows, q)
         now = float(self.clock())
@@ -476,11 +487,19 @@ class PostgresStore(SQLStore):
         kth = float(ranked.score[limit - 1])
         return rank.cosine_needed(kth - SCORE_SLACK * max(1.0, abs(kth)), params)
 
-    def _nearest(self, base, args, q, d, lowest, limit) -> list[tuple]:
+    def _nearest(
+        self,
+        base: str,
+        args: tuple[Any, ...],
+        q: np.ndarray,
+        d: int,
+        lowest: float,
+        limit: int | None,
+    ) -> list[tuple[Any, ...]]:
         """Candidates with pgvector cosine >= `lowest`, nearest first (`limit` of them,
         or all): (rowid, confidence, last_seen_at, created_at, embedding, distance).
         A zero stored vector's distance is NaN, which no bound admits."""
-        rows = self._conn.execute(
+        rows: list[tuple[Any, ...]] = self._conn.execute(
             "SELECT rowid, confidence, last_seen_at, created_at, embedding, dist FROM ("
             "SELECT rowid, confidence, last_seen_at, created_at, embedding, CASE WHEN "
             f"vector_dims(embedding) = {int(d)} THEN embedding <=> ?::vector END AS dist "
@@ -490,13 +509,15 @@ class PostgresStore(SQLStore):
         ).fetchall()
         return rows
 
-    def _zero_rows(self, base, args, d, degenerate, limit) -> list[tuple]:
+    def _zero_rows(
+        self, base: str, args: tuple[Any, ...], d: int, degenerate: bool, limit: int
+    ) -> list[tuple[Any, ...]]:
         """Candidates whose cosine is 0 by definition; with a limit, the `limit`
         that rank first among equal scores (most recently confirmed, larger rowid)."""
         where = "" if degenerate else (
             f"WHERE vector_dims(embedding) <> {int(d)} OR vector_norm(embedding) = 0"
         )  # fmt: skip
-        rows = self._conn.execute(
+        rows: list[tuple[Any, ...]] = self._conn.execute(
             "SELECT rowid, confidence, last_seen_at, created_at, NULL, NULL FROM ("
             f"SELECT * FROM {base} OFFSET 0) c {where} "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC" + (" LIMIT ?" if limit > 0 else ""),
@@ -504,7 +525,9 @@ class PostgresStore(SQLStore):
         ).fetchall()
         return rows
 
-    def _recall_ann(self, scope_id, q, limit, params) -> list[Recalled] | None:
+    def _recall_ann(
+        self, scope_id: str, q: np.ndarray, limit: int, params: RecallParams
+    ) -> list[Recalled] | None:
         """The HNSW answer, or None when it is short: fewer than `limit` survivors
         while the scope has more embedded live rows than the scan brought back.
 
@@ -595,6 +618,6 @@ def safe_dsn(dsn: str) -> str:
         d = conninfo_to_dict(dsn)
         if "password" in d:
             d["password"] = "***"
-        return make_conninfo(**d)
+        return make_conninfo("", **d)
     except Exception:
         return "<dsn>"

@@ -116,7 +116,8 @@ def cosine_scores(query: np.ndarray, matrix: np.ndarray) -> np.ndarray:
         return matrix @ q
     # Tall row-major: einsum's SIMD loop beats BLAS gemv on this layout (2-3x
     # at 100k rows on a shared machine) and stays predictable.
-    return np.einsum("ij,j->i", matrix, q)
+    scores: np.ndarray = np.einsum("ij,j->i", matrix, q)
+    return scores
 
 
 def keyword_matches(keywords: Sequence[str], content: str, tags: Sequence[str]) -> int:
@@ -132,7 +133,7 @@ def keyword_order(
     """Positions of rows with at least one match: more keywords first, then most
     recently confirmed (None last), then larger tiebreak."""
     pos = [i for i, m in enumerate(matched) if m > 0]
-    ts = [(-np.inf if confirmed_ts[i] is None else confirmed_ts[i]) for i in range(len(matched))]
+    ts = [(-np.inf if (t := confirmed_ts[i]) is None else t) for i in range(len(matched))]
     pos.sort(key=lambda i: (-matched[i], -ts[i], -tiebreak[i]))
     return pos
 

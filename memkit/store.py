@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -143,6 +143,8 @@ class SQLStore:
 
     supports_curation: bool = True
     backend: str = "sqlite"
+    _bulk_rows: Callable[[Write, Iterable[tuple[Any, ...]]], None]
+    """Each backend's bulk insert (`bulk_load`): SQLite and Postgres write rows differently."""
 
     def __init__(
         self,
@@ -246,7 +248,7 @@ class SQLStore:
 
     def _fold_target(
         self, w: Write | _Committed, scope_id: str, kind: str, grams: frozenset[str], now: float
-    ):
+    ) -> Row | None:
         """The single best live row to fold into, or None (SPEC §3.3); `w` is the
         write that decides (its own rows included) or the committed rows."""
         t = self.fold.threshold
@@ -343,6 +345,7 @@ class SQLStore:
             for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())
                 target = self._fold_target(w, scope_id, it.kind, it.grams, now)
+                created: float | None
                 if target is None:
                     mid = self.new_id()
                     rowid = sql.insert(
@@ -464,7 +467,8 @@ class SQLStore:
         given = None if query_embedding is None else _query_vector(query_embedding)
         if params.floor is None:
             params = dataclasses.replace(params, floor=default_floor_of(self.embedder))
-        q, why = None, None
+        q: np.ndarray | None = None
+        why: Literal["no_embedder", "embed_error", "below_floor", "empty_query"] | None = None
         if not query.strip():
             why = "empty_query"
         elif given is not None:
@@ -490,7 +494,9 @@ class SQLStore:
             hits = self._recall_keyword(scope_id, kws, limit, params)
         return [dataclasses.replace(h, fallback=why) for h in hits]
 
-    def _recall_vector(self, scope_id, q, limit, params) -> list[Recalled]:
+    def _recall_vector(
+        self, scope_id: str, q: np.ndarray, limit: int, params: RecallParams
+    ) -> list[Recalled]:
         sv = self._ix.vectors_of(scope_id)
         n = sv.n
         if n == 0:
@@ -507,7 +513,17 @@ class SQLStore:
         cos = rank.cosine_scores(q, mat)
         return self._ranked(scope_id, cos, rowid, conf, last_seen, recency, limit, params)
 
-    def _ranked(self, scope_id, cos, rowid, conf, last_seen, recency, limit, params):
+    def _ranked(
+        self,
+        scope_id: str,
+        cos: np.ndarray,
+        rowid: np.ndarray,
+        conf: np.ndarray,
+        last_seen: np.ndarray,
+        recency: np.ndarray,
+        limit: int,
+        params: RecallParams,
+    ) -> list[Recalled]:
         """The vector path's answer over these candidates and their cosines (SPEC §4.1)."""
         now = float(self.clock())
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, max(limit, 0))
@@ -640,7 +656,7 @@ class SQLStore:
             "WHERE scope_id = ? AND superseded_by IS NULL "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC"
         )
-        args: tuple = (scope_id,)
+        args: tuple[Any, ...] = (scope_id,)
         if limit is not None:
             where += " LIMIT ?"
             args += (max(limit, 0),)
@@ -789,7 +805,7 @@ class SQLStore:
                     staged_at,
                 ),
             )
-            return cur.rowcount == 1
+            return bool(cur.rowcount == 1)
 
     def _check_rollout(self, rollout: Rollout) -> tuple[str, str]:
         """The rollout's checked, redacted messages (as JSON) and final answer."""
@@ -1057,31 +1073,33 @@ class SQLStore:
             self._check_pass(w, scope_id, rollout_ids, snapshot)
             if invalid is not None:
                 raise invalid
-            live_rows = {m.id: sql.live_row(w.conn, scope_id, m.id) for m in snapshot}
+            live_rows = {  # every one is live: _check_pass just said so
+                m.id: r for m in snapshot if (r := sql.live_row(w.conn, scope_id, m.id)) is not None
+            }
             now = float(self.clock())
             added: list[str] = []
             retired: list[str] = []
             for ch in typed:
                 new_id = None
                 if ch.entry is not None:
-                    e, content, tag_list = next(new_rows)
+                    ent, content, tag_list = next(new_rows)
                     vec = next(vecs)
                     new_id = self.new_id()
                     grams = trigrams(content)
                     rowid = sql.insert(
-                        w.conn, new_id, scope_id, e.kind, content, tag_list, e.confidence, None,
+                        w.conn, new_id, scope_id, ent.kind, content, tag_list, ent.confidence, None,
                         now, vec, len(grams), w.seq,
                     )  # fmt: skip
                     added.append(new_id)
                     w.put(
                         LiveRow(
                             scope_id,
-                            e.kind,
+                            ent.kind,
                             rowid,
                             content,
                             tag_list,
                             vec,
-                            e.confidence,
+                            ent.confidence,
                             now,
                             now,
                             grams,
@@ -1118,7 +1136,9 @@ class SQLStore:
         ck.check_type(params, "params", ConsolidationParams)
 
     @staticmethod
-    def _check_pass(w: Write, scope_id: str, rollout_ids: list[str], snapshot: list[Memory]):
+    def _check_pass(
+        w: Write, scope_id: str, rollout_ids: list[str], snapshot: list[Memory]
+    ) -> None:
         """What can change under the lock: consumption or parking, then snapshot currency."""
         for rid in rollout_ids:
             r = w.conn.execute(
@@ -1273,7 +1293,7 @@ class SQLiteStore(SQLStore):
 
     # -- bulk load (benchmarks) ------------------------------------------------------------
 
-    def _bulk_rows(self, w: Write, rows: Iterable[tuple]) -> None:
+    def _bulk_rows(self, w: Write, rows: Iterable[tuple[Any, ...]]) -> None:
         """Insert bulk rows (id, scope, kind, content, confidence, time, vector, grams)."""
         c = w.conn
         start = c.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1

@@ -18,17 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from memkit.errors import ConfigError, MemkitError, MissingExtra, did_you_mean
 from memkit.params import RecallParams
-from memkit.store import SQLiteStore
+from memkit.store import SQLStore
 from memkit.stores import open_store
 from memkit.text import terminal_safe as safe
 from memkit.types import KINDS, Memory
 
 
-def _open(db: str, *, with_embedder: bool) -> SQLiteStore:
+def _open(db: str, *, with_embedder: bool) -> SQLStore:
     """The store a path or URL names (`memkit.stores`: SQLite or postgresql://), read-only."""
     store = open_store(db, embedder=None, read_only=True)
     if not with_embedder:
@@ -38,7 +40,7 @@ def _open(db: str, *, with_embedder: bool) -> SQLiteStore:
     return open_store(db, embedder=recorded, read_only=True)
 
 
-def _check_scope(store: SQLiteStore, scope: str | None) -> None:
+def _check_scope(store: SQLStore, scope: str | None) -> None:
     if scope is None:
         return
     known = store.scopes()
@@ -50,7 +52,7 @@ def _check_scope(store: SQLiteStore, scope: str | None) -> None:
         )
 
 
-def _mem_json(m: Memory) -> dict:
+def _mem_json(m: Memory) -> dict[str, Any]:
     return {
         "id": m.id,
         "scope_id": m.scope_id,
@@ -159,7 +161,9 @@ def _parser() -> argparse.ArgumentParser:
         dest="sub", metavar="{stats,recall,history,copy}", required=True, help="what to show"
     )
 
-    def command(name: str, help_: str, fn) -> argparse.ArgumentParser:
+    def command(
+        name: str, help_: str, fn: Callable[[argparse.Namespace], int]
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
         p.add_argument(
             "--db", required=True, metavar="PATH", help="the store: a SQLite file or postgresql://"
@@ -252,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     """inspect a store: stats, recall, history, copy; reembed it"""
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return args.fn(args)
+        code: int = args.fn(args)
+        return code
     except MemkitError as e:  # a bad path, file or scope is a usage error (2)
         print(f"memkit store {args.sub}: {e}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) and not isinstance(e, MissingExtra) else 1

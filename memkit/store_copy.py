@@ -18,6 +18,7 @@ ids, re-embedding (the destination must record the same embedder, or none).
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import sqlite3
@@ -62,7 +63,7 @@ def _vec_bytes(v: Any) -> bytes | None:
     return np.asarray(v, dtype=np.float32).tobytes()
 
 
-def _norm_mem(r: dict) -> dict:
+def _norm_mem(r: dict[str, Any]) -> dict[str, Any]:
     """One memory row in the backend-neutral form the checksum reads."""
     out = dict(r)
     out["tags"] = json.loads(r["tags"]) if isinstance(r["tags"], str) else list(r["tags"])
@@ -70,13 +71,13 @@ def _norm_mem(r: dict) -> dict:
     return out
 
 
-def _norm_rollout(r: dict) -> dict:
+def _norm_rollout(r: dict[str, Any]) -> dict[str, Any]:
     out = dict(r)
     out["messages"] = json.loads(r["messages"]) if isinstance(r["messages"], str) else r["messages"]
     return out
 
 
-def _digest(rows: Iterator[dict], cols: tuple[str, ...]) -> tuple[int, str]:
+def _digest(rows: Iterator[dict[str, Any]], cols: tuple[str, ...]) -> tuple[int, str]:
     h = hashlib.sha256()
     n = 0
     for r in rows:
@@ -90,13 +91,14 @@ def _digest(rows: Iterator[dict], cols: tuple[str, ...]) -> tuple[int, str]:
 # --- raw access to one backend's tables ------------------------------------------------
 
 
-class _Raw:
+class _Raw(abc.ABC):
     """The tables of one store, read in their original order and written in one
     transaction. `ph` is the driver's placeholder."""
 
     ph = "?"
+    conn: Any
 
-    def execute(self, sql: str, args: tuple | list = ()) -> Any:
+    def execute(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> Any:
         return self.conn.execute(sql.replace("?", self.ph), args)
 
     def meta(self) -> dict[str, str]:
@@ -107,14 +109,14 @@ class _Raw:
         (r,) = self.execute("SELECT count(*) FROM rollouts").fetchone()
         return int(m), int(r)
 
-    def memories(self, ids: set[str] | None = None) -> Iterator[dict]:
+    def memories(self, ids: set[str] | None = None) -> Iterator[dict[str, Any]]:
         cur = self.execute(f"SELECT {', '.join(MEM_COLS)} FROM memories ORDER BY rowid")
         for row in cur:
             r = dict(zip(MEM_COLS, row, strict=True))
             if ids is None or r["id"] in ids:
                 yield _norm_mem(r)
 
-    def rollouts(self, ids: set[str] | None = None) -> Iterator[dict]:
+    def rollouts(self, ids: set[str] | None = None) -> Iterator[dict[str, Any]]:
         cur = self.execute(f"SELECT {', '.join(ROLLOUT_COLS)} FROM rollouts ORDER BY seq")
         for row in cur:
             r = dict(zip(ROLLOUT_COLS, row, strict=True))
@@ -124,12 +126,20 @@ class _Raw:
     def close(self) -> None:
         self.conn.close()
 
+    @abc.abstractmethod
+    def write(
+        self, meta: dict[str, Any], mems: list[dict[str, Any]], rolls: list[dict[str, Any]]
+    ) -> None:
+        """Insert these rows (ids kept) in one transaction."""
+
 
 class _SQLiteRaw(_Raw):
     def __init__(self, path: str):
         self.conn = sqlite3.connect(path, isolation_level=None, timeout=60)
 
-    def write(self, meta: dict, mems: list[dict], rolls: list[dict]) -> None:
+    def write(
+        self, meta: dict[str, Any], mems: list[dict[str, Any]], rolls: list[dict[str, Any]]
+    ) -> None:
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
@@ -178,7 +188,9 @@ class _PostgresRaw(_Raw):
         self.conn = psycopg.connect(dsn, autocommit=True)
         register_vector(self.conn)
 
-    def write(self, meta: dict, mems: list[dict], rolls: list[dict]) -> None:
+    def write(
+        self, meta: dict[str, Any], mems: list[dict[str, Any]], rolls: list[dict[str, Any]]
+    ) -> None:
         c = self.conn
         with c.transaction():
             for k, v in meta.items():

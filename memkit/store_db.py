@@ -60,7 +60,7 @@ class SQLiteDb(sqlite3.Connection):
         return []
 
     @staticmethod
-    def batch() -> contextlib.AbstractContextManager:
+    def batch() -> contextlib.AbstractContextManager[None]:
         """Statements run one by one (a no-op context)."""
         return contextlib.nullcontext()
 
@@ -71,7 +71,7 @@ class SQLiteDb(sqlite3.Connection):
 
     def top(self, scope_id: str | None) -> int:
         """The highest committed change number (of the file: `scope_id` is unused)."""
-        return self.execute("SELECT COALESCE(MAX(change_seq), 0) FROM memories").fetchone()[0]
+        return int(self.execute("SELECT COALESCE(MAX(change_seq), 0) FROM memories").fetchone()[0])
 
     @staticmethod
     def vec(v: np.ndarray | None) -> bytes | None:

@@ -39,6 +39,7 @@ import json
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -112,7 +113,7 @@ class ScopeVectors:
     recency: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """last_seen, else created_at (NaN when neither): kept, not derived per recall."""
     pos: dict[int, int] = field(default_factory=dict)
-    queue: list[tuple] = field(default_factory=list)
+    queue: list[tuple[Any, ...]] = field(default_factory=list)
     """Writes not applied yet: (rowid, vec, conf, last_seen, created), or (rowid,)
     for a drop. A write's vector goes into one column of `cols`, 256 cache lines
     apart, which cost `remember` ~10% at 100k rows; `flush` (the next recall)
@@ -130,10 +131,10 @@ class ScopeVectors:
                     self.drop(op[0])
                 start = k + 1
 
-    def _put_run(self, run: list[tuple]) -> None:
+    def _put_run(self, run: list[tuple[Any, ...]]) -> None:
         if not run:
             return
-        at: dict[int, tuple] = {}  # column -> its last write
+        at: dict[int, tuple[Any, ...]] = {}  # column -> its last write
         for op in run:
             i = self.pos.get(op[0])
             if i is None:
@@ -176,7 +177,14 @@ class ScopeVectors:
             arr[: self.n] = old[: self.n]
             setattr(self, name, arr)
 
-    def put(self, rowid: int, vec: np.ndarray, conf: float, last_seen, created) -> None:
+    def put(
+        self,
+        rowid: int,
+        vec: np.ndarray,
+        conf: float,
+        last_seen: float | None,
+        created: float | None,
+    ) -> None:
         """Hold one row now (the queue's writes go through `flush`)."""
         self._put_run([(rowid, vec, conf, last_seen, created)])
 
@@ -437,7 +445,12 @@ class Write:
             raise
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         try:
             if exc_type is None:
                 try:

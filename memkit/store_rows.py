@@ -73,7 +73,7 @@ class Row(NamedTuple):
         )
 
 
-def rows(conn: Conn, where: str, args: Sequence = ()) -> list[Row]:
+def rows(conn: Conn, where: str, args: Sequence[Any] = ()) -> list[Row]:
     """`SELECT {COLS} FROM memories {where}` as Rows."""
     return [Row._make(r) for r in conn.execute(f"SELECT {COLS} FROM memories {where}", args)]
 

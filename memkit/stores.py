@@ -8,9 +8,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from memkit.store import SQLStore
 
 
 def is_postgres_url(url: str) -> bool:
@@ -35,7 +38,7 @@ def sqlite_path(url: str) -> str:
     return url
 
 
-def open_store(url: str, **options: Any):
+def open_store(url: str, **options: Any) -> SQLStore:
     """Open the store a URL names; `options` go to the backend's `open`
     (embedder, clock, fold, redaction; `ann` on Postgres)."""
     if is_postgres_url(url):
@@ -47,7 +50,7 @@ def open_store(url: str, **options: Any):
     return SQLiteStore.open(sqlite_path(url), **options)
 
 
-def open_scratch_store(url: str | None = None, **options: Any):
+def open_scratch_store(url: str | None = None, **options: Any) -> SQLStore:
     """A new, empty store that is gone after `close()`: in memory (SQLite) when
     `url` is None or names SQLite; on a Postgres server, a schema of its own
     in that database, dropped on close. `options` as for `open_store`."""

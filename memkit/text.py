@@ -119,7 +119,7 @@ def truncate_middle(s: str, n: int) -> str:
 # --- dedup word sets (SPEC §5.2) -------------------------------------------
 
 
-class _DropMarks(dict):
+class _DropMarks(dict[int, int | None]):
     """str.translate table deleting combining marks (category Mn), filled lazily."""
 
     def __missing__(self, cp: int) -> int | None:

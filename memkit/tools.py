@@ -357,9 +357,15 @@ class MemoryTools:
             return self._learn(parse_learn(args))
         return self._edit(parse_edit(args))
 
+    def _installed(self, name: str) -> MemoryStore:
+        """The store; `call` offers no tool without one, so this refusal is a backstop."""
+        if self.store is None:
+            raise ToolError(name, None, "not offered: no memory store is installed")
+        return self.store
+
     def _recall(self, a: RecallArgs) -> dict[str, Any]:
         entries = []
-        for hit in self.store.recall(self.scope_id, a.query, limit=a.limit):
+        for hit in self._installed(RECALL).recall(self.scope_id, a.query, limit=a.limit):
             m: Memory = hit.memory if isinstance(hit, Recalled) else hit
             if m.scope_id != self.scope_id:
                 continue  # never show another scope's rows, whatever the store returned
@@ -371,7 +377,7 @@ class MemoryTools:
         return {"entries": entries}
 
     def _learn(self, a: LearnArgs) -> dict[str, Any]:
-        res = self.store.remember(
+        res = self._installed(LEARN).remember(
             self.scope_id, a.lesson, kind="learning", confidence=CONFIDENCE_CHOSEN, tags=a.tags
         )
         message = (
@@ -384,7 +390,7 @@ class MemoryTools:
     def _edit(self, a: EditArgs) -> dict[str, Any]:
         try:
             if a.action == "update" and a.content is not None:  # parse_edit guarantees both
-                new_id = self.store.update(
+                new_id = self._installed(EDIT).update(
                     self.scope_id, a.id, a.content, tags=a.tags, confidence=CONFIDENCE_CHOSEN
                 )
                 return {
@@ -393,7 +399,7 @@ class MemoryTools:
                     "replaces": a.id,
                     "message": f"Memory {a.id} updated; the new revision is {new_id}.",
                 }
-            self.store.retract(self.scope_id, a.id)
+            self._installed(EDIT).retract(self.scope_id, a.id)
         except NotFound:
             raise ToolError(EDIT, "id", f"memory {a.id!r} not found in scope") from None
         return {"action": a.action, "id": a.id, "message": f"Memory {a.id} retracted."}

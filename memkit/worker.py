@@ -40,7 +40,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from memkit.errors import ConfigError, ProposalError, ProviderError, SubmitRefused
 from memkit.params import ConsolidationParams, WorkerParams
@@ -430,6 +430,7 @@ class ConsolidationWorker:
         add_usage(self.usage_by_scope.setdefault(scope, {}), outcome.usage)
         now = self._clock()
         attempt = entry.attempt
+        nxt: Literal["continue", "retry", "leave"]
         if outcome.timed_out and attempt == 1:
             nxt, entry.attempt = "retry", 2
             entry.due, entry.order = now + self.params.retry_delay_s, next(self._orders)
@@ -493,7 +494,7 @@ def _store_picker(store: Any) -> Callable[[str], Any]:
     if isinstance(store, Mapping):
         return store.__getitem__
     if callable(store):
-        return store
+        return cast("Callable[[str], Any]", store)
     raise ConfigError(
         f"store must be a store, a mapping or a callable scope -> store, got {store!r}"
     )
@@ -535,7 +536,9 @@ def _report(on_error: Callable[[BaseException], None] | None, exc: BaseException
         log.exception("finish_run on_error callback failed")
 
 
-def _stage(store: Any, run: Mapping[str, Any], params: ConsolidationParams, errors: list) -> Any:
+def _stage(
+    store: Any, run: Mapping[str, Any], params: ConsolidationParams, errors: list[BaseException]
+) -> Any:
     from memkit.consolidate import stage_run
 
     try:
@@ -551,7 +554,7 @@ def _begin(
     worker: ConsolidationWorker | None,
     consolidator: Any,
     params: ConsolidationParams,
-    errors: list,
+    errors: list[BaseException],
 ) -> tuple[FinishResult, bool]:
     """Stage and submit; returns the partial result and whether a sync pass is due."""
     usage = dict(run.get("usage") or {})  # a copy: background work never touches it
@@ -578,7 +581,9 @@ def _in_loop() -> bool:
 
 
 def _close(
-    result: FinishResult, errors: list, on_error: Callable[[BaseException], None] | None
+    result: FinishResult,
+    errors: list[BaseException],
+    on_error: Callable[[BaseException], None] | None,
 ) -> FinishResult:
     for exc in errors:
         _report(on_error, exc)
@@ -644,6 +649,7 @@ def finish_run(
     try:  # nothing to await (stage and submit only): run the coroutine to its end here
         done.send(None)
     except StopIteration as finished:
-        return finished.value
+        result: FinishResult = finished.value
+        return result
     done.close()
     raise ConfigError("finish_run: staging or submitting awaited; use afinish_run")

@@ -206,7 +206,7 @@ def _locomo_conversation(
                 raw = check(item[1], (str, list), iat[1]) if len(item) > 1 else []
                 if isinstance(raw, list):
                     each(raw, str, iat[1])
-                dias = _dia_ids(raw)
+                obs_dias = _dia_ids(raw)
                 fid = f"{scope}:obs:{num}:{k}"
                 k += 1
                 facts.append(
@@ -217,7 +217,7 @@ def _locomo_conversation(
                         text,
                         (),
                         (run_of[num],),
-                        meta=MappingProxyType({"speaker": speaker, "dia_ids": dias}),
+                        meta=MappingProxyType({"speaker": speaker, "dia_ids": obs_dias}),
                     )
                 )
     facts, merged = _normalise(facts, {r.run_id: k for k, r in enumerate(runs)})

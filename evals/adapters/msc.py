@@ -288,10 +288,10 @@ def _msc_episode(
                 )
             )
     for _, fact in session_facts:
-        mid = target.get(fact.fact_id)
+        into = target.get(fact.fact_id)
         if fact.fact_id in same:
             continue
-        if mid is not None:
+        if into is not None:
             fact = GoldFact(
                 fact.fact_id,
                 scope,
@@ -300,8 +300,8 @@ def _msc_episode(
                 (),
                 fact.established_in,
                 None,
-                mid,
-                meta=MappingProxyType({**fact.meta, "fold_group": mid}),
+                into,
+                meta=MappingProxyType({**fact.meta, "fold_group": into}),
             )
         facts.append(fact)
     facts += merged_facts

@@ -15,6 +15,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from memkit.consolidate.reply import Reply, local_reply
 from memkit.consolidate.request import ConsolidationRequest
@@ -157,10 +158,10 @@ class HeuristicConsolidator:
         self.merge_threshold = merge_threshold
         self.max_changes = max_changes
 
-    def changes(self, request: ConsolidationRequest) -> list[dict]:
+    def changes(self, request: ConsolidationRequest) -> list[dict[str, Any]]:
         """The proposal as a list of change objects (pure, deterministic)."""
         used: set[str] = set()
-        changes: list[dict] = []
+        changes: list[dict[str, Any]] = []
         for cand in extract(request)[-self.max_changes :] if self.max_changes else []:
             best_id, best = None, 0.0
             for mem in request.snapshot:

@@ -48,7 +48,7 @@ Key = tuple[str, int]
 _BLANK = object()
 
 
-def _loads(text: str) -> Any:
+def _loads(text: str | bytes) -> Any:
     return _BLANK if not text.strip() else json.loads(text)
 
 
@@ -63,7 +63,9 @@ def is_recording(path: str | os.PathLike[str]) -> bool:
     return p.suffix == ".jsonl" and not p.is_dir()
 
 
-def read_recording(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[Key, dict]]:
+def read_recording(
+    path: str | os.PathLike[str],
+) -> tuple[dict[str, Any], dict[Key, dict[str, Any]]]:
     """The header and the entries by (request hash, replicate); a ConfigError names
     the file and line of anything that is not a recording of this version."""
     p = Path(path)
@@ -98,7 +100,7 @@ def read_recording(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[K
             f"replay: {p}: recording version {header.get('version')!r}, "
             f"this memkit reads {RECORDING_VERSION}"
         )
-    entries: dict[Key, dict] = {}
+    entries: dict[Key, dict[str, Any]] = {}
     for n, row in rows[1:]:
         h, rep = row.get("request_hash"), row.get("replicate", 0)
         ok = isinstance(h, str) and len(h) == 64 and isinstance(rep, int)
@@ -108,7 +110,7 @@ def read_recording(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[K
             )
         if ("text" in row) == ("error" in row):
             raise ConfigError(f"replay: {p}:{n}: an entry holds either text or error")
-        entries.setdefault((h, rep), row)
+        entries.setdefault((str(h), int(rep)), row)
     return header, entries
 
 

@@ -239,7 +239,9 @@ def check_transcript(run: Mapping[str, Any]) -> None:
     _check_evidence(run["messages"], run.get("final_answer"), list)
 
 
-def _check_evidence(msgs: Any, final: Any, kinds: type | tuple[type, ...]) -> None:
+def _check_evidence(
+    msgs: Any, final: Any, kinds: type[Sequence[Any]] | tuple[type[Sequence[Any]], ...]
+) -> None:
     """A transcript's messages and final answer, as staging reads them."""
     if not isinstance(msgs, kinds):
         raise TranscriptError(f"transcript field 'messages' must be a list: {type(msgs).__name__}")
