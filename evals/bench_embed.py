@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from memkit.errors import ConfigError
+
 DEFAULT_EMBEDDERS = ("wordllama", "minilm", "hashing")
 
 
@@ -112,6 +114,8 @@ def bench_embedder(spec: str, args: argparse.Namespace, sets: dict, tmp: Path, l
     from memkit.embed import get_embedder
 
     emb = get_embedder(spec)
+    if emb is None:
+        raise ConfigError(f"embedder {spec!r}: none to benchmark")
     texts = synthetic_texts(random.Random(7), args.texts)
     writes = [f"{t} #{i}" for i, t in enumerate(texts[: args.writes])]
     row: dict[str, Any] = {"embedder": emb.name, "dim": emb.dim}

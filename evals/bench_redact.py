@@ -82,7 +82,7 @@ def remember_rates(embedder: str, writes: int, rounds: int, seed: int) -> dict[s
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             batch = pool[r * writes : (r + 1) * writes]
-            took = {}
+            took: dict[str, float] = {}
             for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
                 store = SQLiteStore.open(
                     Path(tmp) / f"{mode}-{r}.db",
@@ -96,8 +96,8 @@ def remember_rates(embedder: str, writes: int, rounds: int, seed: int) -> dict[s
                 took[mode] = time.process_time() - t0
                 store.close()
             ratios.append(took["off"] / took["on"])
-            for mode, t in took.items():
-                spent[mode] += t
+            for mode, secs in took.items():
+                spent[mode] += secs
     q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
     return {
         "on": writes * rounds / spent["on"],

@@ -75,7 +75,7 @@ def flags(rows: Iterable[Row], system: str) -> list[tuple[str, Any]]:
     for each headline metric it has whose value is undefined; in the registry's order."""
     heads = set(registry.names(listed="headline"))
     order = list(registry.all_metrics())
-    out = []
+    out: list[tuple[str, float | None]] = []
     for r in rows:
         if r["system"] != system or is_baseline(r["metric"], order):
             continue
@@ -83,6 +83,6 @@ def flags(rows: Iterable[Row], system: str) -> list[tuple[str, Any]]:
         if not defined(v):
             if m in heads:
                 out.append((m, None))
-        elif worst(m) is not None and float(v) == worst(m):
-            out.append((m, float(v)))
+        elif (w := worst(m)) is not None and v is not None and float(v) == w:
+            out.append((m, w))
     return sorted(out, key=lambda x: order.index(x[0]))

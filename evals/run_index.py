@@ -56,6 +56,7 @@ def _cell(r: dict[str, Any] | None) -> str:
     v = None if r is None else r.get("value")
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return '<td data-v="">—</td>' if r is None else '<td data-v="">n/a</td>'
+    assert r is not None  # a None row has no value, above
     lo, hi = r.get("lo"), r.get("hi")
     ci = "" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
     return f'<td data-v="{v!r}">{v:.3f}{ci}</td>'

@@ -253,19 +253,19 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
         )
     from evals.datasets import load_dataset
 
-    path = Path(spec)
-    if not path.exists() and not path.is_absolute() and (REPO / path).exists():
-        path = REPO / path  # repo-relative (presets), whatever the working directory
-    if path.is_file():
-        adapter = adapter_for_file(path)
+    folder = Path(spec)
+    if not folder.exists() and not folder.is_absolute() and (REPO / folder).exists():
+        folder = REPO / folder  # repo-relative (presets), whatever the working directory
+    if folder.is_file():
+        adapter = adapter_for_file(folder)
         hint = (
-            f"; it looks like {adapter} data: use --dataset {adapter}:{path.parent}"
+            f"; it looks like {adapter} data: use --dataset {adapter}:{folder.parent}"
             if adapter
-            else f"; a public benchmark's file is read by an adapter: <adapter>:{path.parent} "
+            else f"; a public benchmark's file is read by an adapter: <adapter>:{folder.parent} "
             f"({', '.join(ADAPTERS)})"
         )
         raise ConfigError(f"{spec!r} is a file, not a dataset folder{hint}")
-    return load_dataset(path)
+    return load_dataset(folder)
 
 
 # --- progress -------------------------------------------------------------------------

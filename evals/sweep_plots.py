@@ -66,7 +66,7 @@ def _lines(sweep: pd.DataFrame, x: str, rec: Mapping[str, Any]) -> bytes:
 
     panels = [m for m in PANELS if m in set(sweep["metric"])]
     specs = list(dict.fromkeys(sweep[EMBEDDER_AXIS]))
-    colours = plt.get_cmap("tab10").colors
+    colours = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]
     fig, axes = plt.subplots(
         len(panels), 1, figsize=(7, 2.3 * len(panels) + 0.6), sharex=True, squeeze=False
     )

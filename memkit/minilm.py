@@ -97,7 +97,8 @@ def mean_pool(states: np.ndarray, mask: np.ndarray) -> np.ndarray:
     ((n, tokens, dim), (n, tokens) -> (n, dim) float32; its 1e-9 clamp kept)."""
     m = mask.astype(np.float32)[:, :, None]
     total = np.add.reduce(states * m, axis=1)
-    return (total / np.maximum(m.sum(axis=1), np.float32(1e-9))).astype(np.float32)
+    out: np.ndarray = (total / np.maximum(m.sum(axis=1), np.float32(1e-9))).astype(np.float32)
+    return out
 
 
 def _run(session: Any, ids: list[list[int]]) -> np.ndarray:

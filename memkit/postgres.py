@@ -230,6 +230,7 @@ class PostgresStore(SQLStore):
         """How often recall answered by ANN and how often it fell back to exact."""
         self._dim: int | None = None
         self.hnsw_build: dict[str, Any] | None = None
+        self._build_settings: dict[str, str] = build_session(None)
         """What opening with `ann="hnsw"` did: whether it built the index, in how
         many seconds, under which settings, and the index's size in bytes."""
         self._scratch_schema: str | None = None
@@ -267,7 +268,9 @@ class PostgresStore(SQLStore):
     def reembed(self, embedder: str | Embedder, **options: Any) -> Any:
         """`SQLStore.reembed`, then the HNSW index (dropped: it cast to the old dim) rebuilt."""
         report, self._dim = super().reembed(embedder, **options), None
-        return report if self.ann != "hnsw" else (self._ensure_hnsw(), report)[1]
+        if self.ann == "hnsw":
+            self.hnsw_build = self._ensure_hnsw(self._build_settings)
+        return report
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -342,6 +345,7 @@ class PostgresStore(SQLStore):
                 ann=ann,
                 ef_search=ef_search,
             )
+            store._build_settings = settings
             if ann == "hnsw" and not read_only:
                 store.hnsw_build = store._ensure_hnsw(settings)
         except BaseException:
@@ -427,6 +431,8 @@ class PostgresStore(SQLStore):
         Rows whose cosine is 0 by definition (another dimension, a zero
         vector, or a query of another dimension or zero) are read apart, and
         only when the floor admits 0."""
+        floor = params.floor
+        assert floor is not None  # SQLStore.recall resolves None to the embedder's default
         d = self._store_dim(q)
         degenerate = q.shape[0] != d or not np.any(q)
         capped = self._capped(scope_id, params.candidate_cap)
@@ -434,10 +440,10 @@ class PostgresStore(SQLStore):
             return self._ranked(scope_id, *candidate_arrays(capped, q, True), limit, params)
         base, args = LIVE, (scope_id,)
         rows: list[tuple[Any, ...]] = []
-        if params.floor <= 0:  # a cosine of 0 clears it (rank.rank_vector's cut)
+        if floor <= 0:  # a cosine of 0 clears it (rank.rank_vector's cut)
             rows += self._zero_rows(base, args, d, degenerate, limit)
         if not degenerate:
-            lo = max(float(params.floor), -1.0) - COSINE_SLACK
+            lo = max(float(floor), -1.0) - COSINE_SLACK
             if limit <= 0:
                 rows += self._nearest(base, args, q, d, lo, None)
             else:

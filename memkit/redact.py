@@ -238,8 +238,8 @@ def _edges(m: re.Match[str]) -> str:
     return text[:i] + REDACTED + text[i + len(core) :]
 
 
-_WORD_GATE = ("pass", "pwd", "pw", "psk", "sig", "sess", "sid", "secret", "key", "token")
-_WORD_GATE += ("credential", "auth", "signature")
+_WORD_GATE: tuple[str, ...] = ("pass", "pwd", "pw", "psk", "sig", "sess", "sid", "secret", "key")
+_WORD_GATE += ("token", "credential", "auth", "signature")
 _KEY_RULES: tuple[Rule, ...] = (
     ((("basic",),), _BASIC, _basic),
     ((("-u",), (":",)), _USER_FLAG, _after_prefix),

@@ -24,6 +24,7 @@ memory: stop them first (a new opener is refused while the move runs).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -177,7 +178,7 @@ def reembed(
                 f"(want dim {emb.dim}); nothing of this batch was written"
             )
         rowids = [int(r[0]) for r in rows]
-        done = _locked(conn, lambda rowids=rowids, v=vectors: _write_batch(conn, rowids, v))
+        done = _locked(conn, functools.partial(_write_batch, conn, rowids, vectors))
         cursor, now, batches = rowids[-1], now + len(rows), batches + 1
         if progress is not None:
             (total,) = conn.execute("SELECT COUNT(*) FROM memories").fetchone()

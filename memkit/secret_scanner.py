@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
 _PLUGINS: tuple[tuple[str, str, tuple[str, ...], tuple[int, ...] | None, int], ...] = (
     # (module, class, gate literals, which denylist patterns: None = all, and the
@@ -76,7 +77,7 @@ def token_formats() -> tuple[tuple[tuple[str, ...], re.Pattern[str], int], ...]:
 
 
 @functools.cache
-def _base64_plugin():
+def _base64_plugin() -> Any:
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
     return Base64HighEntropyString()

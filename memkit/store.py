@@ -549,7 +549,9 @@ class SQLStore:
             )
         return out
 
-    def _recall_hybrid(self, scope_id, q, kws, limit, params) -> list[Recalled]:
+    def _recall_hybrid(
+        self, scope_id: str, q: np.ndarray, kws: list[str], limit: int, params: RecallParams
+    ) -> list[Recalled]:
         """(memkit) The vector ranking above the floor and every keyword match, fused by
         `rank.rrf_fuse`; each hit keeps its cosine breakdown and/or keyword count, and
         `score` is the fused score. Both rankings are taken whole, so the cut at `limit`
@@ -577,7 +579,9 @@ class SQLStore:
                 out.append(Recalled(memory, "hybrid", score, keywords_matched=n))
         return out
 
-    def _recall_keyword(self, scope_id, kws, limit, params) -> list[Recalled]:
+    def _recall_keyword(
+        self, scope_id: str, kws: list[str], limit: int, params: RecallParams
+    ) -> list[Recalled]:
         lim = rank.keyword_limit(limit, params)
         if not kws:
             rows = sql.rows(

@@ -207,6 +207,27 @@ def test_hnsw_build_runs_under_its_settings_and_reports_them(pg_dsn):
         assert s.hnsw_build["built"] is False and s.hnsw_build["index_bytes"] > 0
 
 
+def test_reembed_of_an_hnsw_store_rebuilds_the_index_under_its_build_settings(pg_dsn):
+    """Found by mypy: `reembed` on an HNSW store called the index build without its
+    settings (a TypeError after every row had moved)."""
+    from memkit.embed import HashingEmbedder
+
+    texts = [f"note {i}: {'abcdefghij'[i % 10] * (i % 7 + 1)} {i * 7919}" for i in range(40)]
+    with PostgresStore.open(pg_dsn, embedder=HashingEmbedder(64)) as s:
+        s.remember_many("s", texts)
+    settings = {"maintenance_work_mem": "96MB"}
+    with PostgresStore.open(
+        pg_dsn, embedder=HashingEmbedder(64), ann="hnsw", build_settings=settings
+    ) as s:
+        rep = s.reembed("hashing-32")
+        assert rep.embedder == "hashing-32" and rep.embedded_now == len(texts)
+        assert s.hnsw_build["built"] is True
+        assert s.hnsw_build["settings"]["maintenance_work_mem"] == "96MB"
+        assert s.recall("s", texts[5])[0].content == texts[5]
+    with psycopg.connect(pg_dsn) as c:
+        assert c.execute("SELECT to_regclass('memories_hnsw')").fetchone()[0] is not None
+
+
 def test_a_build_setting_of_none_drops_the_default():
     from memkit.pg_search import build_session
 

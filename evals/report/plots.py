@@ -56,7 +56,8 @@ def bars(
     width = 0.8 / len(systems)
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for i, s in enumerate(systems):
-        vals, errs = [], [[], []]
+        vals: list[float] = []
+        errs: list[list[float]] = [[], []]
         for m in present:
             r = sub[(sub["system"] == s) & (sub["metric"] == m)]
             if r.empty:
@@ -111,7 +112,7 @@ def sweep_plot(sweep: pd.DataFrame, rec: dict[str, Any] | None = None) -> bytes 
     order = list(registry.all_metrics())
     metrics = sorted(dict.fromkeys(sweep["metric"]), key=order.index)
     families = list(dict.fromkeys(registry.get(m).family for m in metrics))
-    palette = [*plt.get_cmap("tab10").colors, *plt.get_cmap("Dark2").colors]
+    palette = [*plt.get_cmap("tab10").colors, *plt.get_cmap("Dark2").colors]  # type: ignore[attr-defined]
     colour = {m: palette[i % len(palette)] for i, m in enumerate(metrics)}  # 18 distinct
     fig, axes = plt.subplots(
         len(families), 1, figsize=(7, 2.4 * len(families) + 0.6), sharex=True, squeeze=False

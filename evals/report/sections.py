@@ -42,7 +42,14 @@ def source_sections(d: Path, manifest: dict[str, Any]) -> list[tuple[str, list[s
     if evidence:
         head = ["system", "runs", "runs cut", "bytes offered", "bytes kept", "bytes dropped"]
         head += ["kept share", "messages offered", "messages kept"]
-        keys = ("runs", "runs_cut", "bytes_offered", "bytes_kept", "bytes_dropped", "kept_share")
+        keys: tuple[str, ...] = (
+            "runs",
+            "runs_cut",
+            "bytes_offered",
+            "bytes_kept",
+            "bytes_dropped",
+            "kept_share",
+        )
         keys += ("messages_offered", "messages_kept")
         rows = [[s, *(str(v.get(k)) for k in keys)] for s, v in sorted(evidence.items())]
         out.append(("Evidence kept by the SPEC §7 staging bounds (per staged run)", head, rows))
