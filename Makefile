@@ -63,7 +63,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/memkit bench assemble
 	$(BIN)/memkit bench harness
 
-# SQLite and Postgres side by side (README: "SQLite and Postgres side by side"), one run
+# SQLite and Postgres side by side (docs/backends.md), one run
 # on a private pgserver; SIZES=10000,100000 for a shorter run.
 SIZES ?= 10000,100000,1000000
 bench-backends: $(STAMP)

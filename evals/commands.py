@@ -361,7 +361,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "--record",
         metavar="FILE",
         help="after the run, write its one litellm model's answers as a recording "
-        "(replay it offline with --consolidator replay:FILE; README 'Recorded runs')",
+        "(replay it offline with --consolidator replay:FILE; docs/cli.md 'Recorded runs')",
     )
     p.add_argument(
         "--local-server",
@@ -542,7 +542,7 @@ def _record_parser() -> argparse.ArgumentParser:
 @guarded("memkit eval record")
 def record_main(argv: list[str]) -> int:
     """Write a run's real-model answers as a recording, replayed offline by request hash
-    with `--consolidator replay:FILE` (README: 'Recorded runs')."""
+    with `--consolidator replay:FILE` (docs/cli.md: 'Recorded runs')."""
     a = _record_parser().parse_args(argv)
     from evals.record import record_run
 

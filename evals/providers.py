@@ -220,7 +220,7 @@ def banner_lines(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 "since it was recorded. They are not scored as model failures, but each one left "
                 "its scope's evidence pending, so that scope's later passes, probes and "
                 "extraction no longer reproduce the recorded run: record it again "
-                "(README: 'Recorded runs')."
+                "(docs/cli.md: 'Recorded runs')."
             )
         if not s.get("fails_run") or (missed and not s.get("stopped") and not s["failed"]):
             continue

@@ -121,7 +121,7 @@ def _header(d: Path, system: str | None) -> tuple[dict[str, Any], list[dict[str,
         "options": options,
         "request_budget": budgets[0] if budgets else None,
         "consolidation": config.get("consolidation") or {},
-        # the split of failed batches (README "Parking") shapes the requests sent
+        # the split of failed batches (docs/behaviour.md "Parking") shapes the requests sent
         "isolate": bool((config.get("consolidation") or {}).get("isolate", True)),
         "replicates": config.get("replicates", 1),
         "dataset": {k: dataset.get(k) for k in ("name", "version", "fingerprint")},

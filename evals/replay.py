@@ -824,7 +824,7 @@ async def replay_pipeline_scope(
 
 
 def _isolation(res: Any) -> dict[str, Any]:
-    """A pass row's view of the split (README "Parking"): whether the pass ran on a
+    """A pass row's view of the split (docs/behaviour.md "Parking"): whether the pass ran on a
     sub-batch of a failed one, and what it parked alone or together with others."""
     parked = len(field_of(res, "parked") or ())
     alone = len(field_of(res, "rollout_ids") or ()) == 1

@@ -96,7 +96,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "bundled": {
         "dataset": "datasets/bundled",
         "store_mode": True,
-        # SmolLM2-135M recorded free-form and schema-constrained (README: "Recorded
+        # SmolLM2-135M recorded free-form and schema-constrained (docs/cli.md: "Recorded
         # runs"), replayed offline beside the heuristic and the oracle
         "consolidators": (
             "heuristic",
@@ -133,7 +133,7 @@ class RunConfig:
     store: str | None = None
     """Where each scope's fresh store lives: None, in memory (SQLite); a
     postgresql:// URL, a schema of its own on that server, dropped afterwards.
-    The results are the same (a test and the README say so)."""
+    The results are the same (a test and docs/behaviour.md say so)."""
     cache_dir: str | None = None
     model_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per consolidator spec, options for `get_consolidator` (api_base, ...)."""

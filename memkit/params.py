@@ -26,7 +26,7 @@ class RecallParams:
     floor: float | None = None
     """Vector-path relevance floor: rows with cosine below it are dropped. (memkit)
     None: the store's embedder's own `default_floor` (cosine scales differ between
-    models: 0.25 = `DEFAULT_FLOOR` for WordLlama, MiniLM its own; README)."""
+    models: 0.25 = `DEFAULT_FLOOR` for WordLlama, MiniLM its own; docs/embedders.md)."""
     half_life_days: float = 30.0
     """Recency decay half-life, from last_seen_at (fallback created_at)."""
     recency_share: float = 0.3
@@ -116,7 +116,7 @@ class ConsolidationParams:
     leaves the pending queue until `SQLiteStore.requeue`. 0 turns parking off."""
     isolate: bool = True
     """(memkit) A failed batch of several rollouts is retried in halves, then
-    single rollouts, and only a rollout that fails alone is parked (README
+    single rollouts, and only a rollout that fails alone is parked (docs/behaviour.md
     "Parking"). False: the whole batch counts and parks together, as before
     the split (a recording made that way replays that way)."""
 

@@ -1,6 +1,6 @@
 """Parking and the split of a failed batch: the rules, as pure functions.
 
-memkit extension of SPEC §7.8 (README "Parking"). A pass *counts* against its
+memkit extension of SPEC §7.8 (docs/behaviour.md "Parking"). A pass *counts* against its
 batch when the answer was invalid (a parse or validation code,
 `ANSWER_CODES`) or the provider refused the request in a way that repeats
 (`bad_request`: a 4xx other than 401/403/404/408/429; `timeout`). A counted

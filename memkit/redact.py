@@ -5,7 +5,7 @@ so a credential that slips into one would leak forever. `redact` is a pure,
 idempotent function of (text, params); staging reuses it on evidence and the
 request builder on everything it sends.
 
-Three shapes of secret are recognised (README, "Behaviour notes"):
+Three shapes of secret are recognised (docs/behaviour.md):
 - tokens with a recognisable form, replaced whole: the vendor formats of
   detect-secrets (`memkit.secret_scanner`) and memkit's own
   (`memkit.redact_formats`: more vendors, `prefix_<random body>`, PEM and

@@ -180,7 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--floor",
         type=float,
-        help="vector-path relevance floor (default: the store's embedder's own, README)",
+        help="vector-path relevance floor (default: the store's embedder's own, docs/embedders.md)",
     )
     p.add_argument(
         "--hybrid",

@@ -268,7 +268,7 @@ class ConsolidationWorker:
             from memkit.consolidate import run_pass
 
             # failures come back in the PassResult; the worker reports them once.
-            # A hang must end inside the pass to count toward parking (README
+            # A hang must end inside the pass to count toward parking (docs/behaviour.md
             # "Parking"): the pass abandons its model call before our own bound.
             return await run_pass(
                 pick(scope_id), scope_id, consolidator, consolidation, on_error=_ignore,

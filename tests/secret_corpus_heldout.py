@@ -4,8 +4,8 @@ Same shape as `tests/secret_corpus.py` (SECRETS: (name, text, secret);
 LOOKALIKES: (name, text)). It was written first, from the documented formats
 of public secret scanners' rule sets (gitleaks, trufflehog, detect-secrets) and
 from real config and code shapes, then set aside while `memkit/redact.py` was
-tuned on the other corpus; its first score is in the README (behaviour notes:
-redaction). A miss found here is fixed in the rules and its case stays here:
+tuned on the other corpus; its first score is in docs/behaviour.md
+(redaction). A miss found here is fixed in the rules and its case stays here:
 this file is the test of cases the rules were not written against, so new
 cases go here first and are scored before any rule is changed for them. All
 values are fabricated; none is a live credential.

@@ -95,7 +95,7 @@ def test_the_recording_holds_answers_hashes_tokens_latency_and_the_budget(record
     assert header["options"]["structured_output"] == "json_object"
     assert "api_key" not in header["options"]
     assert header["dataset"]["fingerprint"] == ds.fingerprint()
-    assert header["isolate"] is True  # this run split failed batches (README "Parking")
+    assert header["isolate"] is True  # this run split failed batches (docs/behaviour.md "Parking")
     assert ReplayConsolidator(tmp / "rec.jsonl").isolate is True
     rows = [
         r for r in read_jsonl(tmp / "live" / "attempts.jsonl") if r["system"] == header["system"]

@@ -245,7 +245,7 @@ def test_shutdown_mid_pass_leaves_real_evidence_pending(stores):
 
 def test_a_hang_on_a_real_pass_ends_at_its_deadline_is_retried_and_consumed(stores):
     """`for_store` passes end a hanging model call at DEADLINE_SHARE of the worker's
-    bound, as a provider timeout (it counts toward parking, README "Parking"); the
+    bound, as a provider timeout (it counts toward parking, docs/behaviour.md "Parking"); the
     worker retries a timed-out pass once."""
 
     async def main():

@@ -160,9 +160,9 @@ def test_the_schema_states_the_validators_bounds():
     assert proposal_response_format("json_object")["schema"] == PROPOSAL_SCHEMA
 
 
-def test_readme_shows_the_one_schema():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_behaviour_notes_show_the_one_schema():
+    text = (ROOT / "docs" / "behaviour.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```json\n(.*?)```", text, re.DOTALL)
     assert any(json.loads(b) == PROPOSAL_SCHEMA for b in blocks if '"changes"' in b), (
-        "README must show memkit.proposal.PROPOSAL_SCHEMA as a ```json block"
+        "docs/behaviour.md must show memkit.proposal.PROPOSAL_SCHEMA as a ```json block"
     )

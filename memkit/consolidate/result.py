@@ -119,7 +119,8 @@ class PassResult:
     parked: tuple[str, ...] = ()
     """(memkit) Rollouts this failed pass parked (their `park_after`-th counted failure)."""
     isolation: bool = False
-    """(memkit) The batch was a sub-batch of a failed one being split (README "Parking")."""
+    """(memkit) The batch was a sub-batch of a failed one being split
+    (docs/behaviour.md "Parking")."""
 
     @property
     def ok(self) -> bool:
