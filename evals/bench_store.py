@@ -290,7 +290,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
     with _one_blas_thread():  # like for like with FAISS's one thread
         # Query by query, in alternating order, so drift on a shared machine and
         # the cache each scan leaves behind fall on both sides alike.
-        sides = (
+        sides: tuple[tuple[Callable[[int], object], list[float]], ...] = (
             (lambda i: store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i]), rec1),
             (lambda i: index.search(qs[i : i + 1], LIMIT), fai),
         )
@@ -302,7 +302,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
 
     npy: list[float] = []
     rec_np: list[float] = []
-    sides = (
+    sides = (  # typed where first assigned, above
         (lambda i: store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i]), rec_np),
         (lambda i: _numpy_recall(vecs, qs[i]), npy),
     )

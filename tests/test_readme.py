@@ -50,9 +50,8 @@ def test_every_relative_link_resolves(doc):
             continue
         path, _, anchor = target.partition("#")
         dest = (doc.parent / path).resolve() if path else doc
-        if not dest.exists():
-            bad.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+        missing_anchor = anchor and dest.suffix == ".md" and anchor not in anchors(dest)
+        if not dest.exists() or missing_anchor:
             bad.append(target)
     assert not bad, f"{doc.name}: links to nothing: {bad}"
 
