@@ -6,7 +6,7 @@ texts as in `evals.bench_store`) and each backend (SQLite file, Postgres):
   in-process matrix; Postgres: searched in the database), and on Postgres
   with the HNSW index (`ann="hnsw"`, ef_search 100) with HNSW's recall@8
   against the exact top 8 and how often it fell back to exact; the index
-  build time (under `memkit.pg_search.BUILD_SETTINGS`) and its size;
+  build time (under `memkit.store.pg_search.BUILD_SETTINGS`) and its size;
 * the peak RSS of a freshly spawned client answering 20 recalls (SQLite holds
   the scope's matrix; a Postgres client holds no vectors);
 * remembers/s with fold-in (half restatements of stored rows, half new;
@@ -87,7 +87,7 @@ def _fresh_pg(base: str) -> str:
 
 
 def _writer(url, emb, batch, ready, go, out, options, many) -> None:
-    from memkit.stores import open_store
+    from memkit.store import open_store
 
     store = open_store(url, embedder=emb, **options)
     store.remember(SCOPE, batch[0])  # loads the fold-in index before the clock starts
@@ -129,7 +129,7 @@ def _write_rate(
 def _recall_client(url: str, qs: np.ndarray, out) -> None:
     """A fresh process's recalls (no embedder: query vectors given): its p50 and
     its peak RSS, which on SQLite includes the scope's matrix."""
-    from memkit.stores import open_store
+    from memkit.store import open_store
 
     store = open_store(url, embedder=None, read_only=True)
     times = []
@@ -157,7 +157,7 @@ def _client_rss(url: str, qs: np.ndarray) -> float:
 
 
 def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log) -> dict:
-    from memkit.stores import open_store
+    from memkit.store import open_store
 
     rng, nrng = random.Random(n), np.random.default_rng(n)
     texts, vecs = synthetic_texts(rng, n), unit_vectors(nrng, n)

@@ -425,13 +425,13 @@ def _open_store(
 ) -> Any:
     """A fresh store on the simulated clock with deterministic row ids: in memory,
     or (`url` = postgresql://...) a schema of its own on that server, dropped on
-    close (`memkit.stores.open_scratch_store`); both give the same results.
+    close (`memkit.store.backends.open_scratch_store`); both give the same results.
 
     Row ids appear in consolidation requests, so random ids would change every
     request hash and defeat the response cache; ids here are a hash of the
     scope and a counter, identical on every replay.
     """
-    from memkit.stores import open_scratch_store
+    from memkit.store import open_scratch_store
 
     store = open_scratch_store(url, embedder=embedder, clock=clock, fold=fold)
     counter = itertools.count(1)

@@ -90,7 +90,7 @@ from evals.runfolder import (
 )
 from memkit.errors import ConfigError
 from memkit.params import AssemblyParams, ConsolidationParams, FoldParams, RecallParams
-from memkit.stores import is_postgres_url, redacted_url
+from memkit.store import is_postgres_url, redacted_url
 
 PRESETS: dict[str, dict[str, Any]] = {
     "bundled": {

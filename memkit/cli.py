@@ -27,7 +27,8 @@ Command = Callable[[list[str]], int]
 
 
 def _builtin() -> dict[str, Command]:
-    from memkit import local_server, store_cli
+    from memkit import local_server
+    from memkit.store import cli as store_cli
 
     return {"store": store_cli.main, "local-server": local_server.main}
 

@@ -41,7 +41,7 @@ class RecallParams:
     hybrid: Literal["off", "rrf"] = "off"
     """(memkit) `rrf` fuses the vector ranking (rows above the floor) with the
     keyword ranking (rows matching a query keyword) by reciprocal-rank fusion
-    (`memkit.rank.rrf_fuse`); `off` is the SPEC's vector-then-keyword recall."""
+    (`memkit.store.rank.rrf_fuse`); `off` is the SPEC's vector-then-keyword recall."""
 
     def __post_init__(self) -> None:
         if self.hybrid not in ("off", "rrf"):

@@ -86,7 +86,7 @@ def pg_server_dsn():
 
 def with_schema(dsn: str, schema: str) -> str:
     """The DSN with `search_path` set to `schema` (then public, where pgvector lives)."""
-    from memkit.postgres import dsn_with_schema
+    from memkit.store.postgres import dsn_with_schema
 
     return dsn_with_schema(dsn, schema)
 
@@ -120,7 +120,7 @@ def _recycle_schema(base: str, schema: str) -> None:
     store of this version (a test inserted a newer schema version, a lock held)."""
     import psycopg
 
-    from memkit.pg_schema import SCHEMA_VERSION
+    from memkit.store.pg_schema import SCHEMA_VERSION
 
     with psycopg.connect(with_schema(base, schema), autocommit=True) as c:
         ok = False
@@ -164,7 +164,7 @@ def make_store(backend, request):
     """Open a fresh store on the test's backend: `make_store(embedder=None, clock=...)`.
     SQLite stores are in memory; every call on Postgres gives a new empty schema's
     store unless `url` names one. All are closed after the test."""
-    from memkit.stores import open_store
+    from memkit.store import open_store
 
     opened = []
 

@@ -43,9 +43,9 @@ ZYGOTE = textwrap.dedent(
     module, name = LOOP.split(":")
     loop = getattr(importlib.import_module(module), name)
     # warm the backend's imports once, so every forked worker starts working at once
-    from memkit.stores import is_postgres_url, open_store
+    from memkit.store import is_postgres_url, open_store
     if is_postgres_url(DB):
-        import memkit.postgres, psycopg, pgvector.psycopg
+        import memkit.store.postgres, psycopg, pgvector.psycopg
     else:
         import memkit.store
 
@@ -97,7 +97,7 @@ class KillReport:
 def stage_runs(db: str, scope: str, start: int, n: int) -> dict[str, str]:
     """Stage n one-message rollouts (run ids run-<start>..); rollout id -> run id."""
     from memkit.consolidate import build_rollout
-    from memkit.stores import open_store
+    from memkit.store import open_store
 
     staged = {}
     with open_store(db, embedder=None) as store:
@@ -114,7 +114,7 @@ def assert_file_sound(db: str) -> None:
     """On SQLite, the file passes `PRAGMA integrity_check` (Postgres: nothing to do)."""
     import sqlite3
 
-    from memkit.stores import is_postgres_url
+    from memkit.store import is_postgres_url
 
     if is_postgres_url(db):
         return

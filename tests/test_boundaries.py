@@ -83,7 +83,8 @@ def test_importing_the_store_loads_no_consolidation_and_no_llm():
         import sys
         import memkit.store
         bad = sorted(m for m in sys.modules
-                     if m.startswith("memkit.consolidate") or m in ("memkit.llm", "litellm"))
+                     if m.startswith("memkit.consolidate")
+                     or m in ("memkit.llm", "litellm", "psycopg", "pgvector"))
         print(bad)
         """
     )
@@ -94,14 +95,17 @@ def test_importing_the_store_loads_no_consolidation_and_no_llm():
 # --- who may import what -------------------------------------------------------------
 
 STORE_MODULES = {
-    "memkit.store",
-    "memkit.store_index",
-    "memkit.store_rows",
-    "memkit.store_db",
-    "memkit.schema",
-    "memkit.store_copy",
+    "memkit.store.rules",
+    "memkit.store.index",
+    "memkit.store.rows",
+    "memkit.store.sqlite_db",
+    "memkit.store.schema",
+    "memkit.store.copy",
 }
 """The only modules that talk to SQLite (CONTRIBUTING: SQLite at the edges)."""
+
+PG_MODULES = {"memkit.store.postgres", "memkit.store.copy"}
+"""The only modules that talk to Postgres (psycopg, pgvector), lazily."""
 
 DOCUMENTED = {
     "memkit",
@@ -115,7 +119,6 @@ DOCUMENTED = {
     "memkit.params",
     "memkit.proposal",
     "memkit.store",
-    "memkit.stores",
     "memkit.text",
     "memkit.tools",
     "memkit.types",
@@ -157,6 +160,16 @@ def test_only_store_modules_import_sqlite3():
         if mod.split(".")[0] == "sqlite3"
     }
     assert offenders <= STORE_MODULES, sorted(offenders - STORE_MODULES)
+
+
+def test_only_postgres_modules_import_psycopg():
+    offenders = {
+        _module_name(p)
+        for p in _memkit_files()
+        for mod, _ in _all_imports(p)
+        if mod.split(".")[0] in ("psycopg", "pgvector")
+    }
+    assert offenders and offenders <= PG_MODULES, sorted(offenders - PG_MODULES)
 
 
 def test_memkit_never_imports_evals_not_even_by_string():

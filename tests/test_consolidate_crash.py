@@ -19,7 +19,7 @@ import pytest
 from crash_loops import SCOPE
 from kill_harness import assert_file_sound, kill_rounds, stage_runs
 
-from memkit.stores import open_store
+from memkit.store import open_store
 
 INSIDE = 50
 """Kills that must land inside `commit_pass` (issue #21: >= 50 on Postgres)."""

@@ -21,8 +21,8 @@ from memkit.consolidate import OracleConsolidator, build_rollout, run_pass_sync
 from memkit.errors import AlreadyConsumed, ConfigError, ProviderError
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
-from memkit.parking import split_bound
-from memkit.stores import open_store
+from memkit.store import open_store
+from memkit.store.parking import split_bound
 from memkit.types import Rollout
 
 S = "s"
@@ -296,7 +296,7 @@ def test_stage_rollout_refuses_a_malformed_scope(store, bad_scope):
 
 
 def test_a_store_from_before_parking_migrates_with_its_queue(tmp_path):
-    from memkit.schema import MIGRATIONS
+    from memkit.store.schema import MIGRATIONS
 
     path = tmp_path / "old.db"
     c = sqlite3.connect(path)
@@ -321,8 +321,8 @@ def test_a_store_from_before_parking_migrates_with_its_queue(tmp_path):
 def test_a_postgres_store_from_before_parking_migrates_with_its_queue(pg_dsn):
     import psycopg
 
-    from memkit.pg_schema import MIGRATIONS
-    from memkit.postgres import PostgresStore
+    from memkit.store import PostgresStore
+    from memkit.store.pg_schema import MIGRATIONS
 
     with psycopg.connect(pg_dsn, autocommit=True) as c:  # a store at migration 1
         c.execute("DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version")

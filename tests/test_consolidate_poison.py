@@ -40,7 +40,7 @@ from memkit.errors import (
 )
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams, WorkerParams
-from memkit.parking import counted_code
+from memkit.store.parking import counted_code
 from memkit.worker import DEADLINE_SHARE, ConsolidationWorker, PassRecord
 
 S = "s"

@@ -32,7 +32,7 @@ def _schemas(dsn: str) -> set[str]:
 def test_metrics_on_postgres_are_byte_identical_to_sqlite(
     tiny, pg_server_dsn, tmp_path, monkeypatch
 ):
-    from memkit.postgres import PostgresStore
+    from memkit.store import PostgresStore
 
     root, ds = tiny
     opened = []

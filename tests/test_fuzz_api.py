@@ -211,7 +211,7 @@ def test_only_memkit_errors_escape_and_refusals_change_nothing(backend, request)
 
 
 def _fresh_pg_store(dsn: str):
-    from memkit.postgres import PostgresStore
+    from memkit.store import PostgresStore
 
     PostgresStore.open(dsn, embedder="hashing").close()  # the tables exist
     _empty_pg_schema(dsn)

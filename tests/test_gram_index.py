@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import memkit.gram_index as gram_index
-from memkit.gram_index import GramIndex
+import memkit.store.gram_index as gram_index
+from memkit.store.gram_index import GramIndex
 from memkit.text import jaccard, trigram_similarity, trigrams
 
 VOCAB = [
@@ -264,7 +264,7 @@ def test_count_at_least_equals_a_plain_count_on_every_path(nslots, total, min_hi
 
     import numpy as np
 
-    from memkit.gram_index import count_at_least
+    from memkit.store.gram_index import count_at_least
 
     rng = np.random.default_rng(seed)
     slots = rng.integers(0, nslots, total)

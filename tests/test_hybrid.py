@@ -17,7 +17,7 @@ from evals.tunables import parse_grid, resolve
 from memkit.embed import get_embedder
 from memkit.errors import ConfigError
 from memkit.params import RecallParams
-from memkit.rank import RRF_K, rrf_fuse
+from memkit.store.rank import RRF_K, rrf_fuse
 
 
 def test_rrf_fuse_by_hand():

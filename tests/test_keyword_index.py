@@ -10,10 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_store_helpers import Clock
 
-from memkit import rank
-from memkit.keyword_index import KeywordIndex
 from memkit.params import RecallParams
-from memkit.store import SQLiteStore
+from memkit.store import SQLiteStore, rank
+from memkit.store.keyword_index import KeywordIndex
 from memkit.text import keywords
 
 # Short keywords, case pairs, letters whose lowercase changes length (İ), final

@@ -11,10 +11,8 @@ from test_store_helpers import Clock, TableEmbedder
 
 from memkit.errors import ConfigError, EmbedderMismatch
 from memkit.params import DAY, RecallParams
-from memkit.pg_schema import MIGRATIONS, SCHEMA_VERSION
-from memkit.postgres import PostgresStore
-from memkit.store import SQLiteStore
-from memkit.stores import open_store, sqlite_path
+from memkit.store import PostgresStore, SQLiteStore, open_store, sqlite_path
+from memkit.store.pg_schema import MIGRATIONS, SCHEMA_VERSION
 
 DIM = 16
 
@@ -110,7 +108,7 @@ def test_filtered_hnsw_query_that_comes_back_short_returns_the_exact_answer(ann_
 
 
 def test_a_scratch_store_is_empty_and_gone_after_close(pg_server_dsn):
-    from memkit.stores import open_scratch_store
+    from memkit.store import open_scratch_store
 
     def schemas() -> set[str]:
         with psycopg.connect(pg_server_dsn, autocommit=True) as c:
@@ -192,7 +190,7 @@ def test_postgres_exact_recall_is_the_sqlite_answer(twin_stores, limit, params):
 
 
 def test_hnsw_build_runs_under_its_settings_and_reports_them(pg_dsn):
-    from memkit.pg_search import BUILD_SETTINGS
+    from memkit.store.pg_search import BUILD_SETTINGS
 
     emb = TableEmbedder(dim=DIM)
     with PostgresStore.open(pg_dsn, embedder=emb) as s:
@@ -229,7 +227,7 @@ def test_reembed_of_an_hnsw_store_rebuilds_the_index_under_its_build_settings(pg
 
 
 def test_a_build_setting_of_none_drops_the_default():
-    from memkit.pg_search import build_session
+    from memkit.store.pg_search import build_session
 
     assert "max_parallel_maintenance_workers" not in build_session(
         {"max_parallel_maintenance_workers": None}

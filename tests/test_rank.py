@@ -1,4 +1,4 @@
-"""memkit.rank: the pure recall scoring of SPEC §4."""
+"""memkit.store.rank: the pure recall scoring of SPEC §4."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from memkit import rank
 from memkit.params import DAY, RecallParams
-from memkit.rank import (
+from memkit.store import rank
+from memkit.store.rank import (
     confidence_weight,
     cosine_scores,
     decay,

@@ -18,7 +18,7 @@ import pytest
 
 from memkit.embed import HashingEmbedder, embedder_meta, fingerprint_of
 from memkit.errors import ConfigError, EmbedderMismatch
-from memkit.stores import open_store
+from memkit.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 N = 120
@@ -157,7 +157,7 @@ SLOW_REEMBED = textwrap.dedent(
     """
     import sys, time
     from memkit.embed import HashingEmbedder
-    from memkit.stores import open_store
+    from memkit.store import open_store
 
     class Slow(HashingEmbedder):  # hashing-32 itself, slowly: a kill lands mid-move
         def embed(self, texts):

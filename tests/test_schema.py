@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memkit.errors import SchemaError
-from memkit.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from memkit.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 
 SNAPSHOT = Path(__file__).with_name("schema_snapshot.sql")
 
@@ -64,7 +64,7 @@ def test_migrated_schema_matches_the_snapshot():
 
 def test_each_migration_commits_on_its_own(monkeypatch):
     """A failing migration rolls back alone; the ones before it stay applied."""
-    import memkit.schema as schema
+    import memkit.store.schema as schema
 
     broken = (*MIGRATIONS, (SCHEMA_VERSION + 1, "CREATE TABLE ok_then (x); SELECT nope FROM t0"))
     monkeypatch.setattr(schema, "MIGRATIONS", broken)

@@ -32,7 +32,7 @@ from stub_openai import Behaviour, StubServer, reply
 
 from memkit.consolidate import get_consolidator, run_pass_sync, stage_run
 from memkit.params import ConsolidationParams, RedactionParams
-from memkit.stores import is_postgres_url, open_store
+from memkit.store import is_postgres_url, open_store
 
 SECRETS = secret_corpus.SECRETS + secret_corpus_heldout.SECRETS
 

@@ -8,8 +8,8 @@ import pytest
 from test_store_helpers import Clock, TableEmbedder
 
 from memkit.errors import ConfigError, EmbedderMismatch, NotFound
-from memkit.schema import MIGRATIONS, SCHEMA_VERSION
 from memkit.store import SQLiteStore
+from memkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 
 @pytest.fixture

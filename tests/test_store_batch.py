@@ -16,8 +16,7 @@ from test_store_helpers import Clock, TableEmbedder
 
 from memkit.errors import ConfigError
 from memkit.params import DAY, FoldParams
-from memkit.store import SQLiteStore
-from memkit.stores import open_store
+from memkit.store import SQLiteStore, open_store
 
 WORDS = ("deploy", "staging", "make", "ops", "box", "db", "postgres", "dark", "mode", "Đức")
 COLUMNS = (
@@ -203,7 +202,7 @@ def test_keyword_tokenizing_never_holds_the_store_lock(make_store, monkeypatch):
     ~1 s): another thread's write and recall go on meanwhile."""
     import threading
 
-    import memkit.store as store_module
+    import memkit.store.rules as store_module
     from memkit.text import keywords
 
     entered, release = threading.Event(), threading.Event()

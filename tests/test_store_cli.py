@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memkit.cli import main
-from memkit.stores import open_store
+from memkit.store import open_store
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import multiprocessing as mp
 import random
 from collections import Counter
 
-from memkit.stores import open_store
+from memkit.store import open_store
 
 FACT = "The staging database is reachable at db.staging.internal:5432"
 N = 500

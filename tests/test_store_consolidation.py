@@ -15,7 +15,7 @@ from test_store_helpers import Clock, remember_unfolded
 from memkit.errors import AlreadyConsumed, MemkitError, ProposalError, StaleSnapshot
 from memkit.params import ConsolidationParams
 from memkit.redact import redact
-from memkit.stores import open_store
+from memkit.store import open_store
 from memkit.types import CommitResult, Rollout
 
 

@@ -11,8 +11,7 @@ from memkit.cli import main
 from memkit.consolidate import build_rollout
 from memkit.errors import EmbedderMismatch, MemkitError
 from memkit.params import ConsolidationParams
-from memkit.store_copy import copy_store
-from memkit.stores import open_store
+from memkit.store import copy_store, open_store
 
 
 def _fill(url: str) -> dict:

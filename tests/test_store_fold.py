@@ -327,7 +327,7 @@ def test_fold_target_names_what_remember_then_folds_into_and_writes_nothing(stor
 
 
 def test_fold_target_sees_another_connections_write(store_url, clock):
-    from memkit.stores import open_store
+    from memkit.store import open_store
 
     a = open_store(store_url, embedder=None, clock=clock)
     b = open_store(store_url, embedder=None, clock=clock)

@@ -14,7 +14,7 @@ import pytest
 
 from memkit import ConfigError, SQLiteStore
 from memkit.cli import main
-from memkit.stores import open_store
+from memkit.store import open_store
 
 
 def _sha(p: Path) -> str:

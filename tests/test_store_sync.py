@@ -10,12 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_store_helpers import T0, Clock, TableEmbedder, _raw_connection
 
-import memkit.store_index as store_index
-from memkit.gram_index import GramIndex
+import memkit.store.index as store_index
 from memkit.params import RecallParams
-from memkit.schema import MIGRATIONS, SCHEMA_VERSION
-from memkit.store import SQLiteStore
-from memkit.stores import open_store
+from memkit.store import SQLiteStore, open_store
+from memkit.store.gram_index import GramIndex
+from memkit.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 W1 = "The staging deploy runs ./deploy.sh --env staging from the ops box"
 W2 = "The staging deploy runs ./deploy.sh --env staging from the ops box."
@@ -98,7 +97,7 @@ def test_a_keyword_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch
     queued writes (more than its rows) it is kept; one more and it is dropped,
     to load again on the next keyword query. Either way that query answers
     every write."""
-    from memkit.keyword_index import KeywordIndex
+    from memkit.store.keyword_index import KeywordIndex
 
     monkeypatch.setattr(store_index, "BACKLOG", 4)
     a, _ = pair
@@ -120,7 +119,7 @@ def test_a_vector_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch,
     queued writes (more than its rows) they are kept; one more and they are
     dropped, to load again on the next recall. Either way that recall ranks
     every write."""
-    from memkit.store_index import ScopeVectors
+    from memkit.store.index import ScopeVectors
 
     monkeypatch.setattr(store_index, "BACKLOG", 4)
     a, _ = pair
@@ -140,7 +139,7 @@ def test_a_vector_index_is_dropped_once_its_queue_outgrows_it(pair, monkeypatch,
 def test_a_vector_queue_may_reach_a_quarter_of_its_rows(pair, monkeypatch, extra):
     """Past BACKLOG the vectors' bound is a quarter of their rows (a queued write
     holds its vector): 12 rows keep 3 queued writes, and drop at a 4th."""
-    from memkit.store_index import ScopeVectors
+    from memkit.store.index import ScopeVectors
 
     monkeypatch.setattr(store_index, "BACKLOG", 1)
     a, _ = pair
@@ -173,7 +172,7 @@ def test_queued_vector_writes_leave_the_matrix_as_writing_each_at_once(ops, star
     zeros; recency is last_seen, else created)."""
     import numpy as np
 
-    from memkit.store_index import ScopeVectors
+    from memkit.store.index import ScopeVectors
 
     rng = np.random.default_rng(len(ops) * 10 + start)
     eager, lazy = ScopeVectors(dim=4), ScopeVectors(dim=4)
@@ -251,7 +250,7 @@ def test_a_batch_that_fails_after_writing_leaves_no_row_in_any_index(pair, monke
     into earlier ones); a batch that fails after its first row must leave no
     trace of that row: not as a fold target (not even once SQLite hands its
     rowid to the next row), not in recall, not to another connection."""
-    import memkit.store_rows as store_rows
+    import memkit.store.rows as store_rows
 
     a, b = pair
     a.remember("s", "warm-up fact about invoices")  # the indexes are loaded

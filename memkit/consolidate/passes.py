@@ -7,7 +7,7 @@ pending. Only cancellation propagates, so a worker can bound a pass.
 
 (memkit extension of SPEC §7.8) A failure that would repeat on the same
 request (an answered but invalid proposal, or the provider's `bad_request` /
-`timeout`: `memkit.parking.counted_code`) is counted against the batch by the
+`timeout`: `memkit.store.parking.counted_code`) is counted against the batch by the
 store (`record_failed_pass`), which splits a failed batch of several rollouts
 in halves, retried first (`next_batch`), and parks a rollout that failed
 alone at `params.park_after`: out of the queue, evidence kept,
@@ -36,8 +36,8 @@ from memkit.consolidate.result import Attempt, PassResult
 from memkit.errors import ProposalError, ProviderError, RequestTooLarge
 from memkit.llm import CallAttempt
 from memkit.params import ConsolidationParams
-from memkit.parking import counted_code
 from memkit.proposal import validate_proposal
+from memkit.store.parking import counted_code
 from memkit.text import byte_len
 from memkit.types import CommitResult, Memory, Rollout
 

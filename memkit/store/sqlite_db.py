@@ -3,7 +3,7 @@
 `memkit.store.SQLStore` holds every SPEC rule and writes each statement once,
 with `?` placeholders, in the SQL that SQLite (3.35+) and Postgres both
 accept (`RETURNING`, `ON CONFLICT ... DO NOTHING`, `NULLS LAST`, `FILTER`,
-`IN (?, ...)`). A connection (`SQLiteDb` here, `memkit.postgres.PgDb` there)
+`IN (?, ...)`). A connection (`SQLiteDb` here, `memkit.store.postgres.PgDb` there)
 adds only what differs between the engines:
 
 * **Where a write's lock and change number come from** (`begin_write`).
@@ -22,7 +22,7 @@ adds only what differs between the engines:
 
 `SQLiteDb` is a `sqlite3.Connection` (`sqlite3.connect(..., factory=SQLiteDb)`),
 so `execute` is SQLite's own: nothing is added on the hot path. Leaves out
-every rule, index and transaction policy (`memkit.store`, `memkit.store_index`).
+every rule, index and transaction policy (`memkit.store`, `memkit.store.index`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Postgres recall's pure parts: candidate arrays, search bounds, build settings.
 
-`memkit.postgres.PostgresStore` searches vectors in the database and ranks
-the candidates it reads with `memkit.rank`; what it needs that touches no
+`memkit.store.postgres.PostgresStore` searches vectors in the database and ranks
+the candidates it reads with `memkit.store.rank`; what it needs that touches no
 connection lives here: how far pgvector's cosines may be from the SQLite
 store's (`COSINE_SLACK`), the candidate rows as the arrays `rank` takes, in
 the SQLite store's float32 arithmetic (`candidate_arrays`), and the HNSW
@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from memkit import rank
 from memkit.embed import normalize_rows
 from memkit.errors import ConfigError
-from memkit.store_rows import nan
+from memkit.store import rank
+from memkit.store.rows import nan
 
 COSINE_SLACK = 1e-3
 """How far pgvector's cosine (float sums, then a division by the norms) may be

@@ -1,24 +1,24 @@
 """The store (SPEC §1-4) and the store side of consolidation (§7), on any backend.
 
 This module reads as the SPEC's rules: what a write folds into (§3), how
-recall chooses its path and ranks (§4, the arithmetic in `memkit.rank`), and
+recall chooses its path and ranks (§4, the arithmetic in `memkit.store.rank`), and
 what a consolidation commit checks and applies (§7.7). They live once, in
 `SQLStore`, whose SQL runs unchanged on both backends: `SQLiteStore` (here)
-and `memkit.postgres.PostgresStore` add only how to connect, and a connection
-(`memkit.store_db`) adds what differs between the engines (write locks,
+and `memkit.store.postgres.PostgresStore` add only how to connect, and a connection
+(`memkit.store.sqlite_db`) adds what differs between the engines (write locks,
 change numbers, how a vector is stored). It leaves out the machinery: the
 in-memory indexes and the one write path that keeps them true across
-connections are `memkit.store_index`, the row record and its SQL statements
-`memkit.store_rows`, the schema `memkit.schema`.
+connections are `memkit.store.index`, the row record and its SQL statements
+`memkit.store.rows`, the schema `memkit.store.schema`.
 
 Design choices, each for a measured reason:
 
 * WAL, autocommit connection, an explicit write transaction for every write
-  (`store_index.Write`: `BEGIN IMMEDIATE` on SQLite, the scope's row lock on
+  (`memkit.store.index.Write`: `BEGIN IMMEDIATE` on SQLite, the scope's row lock on
   Postgres), so fold detection and the write it decides are one transaction
   even across processes (SPEC §3.7), and readers never block writers.
 * Fold-in never compares against every row: an in-memory trigram index per
-  (scope, kind) (`memkit.gram_index`, exact by l-prefix filtering) scores the
+  (scope, kind) (`memkit.store.gram_index`, exact by l-prefix filtering) scores the
   few candidates exactly; SQLite then confirms they are live and in window.
 * Vector recall scores a per-scope in-memory float32 matrix of live
   embeddings with one matrix-vector product (exact; no ANN).
@@ -49,8 +49,6 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from memkit import checks as ck
-from memkit import rank
-from memkit import store_rows as sql
 from memkit.embed import (
     Embedder,
     default_floor_of,
@@ -74,13 +72,15 @@ from memkit.params import (
     RecallParams,
     RedactionParams,
 )
-from memkit.parking import PROVIDER_CODES, failure_class, plan
 from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
-from memkit.schema import SCHEMA_VERSION, check_own_file, migrate
-from memkit.store_db import SQLiteDb
-from memkit.store_index import Indexes, LiveRow, Write
-from memkit.store_rows import COLS, Row
+from memkit.store import rank
+from memkit.store import rows as sql
+from memkit.store.index import Indexes, LiveRow, Write
+from memkit.store.parking import PROVIDER_CODES, failure_class, plan
+from memkit.store.rows import COLS, Row
+from memkit.store.schema import SCHEMA_VERSION, check_own_file, migrate
+from memkit.store.sqlite_db import SQLiteDb
 from memkit.text import jaccard, keywords, trigrams
 from memkit.types import KINDS, Change, CommitResult, Memory, Recalled, RememberResult, Rollout
 
@@ -740,10 +740,10 @@ class SQLStore:
         progress: Callable[[int, int], None] | None = None,
     ) -> Any:
         """(memkit) Re-embed every row in place with `embedder`, batch by batch,
-        resumable after a kill (`memkit.reembed`); afterwards the store records
-        and uses it. Returns a `memkit.reembed.ReembedReport`. Open the store
+        resumable after a kill (`memkit.store.reembed`); afterwards the store records
+        and uses it. Returns a `memkit.store.reembed.ReembedReport`. Open the store
         with `embedder=None` to move it off an embedder it refuses."""
-        from memkit.reembed import reembed
+        from memkit.store.reembed import reembed
 
         emb = get_embedder(embedder)
         if emb is None:
@@ -947,12 +947,12 @@ class SQLStore:
     ) -> tuple[str, ...]:
         """(memkit) Count a failed pass against its rollouts; split the batch or park.
 
-        `code` must count (`memkit.parking.failure_class`: a parse or
+        `code` must count (`memkit.store.parking.failure_class`: a parse or
         validation code, or the provider's `bad_request` / `timeout`; a 5xx,
         a rate limit or a stale snapshot is not the evidence's fault). In one
         write transaction, every named rollout still pending in the scope gets
         one more failed pass (restarting at 1 when its last counted failure
-        was of another class), then `memkit.parking.plan` decides: split the
+        was of another class), then `memkit.store.parking.plan` decides: split the
         batch in halves, park a rollout that failed alone at `park_after`
         (releasing the rest of the split), or, with `params.isolate` off, park
         every rollout at `park_after`. So a crash records the failure with

@@ -3,7 +3,7 @@ rules share (insert, retire, look up).
 
 Leaves out every rule: which row to fold into, what recall ranks, what a
 pass may change are `memkit.store`'s. Leaves out transactions too: each
-function runs on the connection it is given (a `memkit.store_db` connection
+function runs on the connection it is given (a `memkit.store.sqlite_db` connection
 of either backend: the SQL is written once), inside the caller's write.
 """
 
@@ -28,7 +28,7 @@ CHUNK = 900
 """Bound parameters per `IN (...)` (SQLite's default limit is 999)."""
 
 Conn = Any
-"""A `memkit.store_db` connection: `SQLiteDb` or `memkit.postgres.PgDb`."""
+"""A `memkit.store.sqlite_db` connection: `SQLiteDb` or `memkit.store.postgres.PgDb`."""
 
 
 class Row(NamedTuple):

@@ -3,7 +3,7 @@
 A store's vectors are only comparable with vectors of the embedder that made
 them, so a store records its embedder (`memkit.embed.embedder_meta`) and
 refuses another. This moves it to a new one, on either backend, through the
-store connection interface (`memkit.store_db`):
+store connection interface (`memkit.store.sqlite_db`):
 
 1. Under the store-wide write lock, `meta` records the target
    (`reembed_to`, `_dim`, `_fingerprint`) and a cursor: from then on the store

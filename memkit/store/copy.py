@@ -1,6 +1,6 @@
 """`copy_store(src, dst)`: move every row, history chain and rollout between stores.
 
-Any backend to any backend (`memkit.stores` URLs: a SQLite path or
+Any backend to any backend (`memkit.store.backends` URLs: a SQLite path or
 `sqlite:///...`, or `postgresql://...`). Lossless: ids, contents, tags,
 confidences, timestamps, seen counts, `superseded_by` links (so every history
 chain), embeddings (float32, bit for bit) and rollouts (evidence, staging,
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from memkit.errors import EmbedderMismatch, MemkitError
-from memkit.stores import is_postgres_url, open_store, sqlite_path
+from memkit.store.backends import is_postgres_url, open_store, sqlite_path
 from memkit.text import trigrams
 
 MEM_COLS = (

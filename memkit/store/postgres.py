@@ -1,8 +1,8 @@
 """PostgresStore: the store's rules (`memkit.store.SQLStore`) on Postgres + pgvector.
 
 For a store that many processes and hosts share. Every SPEC rule and every
-statement lives once, in `memkit.store` (over `memkit.store_rows` and
-`memkit.store_index`); this module is the Postgres edge: connecting, the
+statement lives once, in `memkit.store` (over `memkit.store.rows` and
+`memkit.store.index`); this module is the Postgres edge: connecting, the
 connection that speaks Postgres (`PgDb`), and what only Postgres has (the
 optional HNSW index). It does not use `pg_trgm`: fold-in runs memkit's own
 trigram rule on the same in-memory index as the SQLite store, so both
@@ -24,7 +24,7 @@ backends make exactly the same decisions.
   them with the same function, so both backends give the same answer,
   ties and score breakdowns included. No client holds a scope's vectors: it
   caches only the fold-in trigram index per (scope, kind) and the keyword
-  index per scope (`memkit.store_index`; texts, never vectors).
+  index per scope (`memkit.store.index`; texts, never vectors).
   `ann="hnsw"` adds a pgvector HNSW index; a filtered ANN answer with fewer
   than `limit` survivors while the scope holds more embedded rows is
   replaced by the exact answer (pgvector 0.6 filters after the scan, so a
@@ -46,12 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from memkit import rank
 from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
-from memkit.pg_schema import SCHEMA_VERSION, migrate
-from memkit.pg_search import (
+from memkit.store import rank
+from memkit.store.pg_schema import SCHEMA_VERSION, migrate
+from memkit.store.pg_search import (
     COSINE_SLACK,
     LIVE,
     PAGE_MIN,
@@ -60,7 +60,7 @@ from memkit.pg_search import (
     candidate_arrays,
     to_numpy,
 )
-from memkit.store import SQLStore, check_recorded_embedder, record_embedder
+from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
 from memkit.types import Recalled
 
 _ANN_KINDS = (None, "hnsw")
@@ -100,7 +100,7 @@ def _pipeline(conn: Any) -> Iterator[None]:
 
 
 class PgDb:
-    """A psycopg connection as the store's connection (see `memkit.store_db`):
+    """A psycopg connection as the store's connection (see `memkit.store.sqlite_db`):
     `?` statements, writes locked and numbered per scope, pgvector vectors."""
 
     per_scope = True
@@ -427,7 +427,7 @@ class PostgresStore(SQLStore):
         The server orders the scope's rows by pgvector's cosine distance and
         sends only candidates; the client recomputes their cosines in the
         SQLite store's float32 arithmetic and ranks them with the same
-        function (`memkit.rank`), so both backends answer alike. With a limit,
+        function (`memkit.store.rank`), so both backends answer alike. With a limit,
         one page of the nearest rows usually settles it: a row beyond the page
         cannot outscore the page's limit-th score when its cosine is below
         `rank.cosine_needed` of that score (less `COSINE_SLACK`, the most the two

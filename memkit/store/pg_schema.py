@@ -1,6 +1,6 @@
 """Postgres schema of `PostgresStore` as numbered, append-only migrations.
 
-The tables mirror `memkit.schema` (SQLite) column for column, so a store
+The tables mirror `memkit.store.schema` (SQLite) column for column, so a store
 copies between backends losslessly; what differs is Postgres's own: identity
 columns, `double precision` timestamps, the pgvector `vector` type (no fixed
 dimension, so one table serves any embedder; the optional HNSW index casts to

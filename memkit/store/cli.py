@@ -10,7 +10,7 @@ Stored text is printed through `memkit.text.terminal_safe` (control characters,
 terminal escapes and bidi overrides as visible escapes); `--json` escapes them
 as JSON does (ASCII only).
 `copy` writes only its destination; `reembed` moves a store to another
-embedder in place (`memkit.reembed`), with progress on stderr.
+embedder in place (`memkit.store.reembed`), with progress on stderr.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import Any
 
 from memkit.errors import ConfigError, MemkitError, MissingExtra, did_you_mean
 from memkit.params import RecallParams
-from memkit.store import SQLStore
-from memkit.stores import open_store
+from memkit.store.backends import open_store
+from memkit.store.rules import SQLStore
 from memkit.text import terminal_safe as safe
 from memkit.types import KINDS, Memory
 
 
 def _open(db: str, *, with_embedder: bool) -> SQLStore:
-    """The store a path or URL names (`memkit.stores`: SQLite or postgresql://), read-only."""
+    """The store a path or URL names (`open_store`: SQLite or postgresql://), read-only."""
     store = open_store(db, embedder=None, read_only=True)
     if not with_embedder:
         return store
@@ -217,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _copy(args: argparse.Namespace) -> int:
-    from memkit.store_copy import copy_store
+    from memkit.store.copy import copy_store
 
     rep = copy_store(args.src, args.dst, into_nonempty=args.into_nonempty)
     if args.json:

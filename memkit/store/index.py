@@ -7,7 +7,7 @@ vectors in the database and never loads it), a `GramIndex` per (scope, kind)
 lazily from the table and follow other connections' and processes' writes
 through `change_seq`: every write stamps the rows it touches with a number
 above all earlier ones, so catching up reads only the rows changed since.
-Numbers count per file on SQLite and per scope on Postgres (`memkit.store_db`:
+Numbers count per file on SQLite and per scope on Postgres (`memkit.store.sqlite_db`:
 the connection says which), so the indexes remember how far they caught up
 per file or per scope.
 
@@ -27,7 +27,7 @@ rollback drops them (they reload from the table). The vector and keyword
 indexes queue what they are given and apply it at their next query, so a
 burst of writes pays once (`BACKLOG` bounds the queue).
 
-Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.rank`);
+Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.store.rank`);
 approximate search (vectors are exact brute force, no ANN; the gram index is
 exact); persistence (indexes are rebuilt from the table in each process, on a
 scope's first use); and memory bounds (a scope's index holds all its live rows).
@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from memkit.embed import normalize_rows
-from memkit.gram_index import GramIndex
-from memkit.keyword_index import KeywordIndex
-from memkit.store_rows import nan
+from memkit.store.gram_index import GramIndex
+from memkit.store.keyword_index import KeywordIndex
+from memkit.store.rows import nan
 
 SYNC_MAX = 5_000
 """Catching up on more changed rows than this drops the indexes instead (they reload)."""
@@ -205,7 +205,7 @@ class ScopeVectors:
     @classmethod
     def load(cls, conn: Any, scope_id: str, dim: int) -> ScopeVectors:
         """The scope's live embedded rows, in rowid order on either backend (so
-        both lay the matrix out alike). `conn` is a `memkit.store_db` connection."""
+        both lay the matrix out alike). `conn` is a `memkit.store.sqlite_db` connection."""
         rows = conn.execute(
             "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM memories "
             "WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL "
@@ -242,7 +242,7 @@ class Indexes:
 
     def __init__(self, conn: Any, dim: int):
         self.conn = conn
-        """A `memkit.store_db` connection (SQLiteDb or PgDb)."""
+        """A `memkit.store.sqlite_db` connection (SQLiteDb or PgDb)."""
         self.dim = dim
         self.vectors: dict[str, ScopeVectors] = {}
         self.grams: dict[tuple[str, str], GramIndex] = {}

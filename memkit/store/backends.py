@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from memkit.errors import ConfigError
 
 if TYPE_CHECKING:
-    from memkit.store import SQLStore
+    from memkit.store.rules import SQLStore
 
 
 def is_postgres_url(url: str) -> bool:
@@ -42,10 +42,10 @@ def open_store(url: str, **options: Any) -> SQLStore:
     """Open the store a URL names; `options` go to the backend's `open`
     (embedder, clock, fold, redaction; `ann` on Postgres)."""
     if is_postgres_url(url):
-        from memkit.postgres import PostgresStore
+        from memkit.store.postgres import PostgresStore
 
         return PostgresStore.open(str(url), **options)
-    from memkit.store import SQLiteStore
+    from memkit.store.rules import SQLiteStore
 
     return SQLiteStore.open(sqlite_path(url), **options)
 
@@ -55,12 +55,12 @@ def open_scratch_store(url: str | None = None, **options: Any) -> SQLStore:
     `url` is None or names SQLite; on a Postgres server, a schema of its own
     in that database, dropped on close. `options` as for `open_store`."""
     if url is not None and is_postgres_url(url):
-        from memkit.postgres import PostgresStore
+        from memkit.store.postgres import PostgresStore
 
         return PostgresStore.scratch(str(url), **options)
     if url is not None:
         sqlite_path(url)  # an unknown scheme is refused, not replaced by memory
-    from memkit.store import SQLiteStore
+    from memkit.store.rules import SQLiteStore
 
     return SQLiteStore.open(":memory:", **options)
 
@@ -69,6 +69,6 @@ def redacted_url(url: str | None) -> str | None:
     """A store URL fit for run files and messages: any password replaced by ***."""
     if url is None or not is_postgres_url(url):
         return url
-    from memkit.postgres import safe_dsn
+    from memkit.store.postgres import safe_dsn
 
     return safe_dsn(str(url))
