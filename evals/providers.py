@@ -42,7 +42,10 @@ MOCK_KEYS = ("mock_response", "mock_timeout")
 
 
 def is_llm(spec: str) -> bool:
-    return spec.startswith("litellm:")
+    """A consolidator that calls a model (`evals.kinds`): it takes provider options."""
+    from evals.kinds import calls_model
+
+    return calls_model(spec)
 
 
 def validate_options(spec: str, opts: Mapping[str, Any]) -> None:
