@@ -33,9 +33,7 @@ a numeric tunable) is flagged: the optimum may lie outside, extend the grid.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,20 +42,15 @@ from typing import Any
 
 import pandas as pd
 
-from evals import aggregate, registry
+from evals import aggregate, kinds, registry
+from evals.execute import Runtime, execute
 from evals.matcher import Matcher
-from evals.replay import (
-    CachingEmbedder,
-    Variant,
-    oracle_gold,
-    replay_pipeline_scope,
-    replay_store,
-    scopes_of,
-)
+from evals.plan import PIPELINE, Setting, Unit, grid_points, sweep_plan
+from evals.replay import CachingEmbedder, scopes_of
 from evals.runfolder import DIGITS, RUN_VERSION, write_json, write_manifest, write_metrics
-from evals.tunables import EMBEDDER_AXIS, GROUPS, resolve
+from evals.tunables import EMBEDDER_AXIS, resolve  # noqa: F401 (importable from here)
 from memkit.errors import ConfigError
-from memkit.params import FoldParams, RecallParams
+from memkit.params import RecallParams
 
 
 def default_metrics() -> tuple[str, ...]:
@@ -74,28 +67,6 @@ class SweepResult:
     params: tuple[str, ...]
     units: Mapping[int, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     """point -> the objective's per-unit `Values` (pairs points on the same probes)."""
-
-
-def _points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    if not grid:
-        raise ConfigError("sweep grid is empty")
-    names = list(grid)
-    for n in names:
-        resolve(n)
-        if not grid[n]:
-            raise ConfigError(f"sweep grid for {n!r} has no values")
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*grid.values())]
-
-
-def _params(point: Mapping[str, Any], base: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    kw: dict[str, dict[str, Any]] = {g: dict(base.get(g, {})) for g in GROUPS}
-    for name, v in point.items():
-        g, f = resolve(name)
-        kw[g][f] = v
-    try:
-        return {g: GROUPS[g](**kw[g]) for g in GROUPS}
-    except TypeError as e:
-        raise ConfigError(f"bad sweep parameters {dict(point)!r}: {e}") from None
 
 
 DEFAULT_OBJECTIVE = "default"
@@ -178,107 +149,71 @@ def sweep(
     from memkit.embed import get_embedder
 
     if EMBEDDER_AXIS in grid:
-        kw: dict[str, Any] = dict(
-            objective=objective, metrics=metrics, base=base, consolidator=consolidator
-        )
+        kw = dict(objective=objective, metrics=metrics, base=base, consolidator=consolidator)
         kw.update(consolidator_options=consolidator_options, scopes=scopes, progress=progress)
         return _sweep_embedders(dataset, grid, margin=margin, **kw)
 
-    base = base or {}
-    points = _points(grid)
+    points = grid_points(grid)
+    in_scope = scopes_of(dataset, scopes)
+    plan = sweep_plan(grid, base or {}, [s.scope_id for s in in_scope], consolidator=consolidator)
     needs = objective_metrics(objective)
-    n_scopes = len(scopes_of(dataset, scopes))
-    done = [0]
-
-    def step(what: str) -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total, what)
-
     metrics = tuple(dict.fromkeys([*(default_metrics() if metrics is None else metrics), *needs]))
     for m in metrics:
         registry.get(m)
     emb = embedder if not isinstance(embedder, str) else CachingEmbedder(get_embedder(embedder))
-    needs_pipeline = any(resolve(n)[0] == "consolidation" for n in grid)
+    opts = dict(consolidator_options or {})
+    pipeline = any(u.system.mode == PIPELINE for u in plan.units)
+    rt = Runtime(
+        scopes={s.scope_id: s for s in in_scope},
+        embedder=emb,
+        context=kinds.Context(dataset, Matcher(dataset.facts) if pipeline else None),
+        options={consolidator: opts},
+        concurrency={consolidator: int(opts.get("concurrency") or 4)},
+    )
+    done = [0]
+
+    def step(u: Unit, _what: str) -> None:
+        done[0] += 1
+        if progress is not None:
+            at = plan.setting(u).points
+            what = f"point {at[0] + 1}/{len(points)}" if pipeline else f"{len(at)} point(s) on"
+            progress(done[0], len(plan.units), f"{what} {u.scope}")
+
+    ran = execute(plan, rt, step=step)
     rows: list[dict[str, Any]] = []
     kept: dict[int, dict[str, Any]] = {}
     """point -> the objective's per-unit Values (paired comparisons between points)"""
-
-    def score(i: int, point: Mapping[str, Any], groups: Mapping[str, Any]) -> None:
-        nonlocal rows
-        rows += _rows(i, point, groups, metrics)
-        kept[i] = {m: groups[m] for m in needs if m in groups}
-
-    if needs_pipeline:
-        total = len(points) * n_scopes
-        matcher = Matcher(dataset.facts)
-        from memkit.consolidate import get_consolidator
-
-        opts = dict(consolidator_options or {})
-        if consolidator == "oracle":
-            opts["gold"] = oracle_gold(dataset, matcher)
-        for i, point in enumerate(points):
-            p = _params(point, base)
-            cons = get_consolidator(consolidator, **opts)
-            v = Variant("p", p["recall"], p["assembly"])
-
-            async def run_all(p=p, cons=cons, v=v, i=i) -> list[Any]:
-                out = []
-                for s in scopes_of(dataset, scopes):
-                    out.append(
-                        await replay_pipeline_scope(
-                            s,
-                            cons,
-                            embedder=emb,
-                            matcher=matcher,
-                            params=p["consolidation"],
-                            fold=p["fold"],
-                            variants=(v,),
-                        )
-                    )
-                    step(f"point {i + 1}/{len(points)} {s.scope_id}")
-                return out
-
-            res = asyncio.run(run_all())
-            groups = aggregate.probe_metrics([r for x in res for r in x.probes])
-            groups.update(aggregate.attempt_metrics([a for x in res for a in x.attempts]))
-            groups.update(aggregate.extraction_metrics([e for x in res for e in x.extraction]))
-            score(i, point, groups)
-    else:
-        # group points by their fold setting: one replay per fold point
-        by_fold: dict[FoldParams, list[tuple[int, dict[str, Any], Variant]]] = {}
-        for i, point in enumerate(points):
-            p = _params(point, base)
-            by_fold.setdefault(p["fold"], []).append(
-                (i, point, Variant(str(i), p["recall"], p["assembly"]))
-            )
-        total = len(by_fold) * n_scopes
-        for fold, items in by_fold.items():
-            what = f"{len(items)} point(s) on"
-
-            def on_scope(sid: str, what: str = what) -> None:
-                step(f"{what} {sid}")
-
-            r = replay_store(
-                dataset,
-                embedder=emb,
-                fold=fold,
-                variants=[v for _, _, v in items],
-                scopes=scopes,
-                on_scope=on_scope,
-            )
-            fold_groups = aggregate.write_metrics(r.writes)
-            by_variant: dict[str, list[dict[str, Any]]] = {}
-            for row in r.probes:
-                by_variant.setdefault(row["variant"], []).append(row)
-            for i, point, v in items:
-                groups = aggregate.probe_metrics(by_variant.get(v.name, []))
-                groups.update(fold_groups)
-                score(i, point, groups)
+    for k, setting in enumerate(plan.settings):
+        res = [ran.results[u] for u in plan.units if u.setting == k]  # in scope order
+        for i, groups in _setting_groups(setting, res, pipeline):
+            rows += _rows(i, points[i], groups, metrics)
+            kept[i] = {m: groups[m] for m in needs if m in groups}
     frame = pd.DataFrame.from_records(rows).sort_values(["point_index", "metric"], kind="stable")
     frame = frame.reset_index(drop=True)
     rec = recommend(frame, list(grid), objective, kept, margin=margin)
     return SweepResult(frame, rec, tuple(grid), kept)
+
+
+def _setting_groups(
+    setting: Setting, res: Sequence[Any], pipeline: bool
+) -> list[tuple[int, dict[str, Any]]]:
+    """(grid point, its metric groups) for each point a setting's scope results score."""
+    if pipeline:
+        groups = aggregate.probe_metrics([r for x in res for r in x.probes])
+        groups.update(aggregate.attempt_metrics([a for x in res for a in x.attempts]))
+        groups.update(aggregate.extraction_metrics([e for x in res for e in x.extraction]))
+        return [(setting.points[0], groups)]
+    fold_groups = aggregate.write_metrics([w for x in res for w in x.writes])
+    by_variant: dict[str, list[dict[str, Any]]] = {}
+    for x in res:
+        for row in x.probes:
+            by_variant.setdefault(row["variant"], []).append(row)
+    out = []
+    for i, v in zip(setting.points, setting.variants, strict=True):
+        groups = aggregate.probe_metrics(by_variant.get(v.name, []))
+        groups.update(fold_groups)
+        out.append((i, groups))
+    return out
 
 
 def _sweep_embedders(
@@ -297,9 +232,7 @@ def _sweep_embedders(
     if not rest:  # the embedders alone: each at the run's floor
         floor = dict((kw.get("base") or {}).get("recall", {})).get("floor", RecallParams().floor)
         rest = {"recall.floor": [floor]}
-    frames: list[pd.DataFrame] = []
-    units: dict[int, Any] = {}
-    by: dict[str, Any] = {}
+    frames, units, by = [], {}, {}
     for spec in specs:
         res = sweep(
             dataset, rest, embedder=CachingEmbedder(get_embedder(spec)), margin=margin, **kw
