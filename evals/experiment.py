@@ -22,17 +22,22 @@ variable its key is in (`api_key_env`), or the provider's usual one is used.
 
     [models.heuristic]                   # a baseline: no options
 
-This module only reads and checks the file; `evals.providers` turns model
-options into consolidator arguments.
+This module reads and checks the file and merges it with the command line
+(pure: `run_overrides`, `sweep_consolidator`, `dataset_folders`); the result is
+a `RunConfig` that `evals.plan.run_plan` turns into units like any other run.
+`evals.providers` turns model options into consolidator arguments.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evals.providers import is_llm, validate_options
 from memkit.errors import ConfigError
 
 KEYS = ("name", "dataset", "datasets", "modes", "replicates", "concurrency", "models")
@@ -69,8 +74,6 @@ def _positive(path: str, key: str, v: Any) -> int | None:
 
 def load_experiment(path: str | Path) -> Experiment:
     """Parse and check an experiment file; every problem is a ConfigError naming it."""
-    from evals.providers import validate_options
-
     p = Path(path)
     try:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -103,7 +106,7 @@ def load_experiment(path: str | Path) -> Experiment:
         if not isinstance(opts, dict):
             raise ConfigError(f"{where}: models.{spec!r} must be a table of options")
         validate_options(spec, opts)
-        if opts and not spec.startswith("litellm:"):
+        if opts and not is_llm(spec):
             raise ConfigError(f"{where}: {spec!r} takes no options (only litellm:<model> does)")
         checked[spec] = dict(opts)
     name = doc.get("name")
@@ -118,3 +121,66 @@ def load_experiment(path: str | Path) -> Experiment:
         concurrency=_positive(where, "concurrency", doc.get("concurrency")),
         models=checked,
     )
+
+
+MODE_FLAGS: dict[str, tuple[str, ...]] = {
+    "store": ("store",),
+    "pipeline": ("pipeline",),
+    "both": ("store", "pipeline"),
+}
+"""`--mode` -> the modes it runs."""
+
+
+def run_overrides(
+    exp: Experiment | None,
+    *,
+    name: str | None = None,
+    replicates: int | None = None,
+    concurrency: int | None = None,
+    dataset_given: bool = False,
+    consolidators: Sequence[str] | None = None,
+    mode: str | None = None,
+) -> dict[str, Any]:
+    """`RunConfig` fields from an experiment file under the command line's flags (a
+    flag given wins; None: not given). A field neither gives is left out."""
+    out: dict[str, Any] = {
+        "name": name or (exp.name if exp else None),
+        "replicates": replicates or (exp.replicates if exp else None),
+        "concurrency": concurrency or (exp.concurrency if exp else None),
+    }
+    if exp and exp.datasets and not dataset_given:
+        out["dataset"] = exp.datasets[0]
+    if consolidators:
+        out["consolidators"] = tuple(consolidators)
+    elif exp and exp.models:
+        out["consolidators"] = exp.consolidators
+    modes = MODE_FLAGS.get(mode or "", exp.modes if exp else ())
+    if modes:
+        out["store_mode"] = "store" in modes
+        if "pipeline" not in modes:
+            out["consolidators"] = ()
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def sweep_consolidator(exp: Experiment | None, flag: str | None) -> str:
+    """The one consolidator a sweep scores: the flag's, else the file's only model,
+    else the heuristic; a file with several models needs the flag."""
+    if flag is not None:
+        return flag
+    if exp and exp.models:
+        if len(exp.models) > 1:
+            raise ConfigError(
+                f"{exp.path} lists {len(exp.models)} models; a sweep scores one: pick it with "
+                f"--consolidator ({', '.join(exp.models)})"
+            )
+        return exp.consolidators[0]
+    return "heuristic"
+
+
+def dataset_folders(exp: Experiment, root: Path) -> list[tuple[str, Path]]:
+    """(dataset spec, its run folder under `root`) per dataset of an experiment."""
+    out = []
+    for spec in exp.datasets:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_.") or "dataset"
+        out.append((spec, root / slug))
+    return out
