@@ -156,20 +156,20 @@ def load_any(spec: str, *, limit: int | None = None) -> Any:
     longmemeval_s, msc, tau_bench, swe_agent; `limit` keeps the first
     conversations/questions/trajectories.
     """
-    kind, sep, path = spec.partition(":")
+    kind, sep, where = spec.partition(":")
     if sep and kind in ADAPTERS:
         from evals import adapters
 
         if kind == "locomo":
-            return adapters.load_locomo(path, limit=limit)
+            return adapters.load_locomo(where, limit=limit)
         if kind == "msc":
-            return adapters.load_msc(path, limit=limit)
+            return adapters.load_msc(where, limit=limit)
         if kind == "tau_bench":
-            return adapters.load_tau_bench(path, limit=limit)
+            return adapters.load_tau_bench(where, limit=limit)
         if kind == "swe_agent":
-            return adapters.load_swe_agent(path, limit=limit)
+            return adapters.load_swe_agent(where, limit=limit)
         variant = "s" if kind == "longmemeval_s" else "oracle"
-        return adapters.load_longmemeval(path, variant, limit=limit)
+        return adapters.load_longmemeval(where, variant, limit=limit)
     if sep and kind.isidentifier() and not Path(spec).exists():
         from evals.checks import unknown
 

@@ -24,6 +24,7 @@ from evals import kinds
 from evals.plan import STORE, Plan, Setting, System, Unit
 from evals.providers import ModelStopped, StopOnFatal
 from evals.replay import replay_pipeline_scope, replay_store_scope
+from memkit.errors import ConfigError
 
 OPEN_SCOPES_PER_REQUEST = 2
 """Scopes open per request slot. With exactly `concurrency` scopes open, each
@@ -120,6 +121,8 @@ async def _pipeline(
 ) -> None:
     from memkit import llm
 
+    if rt.context.matcher is None:
+        raise ConfigError("pipeline units score extraction: the runtime needs a matcher")
     built: dict[tuple[System, int], Any] = {}
     slots: dict[System, asyncio.Semaphore] = {}
     tasks = []
@@ -164,7 +167,7 @@ async def _pipeline_unit(
                 rt.scopes[unit.scope],
                 cons,
                 embedder=rt.embedder,
-                matcher=rt.context.matcher,
+                matcher=rt.context.matcher,  # type: ignore[arg-type]  # checked in _pipeline
                 params=setting.consolidation,
                 fold=setting.fold,
                 variants=setting.variants,

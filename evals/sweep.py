@@ -149,7 +149,8 @@ def sweep(
     from memkit.embed import get_embedder
 
     if EMBEDDER_AXIS in grid:
-        kw = dict(objective=objective, metrics=metrics, base=base, consolidator=consolidator)
+        kw: dict[str, Any] = dict(objective=objective, metrics=metrics, base=base)
+        kw.update(consolidator=consolidator)
         kw.update(consolidator_options=consolidator_options, scopes=scopes, progress=progress)
         return _sweep_embedders(dataset, grid, margin=margin, **kw)
 
@@ -232,7 +233,9 @@ def _sweep_embedders(
     if not rest:  # the embedders alone: each at the run's floor
         floor = dict((kw.get("base") or {}).get("recall", {})).get("floor", RecallParams().floor)
         rest = {"recall.floor": [floor]}
-    frames, units, by = [], {}, {}
+    frames: list[pd.DataFrame] = []
+    units: dict[int, Mapping[str, Any]] = {}
+    by: dict[str, dict[str, Any]] = {}
     for spec in specs:
         res = sweep(
             dataset, rest, embedder=CachingEmbedder(get_embedder(spec)), margin=margin, **kw
