@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evals import kinds
+from evals.matcher import Matcher
 from evals.plan import STORE, Plan, Setting, System, Unit
 from evals.providers import ModelStopped, StopOnFatal
 from evals.replay import replay_pipeline_scope, replay_store_scope
@@ -121,7 +122,8 @@ async def _pipeline(
 ) -> None:
     from memkit import llm
 
-    if rt.context.matcher is None:
+    matcher = rt.context.matcher
+    if matcher is None:
         raise ConfigError("pipeline units score extraction: the runtime needs a matcher")
     built: dict[tuple[System, int], Any] = {}
     slots: dict[System, asyncio.Semaphore] = {}
@@ -141,7 +143,8 @@ async def _pipeline(
             stepped(unit, "done")
             continue
         cons = built[system, unit.setting]
-        tasks.append(_pipeline_unit(plan, unit, cons, slots[system], rt, out, kept, stepped))
+        args = (cons, slots[system], matcher)
+        tasks.append(_pipeline_unit(plan, unit, args, rt, out, kept, stepped))
     for coro in asyncio.as_completed(tasks):
         await coro
     out.limits.update(llm.limit_stats())
@@ -150,14 +153,14 @@ async def _pipeline(
 async def _pipeline_unit(
     plan: Plan,
     unit: Unit,
-    cons: Any,
-    slots: asyncio.Semaphore,
+    args: tuple[Any, asyncio.Semaphore, Matcher],
     rt: Runtime,
     out: Executed,
     kept: Keep,
     stepped: Step,
 ) -> None:
     setting = plan.setting(unit)
+    cons, slots, matcher = args
     async with slots:
         if unit.system.name in out.stopped:
             stepped(unit, "stopped")
@@ -167,7 +170,7 @@ async def _pipeline_unit(
                 rt.scopes[unit.scope],
                 cons,
                 embedder=rt.embedder,
-                matcher=rt.context.matcher,  # type: ignore[arg-type]  # checked in _pipeline
+                matcher=matcher,
                 params=setting.consolidation,
                 fold=setting.fold,
                 variants=setting.variants,
