@@ -1,4 +1,4 @@
-"""`memkit eval record`: a run's real-model answers as a recording (docs/cli.md: 'Recorded runs')."""
+"""`memkit eval record`: a run's real-model answers as a recording (docs/cli.md)."""
 
 from __future__ import annotations
 
