@@ -5,7 +5,7 @@ pyproject.toml (`eval_main`, `bench_main`, `report_main`). Each command lives
 in its own module under `evals/cli/` (`*_main(argv) -> int`, wrapped by
 `evals.cli.base.guarded` for the exit-status contract); the tables below name
 them, loaded only when called. A new command is one module and one line in
-its group's table.
+its group's table (`"name": "module:function"`).
 """
 
 from __future__ import annotations
@@ -44,10 +44,14 @@ BENCH_COMMANDS: dict[str, str] = {
 """`memkit bench <name>` -> the module whose `main(argv)` runs it (its docstring: the help)."""
 
 
-def _command(target: str) -> Callable[[], Callable]:
+def _command(prog: str, target: str) -> Callable[[], Callable]:
+    """Load `target` ("module:function") when called, under `guarded(prog)` (a command
+    guarded already keeps its own; a plain `main(argv) -> int` gets the exit codes)."""
+
     def load() -> Callable:
         module, _, name = target.partition(":")
-        return getattr(importlib.import_module(module), name)
+        fn = getattr(importlib.import_module(module), name)
+        return fn if hasattr(fn, "__wrapped__") else guarded(prog)(fn)
 
     return load
 
@@ -64,7 +68,7 @@ def _bench(module: str) -> Callable[[], Callable]:
 
 def eval_main(argv: list[str] | None = None) -> int:
     """evaluate: run, sweep, compare, list runs, record a model's answers"""
-    table = {name: _command(target) for name, target in EVAL_COMMANDS.items()}
+    table = {name: _command(f"memkit eval {name}", t) for name, t in EVAL_COMMANDS.items()}
     return group("memkit eval", "Evaluate memkit on a dataset.", table, list(argv or []))
 
 
