@@ -1,12 +1,18 @@
 """`memkit bench store --backend postgres`: the two backends side by side, one run.
 
 For each size (live rows in one scope, 256-d random unit vectors, synthetic
-texts as in `evals.bench_store`) and each backend (SQLite file, Postgres):
+texts as in `evals.bench_store`) and each backend (SQLite file, Postgres).
+Setup, not measured: the rows are bulk-loaded (`bulk_load`, one COPY on
+Postgres), plus a second scope of 1 % as many rows in the same table (from
+10,000 rows up), so a small scope inside a big table is measured too.
+Measured:
 * recall p50/p95 (ms) with a precomputed query embedding, exact (SQLite: the
-  in-process matrix; Postgres: searched in the database), and on Postgres
-  with the HNSW index (`ann="hnsw"`, ef_search 100) with HNSW's recall@8
-  against the exact top 8 and how often it fell back to exact; the index
-  build time (under `memkit.store.pg_search.BUILD_SETTINGS`) and its size;
+  in-process matrix; Postgres: searched in the database), on the big scope
+  and on the 1 % scope; on Postgres also through the HNSW indexes (`ann="hnsw"`:
+  one per scope with `hnsw_min_rows` rows, `memkit.store.pg_ann`), each scope's
+  recall@8 against the exact top 8 and how many recalls were answered
+  exactly instead (no index for the scope, or a possibly short answer);
+  the build time under `memkit.store.pg_search.BUILD_SETTINGS` and the indexes' size;
 * the peak RSS of a freshly spawned client answering 20 recalls (SQLite holds
   the scope's matrix; a Postgres client holds no vectors);
 * remembers/s with fold-in (half restatements of stored rows, half new;
@@ -14,19 +20,29 @@ texts as in `evals.bench_store`) and each backend (SQLite file, Postgres):
   and from 4 processes writing at once into the same scope (all their
   writes over the wall time from a common start, after each process has
   loaded its fold-in index); then one process's batch in one
-  `remember_many`, and on Postgres one process with `synchronous_commit`
-  off (restatements of rows already written: all fold).
-Queries are noisy copies of stored vectors. Postgres runs on a private
-`pgserver` in a temporary directory (stopped at the end) unless `--pg-dsn`
-names one; its commits are durable (`synchronous_commit` on) while SQLite
-runs WAL with `synchronous = NORMAL` (no fsync per commit), which is most of
-the gap in write rates. Absolute numbers move with the machine's load.
+  `remember_many`, and on Postgres 1 and 4 processes with `synchronous_commit`
+  off (restatements of rows already written: all fold);
+* on Postgres, the bare-INSERT ceiling in the same run: one INSERT + COMMIT per
+  row of the same text and vector into a plain table, durable, from 1 and 4
+  processes, and from 4 processes that each first lock one shared row (what a
+  scope's writers must do: fold-in decides and writes under the scope's lock,
+  so their commits, each waiting for its WAL flush, cannot share a flush).
+Every row carries the load average when it finished. Queries are noisy
+copies of stored vectors. Postgres runs on a private `pgserver` in a
+temporary directory (stopped at the end; `shared_buffers` raised to
+`--pg-shared-buffers`, as a server holding these indexes would be
+configured) unless `--pg-dsn` names one; its commits are durable
+(`synchronous_commit` on) while SQLite runs WAL with `synchronous = NORMAL`
+(no fsync per commit), which is most of the gap in write rates. Absolute
+numbers move with the machine's load.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
+import os
 import random
 import tempfile
 import time
@@ -41,6 +57,9 @@ import numpy as np
 from evals.bench_data import DIM, LIMIT, percentiles, synthetic_texts, unit_vectors
 
 SCOPE = "bench"
+SMALL = "bench-1pct"
+SMALL_FROM = 10_000
+"""Sizes from which the table also holds a 1 % scope."""
 
 
 class _Table:
@@ -56,8 +75,9 @@ class _Table:
 
 
 @contextmanager
-def local_postgres(dsn: str | None) -> Iterator[str]:
-    """`dsn`, or a private pgserver in a temporary directory, stopped afterwards."""
+def local_postgres(dsn: str | None, shared_buffers: str | None = None) -> Iterator[str]:
+    """`dsn`, or a private pgserver in a temporary directory, stopped afterwards
+    (restarted once with `shared_buffers` when given)."""
     if dsn:
         yield dsn
         return
@@ -69,6 +89,12 @@ def local_postgres(dsn: str | None) -> Iterator[str]:
         uri = server.get_uri()
         with psycopg.connect(uri, autocommit=True) as c:
             c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            if shared_buffers:
+                c.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
+        if shared_buffers:
+            from pgserver._commands import pg_ctl
+
+            pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user)
         yield uri
     finally:
         server.cleanup()
@@ -156,87 +182,203 @@ def _client_rss(url: str, qs: np.ndarray) -> float:
     return got[1]
 
 
-def bench_backend(backend: str, url: str, n: int, queries: int, writes: int, log) -> dict:
+def _bare_writer(url, texts, vec, locked, ready, go, out) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS bare_lock (k int PRIMARY KEY, n bigint)")
+        c.execute("INSERT INTO bare_lock VALUES (1, 0) ON CONFLICT DO NOTHING")
+        ready.release()
+        go.wait()
+        t = time.perf_counter()
+        for text in texts:
+            with c.transaction():
+                if locked:
+                    c.execute("UPDATE bare_lock SET n = n + 1 WHERE k = 1")
+                c.execute("INSERT INTO bare (content, embedding) VALUES (%s, %s)", (text, vec))
+        out.put(time.perf_counter() - t)
+
+
+def bare_rate(url: str, batches: list[list[str]], vec: str, locked: bool = False) -> float:
+    """The ceiling of durable writes on this server: INSERT + COMMIT per text into a
+    plain table (no index), from len(batches) processes at once; `locked`: each
+    transaction first updates one shared row, as a scope's writers lock its row."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS bare (content text, embedding vector)")
+    ctx = mp.get_context("fork")
+    ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_bare_writer, args=(url, b, vec, locked, ready, go, out))
+        for b in batches
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.acquire()
+    t = time.perf_counter()
+    go.set()
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise RuntimeError(f"bench bare writer exited {p.exitcode}")
+    return sum(len(b) for b in batches) / (time.perf_counter() - t)
+
+
+def _recalls(store, scope: str, qs: np.ndarray) -> tuple[list[list[str]], list[float]]:
+    ids, times = [], []
+    for q in qs:
+        t = time.perf_counter()
+        ids.append([h.id for h in store.recall(scope, "q", LIMIT, query_embedding=q)])
+        times.append(time.perf_counter() - t)
+    return ids, times
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def bench_backend(
+    backend: str, url: str, n: int, queries: int, writes: int, log, ef_search: int = 100
+) -> dict:
     from memkit.store import open_store
 
     rng, nrng = random.Random(n), np.random.default_rng(n)
     texts, vecs = synthetic_texts(rng, n), unit_vectors(nrng, n)
+    m = n // 100 if n >= SMALL_FROM else 0
+    small_texts, small_vecs = synthetic_texts(random.Random(-7 - n), m), unit_vectors(nrng, m)
     new = synthetic_texts(random.Random(-n), 5 * writes)
     pick = rng.sample(range(n), 5 * writes)
     batch_texts = [f"{texts[i]} again" if k % 2 else new[k] for k, i in enumerate(pick)]
-    emb = _Table(texts + batch_texts, np.vstack([vecs, unit_vectors(nrng, len(batch_texts))]))
-    row: dict = {"backend": backend, "rows": n}
+    emb = _Table(
+        texts + small_texts + batch_texts,
+        np.vstack([vecs, small_vecs, unit_vectors(nrng, len(batch_texts))]),
+    )
+    row: dict = {"backend": backend, "rows": n, "small_rows": m}
     store = open_store(url, embedder=emb)
     t = time.perf_counter()
     store.bulk_load(SCOPE, texts, vecs)
-    row["load_s"] = time.perf_counter() - t
+    if m:
+        store.bulk_load(SMALL, small_texts, small_vecs)
+    row["setup_load_s"] = time.perf_counter() - t
+    log(f"  {backend} {n:,}: setup (not measured): bulk load {row['setup_load_s']:.1f} s")
     qs = vecs[nrng.integers(0, n, queries)] + 0.05 * unit_vectors(nrng, queries)
+    sq = (
+        small_vecs[nrng.integers(0, m, queries)] + 0.05 * unit_vectors(nrng, queries) if m else None
+    )
     t = time.perf_counter()
     store.recall(SCOPE, "q", LIMIT, query_embedding=qs[0])  # loads the matrix
     row["index_load_s"] = time.perf_counter() - t
-    exact, times = [], []
-    for q in qs:
-        t = time.perf_counter()
-        exact.append([h.id for h in store.recall(SCOPE, "q", LIMIT, query_embedding=q)])
-        times.append(time.perf_counter() - t)
+    exact, times = _recalls(store, SCOPE, qs)
     row["exact_p50"], row["exact_p95"] = percentiles(times)
     log(f"  {backend} {n:,}: exact recall p50 {row['exact_p50']:.2f} ms")
+    if m:
+        small_exact, times = _recalls(store, SMALL, sq)
+        row["small_exact_p50"], row["small_exact_p95"] = percentiles(times)
+        log(f"  1 % scope ({m:,} rows): exact recall p50 {row['small_exact_p50']:.2f} ms")
     store.close()
     row["client_rss_mb"] = _client_rss(url, qs[:20])
     log(f"  client peak RSS {row['client_rss_mb']:.0f} MB")
     if backend == "postgres":
-        ann: Any = open_store(url, embedder=emb, ann="hnsw")  # a PostgresStore
-        row["hnsw_build_s"] = ann.hnsw_build["seconds"]
-        row["hnsw_index_mb"] = ann.hnsw_build["index_bytes"] / 2**20
-        log(f"  hnsw build {row['hnsw_build_s']:.1f} s under {ann.hnsw_build['settings']}")
-        times, hit = [], []
-        for q, want in zip(qs, exact, strict=True):
-            t = time.perf_counter()
-            got = [h.id for h in ann.recall(SCOPE, "q", LIMIT, query_embedding=q)]
-            times.append(time.perf_counter() - t)
-            hit.append(len(set(got) & set(want)) / max(len(want), 1))
-        row["hnsw_p50"], row["hnsw_p95"] = percentiles(times)
-        row["hnsw_recall8"] = float(np.mean(hit))
-        row["hnsw_fallbacks"] = ann.ann_counts["exact_fallback"]
+        ann: Any = open_store(url, embedder=emb, ann="hnsw", ef_search=ef_search)  # Postgres
+        b = ann.hnsw_build
+        row["hnsw_build_s"] = b["seconds"]
+        row["hnsw_index_mb"] = b["index_bytes"] / 2**20
+        row["ef_search"] = ef_search
+        log(f"  hnsw build {b['seconds']:.1f} s under {b['settings']}, {len(b['scopes'])} scope(s)")
+        for key, scope, qq, want in (("hnsw", SCOPE, qs, exact), ("small_hnsw", SMALL, sq, None)):
+            if qq is None:
+                continue
+            want = want if want is not None else small_exact
+            before = dict(ann.ann_counts)
+            got, times = _recalls(ann, scope, qq)
+            hit = [len(set(g) & set(w)) / max(len(w), 1) for g, w in zip(got, want, strict=True)]
+            row[f"{key}_p50"], row[f"{key}_p95"] = percentiles(times)
+            row[f"{key}_recall8"] = float(np.mean(hit))
+            row[f"{key}_fallbacks"] = ann.ann_counts["exact_fallback"] - before["exact_fallback"]
+            log(
+                f"  hnsw {scope}: p50 {row[f'{key}_p50']:.2f} ms, recall@8 "
+                f"{row[f'{key}_recall8']:.3f}, exact instead {row[f'{key}_fallbacks']}/{len(qq)}"
+            )
         ann.close()
-        log(f"  hnsw p50 {row['hnsw_p50']:.2f} ms, recall@8 {row['hnsw_recall8']:.3f}")
     row["rem_1"] = _write_rate(url, emb, [batch_texts[:writes]])
     log(f"  remembers/s, 1 process: {row['rem_1']:.0f}")
     row["rem_4"] = _write_rate(
         url, emb, [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)]
     )
     log(f"  remembers/s, 4 processes: {row['rem_4']:.0f}")
-    off = batch_texts[writes : 2 * writes]  # 4 processes wrote these: all fold now
     row["many_1"] = _write_rate(url, emb, [batch_texts[: writes // 2]], many=True)
     log(f"  remembers/s, remember_many: {row['many_1']:.0f}")
     if backend == "postgres":
-        row["rem_1_async"] = _write_rate(url, emb, [off], {"synchronous_commit": False})
-        log(f"  remembers/s, 1 process, synchronous_commit off: {row['rem_1_async']:.0f}")
+        off = {"synchronous_commit": False}  # 4 processes wrote these: all fold now
+        row["rem_1_async"] = _write_rate(url, emb, [batch_texts[writes : 2 * writes]], off)
+        row["rem_4_async"] = _write_rate(
+            url, emb, [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)], off
+        )
+        log(
+            f"  synchronous_commit off: {row['rem_1_async']:.0f}/s, "
+            f"4 processes {row['rem_4_async']:.0f}/s"
+        )
+        vec = "[" + ",".join(map(repr, vecs[0].astype(float).tolist())) + "]"
+        quarter = [batch_texts[writes * k : writes * (k + 1)] for k in range(4)]
+        row["bare_1"] = bare_rate(url, [batch_texts[:writes]], vec)
+        row["bare_4"] = bare_rate(url, quarter, vec)
+        row["bare_4_locked"] = bare_rate(url, quarter, vec, locked=True)
+        log(
+            f"  bare INSERT ceiling: 1 process {row['bare_1']:.0f}/s, 4 processes "
+            f"{row['bare_4']:.0f}/s, 4 processes on one locked row {row['bare_4_locked']:.0f}/s"
+        )
+    row["load"] = _load()
     return row
 
 
-def render(rows: list[dict]) -> str:
-    def f(r, k, fmt):
-        return format(r[k], fmt) if k in r else "–"
+def _pair(r: dict, key: str, fmt: str = ".2f") -> str:
+    """'p50 / p95' of `key`, or – when the row has none."""
+    if f"{key}_p50" not in r:
+        return "–"
+    return f"{r[f'{key}_p50']:{fmt}} / {r[f'{key}_p95']:{fmt}}"
 
+
+def _one(r: dict, key: str, fmt: str) -> str:
+    return format(r[key], fmt) if key in r else "–"
+
+
+def render(rows: list[dict]) -> str:
+    """Two tables: recall (the big scope, then the 1 % scope) and writes."""
     lines = [
-        "| backend | live rows | exact recall p50 / p95 ms | HNSW p50 / p95 ms | HNSW recall@8 "
-        "| HNSW build s / index MB | client peak RSS MB | remembers/s, 1 process "
-        "| 4 processes | remember_many | 1 process, sync commit off |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| backend | live rows | exact p50 / p95 ms | HNSW p50 / p95 ms | HNSW recall@8 "
+        "| exact instead | 1 % scope rows | 1 % exact p50 / p95 ms | 1 % HNSW p50 / p95 ms "
+        "| 1 % HNSW recall@8 | 1 % exact instead | HNSW build s / index MB "
+        "| client peak RSS MB | load 1/5/15 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | --- |",
     ]
     for r in rows:
-        hnsw = f"{f(r, 'hnsw_p50', '.2f')} / {f(r, 'hnsw_p95', '.2f')}" if "hnsw_p50" in r else "–"
         build = (
-            f"{f(r, 'hnsw_build_s', '.1f')} / {f(r, 'hnsw_index_mb', '.0f')}"
-            if "hnsw_build_s" in r
-            else "–"
+            f"{r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f}" if "hnsw_build_s" in r else "–"
         )
         lines.append(
-            f"| {r['backend']} | {r['rows']:,} | {r['exact_p50']:.2f} / {r['exact_p95']:.2f} "
-            f"| {hnsw} | {f(r, 'hnsw_recall8', '.3f')} | {build} | {f(r, 'client_rss_mb', '.0f')} "
-            f"| {r['rem_1']:.0f} | {r['rem_4']:.0f} | {f(r, 'many_1', '.0f')} "
-            f"| {f(r, 'rem_1_async', '.0f')} |"
+            f"| {r['backend']} | {r['rows']:,} | {_pair(r, 'exact')} | {_pair(r, 'hnsw')} "
+            f"| {_one(r, 'hnsw_recall8', '.3f')} | {_one(r, 'hnsw_fallbacks', 'd')} "
+            f"| {r.get('small_rows', 0):,} | {_pair(r, 'small_exact')} | {_pair(r, 'small_hnsw')} "
+            f"| {_one(r, 'small_hnsw_recall8', '.3f')} | {_one(r, 'small_hnsw_fallbacks', 'd')} "
+            f"| {build} | {_one(r, 'client_rss_mb', '.0f')} | {r.get('load', '–')} |"
+        )
+    lines += [
+        "",
+        "| backend | live rows | remembers/s, 1 process | 4 processes | remember_many "
+        "| sync commit off, 1 process | 4 processes | bare INSERT/s, 1 process | 4 processes "
+        "| 4 processes, one locked row | load 1/5/15 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['backend']} | {r['rows']:,} | {r['rem_1']:,.0f} | {r['rem_4']:,.0f} "
+            f"| {_one(r, 'many_1', ',.0f')} | {_one(r, 'rem_1_async', ',.0f')} "
+            f"| {_one(r, 'rem_4_async', ',.0f')} | {_one(r, 'bare_1', ',.0f')} "
+            f"| {_one(r, 'bare_4', ',.0f')} | {_one(r, 'bare_4_locked', ',.0f')} "
+            f"| {r.get('load', '–')} |"
         )
     return "\n".join(lines)
 
@@ -248,9 +390,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--backend", choices=("postgres",), default="postgres")
     ap.add_argument("--sizes", default="10000,100000", help="comma-separated row counts")
+    ap.add_argument("--only", choices=("sqlite", "postgres"), help="run one backend (a part)")
     ap.add_argument("--queries", type=int, default=200, help="recalls per size (1M: a quarter)")
     ap.add_argument("--writes", type=int, default=500, help="remembers per process")
+    ap.add_argument("--ef-search", type=int, default=100, help="HNSW ef_search (default 100)")
     ap.add_argument("--pg-dsn", default=None, help="a Postgres server (default: a private one)")
+    ap.add_argument(
+        "--pg-shared-buffers", default="2GB", help="the private server's shared_buffers"
+    )
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     ap.add_argument("--quiet", action="store_true", help="only print the table")
     args = ap.parse_args(argv)
 
@@ -258,15 +406,19 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(msg, flush=True)
 
+    backends = [b for b in ("sqlite", "postgres") if args.only in (None, b)]
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="memkit-bench-") as tmp,
-        local_postgres(args.pg_dsn) as base,
+        local_postgres(args.pg_dsn, args.pg_shared_buffers) as base,
     ):
         for n in [int(x) for x in args.sizes.split(",") if x.strip()]:
             q = args.queries if n < 1_000_000 else max(args.queries // 4, 10)
-            rows.append(bench_backend("sqlite", f"{tmp}/s{n}.db", n, q, args.writes, log))
-            rows.append(bench_backend("postgres", _fresh_pg(base), n, q, args.writes, log))
+            for backend in backends:
+                url = f"{tmp}/s{n}.db" if backend == "sqlite" else _fresh_pg(base)
+                rows.append(bench_backend(backend, url, n, q, args.writes, log, args.ef_search))
+                if args.json:
+                    Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print(render(rows))
     return 0
 

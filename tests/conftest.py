@@ -120,6 +120,7 @@ def _recycle_schema(base: str, schema: str) -> None:
     store of this version (a test inserted a newer schema version, a lock held)."""
     import psycopg
 
+    from memkit.store.pg_ann import drop_all
     from memkit.store.pg_schema import SCHEMA_VERSION
 
     with psycopg.connect(with_schema(base, schema), autocommit=True) as c:
@@ -133,7 +134,7 @@ def _recycle_schema(base: str, schema: str) -> None:
             if tables and versions:
                 (top,) = c.execute("SELECT max(version) FROM schema_version").fetchone()
                 if top == SCHEMA_VERSION:
-                    c.execute("DROP INDEX IF EXISTS memories_hnsw")
+                    drop_all(c)  # every HNSW index (memkit.store.pg_ann)
                     c.execute("TRUNCATE memories, rollouts, scopes, meta RESTART IDENTITY")
                     ok = True
             else:

@@ -25,10 +25,10 @@ backends make exactly the same decisions.
   ties and score breakdowns included. No client holds a scope's vectors: it
   caches only the fold-in trigram index per (scope, kind) and the keyword
   index per scope (`memkit.store.index`; texts, never vectors).
-  `ann="hnsw"` adds a pgvector HNSW index; a filtered ANN answer with fewer
-  than `limit` survivors while the scope holds more embedded rows is
-  replaced by the exact answer (pgvector 0.6 filters after the scan, so a
-  small scope's ANN answer is short; it is never returned short).
+  `ann="hnsw"` serves recall from an HNSW index per large scope
+  (`memkit.store.pg_ann`: pgvector 0.6 filters a whole-table index's answer after
+  the scan, so a small scope's answer came back short); a scope without one,
+  or an answer that may be short, is answered exactly, and counted.
 
 Why over 600 lines: the whole Postgres edge (connecting, the dialect, search
 in SQL and the HNSW build) is one class today; the store package (#35) gives
@@ -49,7 +49,7 @@ import numpy as np
 from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
-from memkit.store import rank
+from memkit.store import pg_ann, rank
 from memkit.store.pg_schema import SCHEMA_VERSION, migrate
 from memkit.store.pg_search import (
     COSINE_SLACK,
@@ -166,6 +166,10 @@ class PgDb:
             if not self.conn.broken:  # a dead connection has rolled back already
                 raise
 
+    def drop_ann_indexes(self) -> None:
+        """Drop the HNSW indexes (`memkit.store.pg_ann`): they cast to the old dimension."""
+        pg_ann.drop_all(self.conn)
+
     @staticmethod
     def integrity_problems() -> list[str]:
         """Always []: Postgres checks its own pages (no amcheck here)."""
@@ -219,6 +223,7 @@ class PostgresStore(SQLStore):
         redaction: RedactionParams,
         ann: str | None,
         ef_search: int,
+        hnsw_min_rows: int = pg_ann.HNSW_MIN_ROWS,
     ):
         super().__init__(
             conn,
@@ -230,13 +235,16 @@ class PostgresStore(SQLStore):
         )
         self.ann = ann
         self.ef_search = int(ef_search)
+        self.hnsw_min_rows = int(hnsw_min_rows)
         self.ann_counts = {"ann": 0, "exact_fallback": 0}
-        """How often recall answered by ANN and how often it fell back to exact."""
+        """How often recall answered by ANN and how often exactly instead (a scope
+        without its index, or an ANN answer that may be short)."""
         self._dim: int | None = None
+        self._ann = pg_ann.AnnCache()
         self.hnsw_build: dict[str, Any] | None = None
-        self._build_settings: dict[str, str] = build_session(None)
-        """What opening with `ann="hnsw"` did: whether it built the index, in how
-        many seconds, under which settings, and the index's size in bytes."""
+        self._build_settings: Mapping[str, str | int] | None = None
+        """The open's `build_settings`: a reembed rebuilds the indexes under them."""
+        """What opening with `ann="hnsw"` did (`build_hnsw`'s report)."""
         self._scratch_schema: str | None = None
         """Set by `scratch`: the schema this store owns and drops on close."""
 
@@ -270,10 +278,11 @@ class PostgresStore(SQLStore):
         super().close()
 
     def reembed(self, embedder: str | Embedder, **options: Any) -> Any:
-        """`SQLStore.reembed`, then the HNSW index (dropped: it cast to the old dim) rebuilt."""
+        """`SQLStore.reembed`, then the HNSW indexes (dropped: they cast to the old dim) rebuilt."""
         report, self._dim = super().reembed(embedder, **options), None
+        self._ann.forget()
         if self.ann == "hnsw":
-            self.hnsw_build = self._ensure_hnsw(self._build_settings)
+            self.hnsw_build = self.build_hnsw(self._build_settings)
         return report
 
     # -- lifecycle --------------------------------------------------------------
@@ -292,25 +301,29 @@ class PostgresStore(SQLStore):
         read_only: bool = False,
         build_settings: Mapping[str, str | int] | None = None,
         synchronous_commit: bool = True,
+        hnsw_min_rows: int = pg_ann.HNSW_MIN_ROWS,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
         `dsn` is a libpq URI or key=value string. The database needs the
         pgvector extension (created when missing). The embedder is recorded
         and checked as in `SQLiteStore.open`. `ann="hnsw"` builds (once) an
-        HNSW index over live embeddings and serves recall from it, falling
-        back to the exact answer whenever the ANN answer is short.
+        HNSW index per scope with at least `hnsw_min_rows` embedded live rows
+        (`build_hnsw`) and serves those scopes' recall from it, falling back to
+        the exact answer whenever the ANN answer may be short.
         `read_only=True` opens an existing store of this schema version in
         read-only transactions (nothing is created, migrated or recorded).
         `build_settings` are server settings for the session that builds the
-        HNSW index, over `BUILD_SETTINGS` (a value of None drops a default).
+        HNSW indexes, over `BUILD_SETTINGS` (a value of None drops a default).
         `synchronous_commit=False` sets it off for this connection: a commit
         returns before its WAL reaches disk (a server crash may lose the last
         commits, never consistency); the default keeps the server's setting.
         """
         if ann not in _ANN_KINDS:
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
-        settings = build_session(build_settings)
+        build_session(build_settings)  # checked before connecting
+        if isinstance(hnsw_min_rows, bool) or not isinstance(hnsw_min_rows, int):
+            raise ConfigError(f"hnsw_min_rows={hnsw_min_rows!r}: want an int")
         if not isinstance(synchronous_commit, bool):
             raise ConfigError(f"synchronous_commit={synchronous_commit!r}: want True or False")
         emb = get_embedder(embedder)
@@ -348,10 +361,11 @@ class PostgresStore(SQLStore):
                 redaction=redaction,
                 ann=ann,
                 ef_search=ef_search,
+                hnsw_min_rows=hnsw_min_rows,
             )
-            store._build_settings = settings
+            store._build_settings = build_settings
             if ann == "hnsw" and not read_only:
-                store.hnsw_build = store._ensure_hnsw(settings)
+                store.hnsw_build = store.build_hnsw(build_settings)
         except BaseException:
             conn.close()
             raise
@@ -365,34 +379,28 @@ class PostgresStore(SQLStore):
             self._dim = int(row[0])
         return self._dim
 
-    def _ensure_hnsw(self, settings: dict[str, str]) -> dict[str, Any]:
-        """Create the HNSW index on live embeddings (cast to the recorded dimension)
-        unless it exists, in one transaction whose session runs `settings`."""
+    def build_hnsw(self, build_settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Build the HNSW index of every scope that has `hnsw_min_rows` embedded live
+        rows and none yet (`memkit.store.pg_ann`; concurrently: writers go on), under
+        `BUILD_SETTINGS` with `build_settings` over them. What it did: `built`
+        (any), total `seconds` and `index_bytes`, the `settings`, and per scope
+        its rows and its own report. Call again after a scope has grown."""
+        settings = build_session(build_settings)
         d = self._embedding_dim()
         c = self._conn.conn
         with self._lock:
-            built = c.execute("SELECT to_regclass('memories_hnsw') IS NULL").fetchone()[0]
-            t = time.perf_counter()
-            if built:
-                import psycopg
-
-                with c.transaction():
-                    for name, value in settings.items():
-                        try:
-                            c.execute("SELECT set_config(%s, %s, true)", (name, value))
-                        except psycopg.Error as e:
-                            raise ConfigError(f"build_settings {name}={value!r}: {e}") from None
-                    c.execute(
-                        "CREATE INDEX IF NOT EXISTS memories_hnsw ON memories USING hnsw "
-                        f"((embedding::vector({d})) vector_cosine_ops) "
-                        "WHERE superseded_by IS NULL AND embedding IS NOT NULL"
-                    )
-            (size,) = c.execute("SELECT pg_relation_size('memories_hnsw')").fetchone()
+            scopes = {
+                scope: {"rows": n, **pg_ann.build(c, scope, d, settings)}
+                for scope, n in pg_ann.large_scopes(c, self.hnsw_min_rows)
+            }
+            self._ann.forget()
+        built = any(r["built"] for r in scopes.values())
         return {
-            "built": bool(built),
-            "seconds": time.perf_counter() - t if built else 0.0,
+            "built": built,
+            "seconds": sum(r["seconds"] for r in scopes.values()),
             "settings": dict(settings) if built else {},
-            "index_bytes": int(size),
+            "index_bytes": sum(r["index_bytes"] for r in scopes.values()),
+            "scopes": scopes,
         }
 
     # -- recall: in the database -----------------------------------------------------------
@@ -538,38 +546,29 @@ class PostgresStore(SQLStore):
     def _recall_ann(
         self, scope_id: str, q: np.ndarray, limit: int, params: RecallParams
     ) -> list[Recalled] | None:
-        """The HNSW answer, or None when it is short: fewer than `limit` survivors
-        while the scope has more embedded live rows than the scan brought back.
-
-        pgvector (< 0.8) scans `ef_search` nearest rows of the whole table and
-        filters by scope afterwards, exactly as written here."""
+        """The answer of the scope's HNSW index, or None (answer exactly): the scope
+        has no index, or fewer than `limit` rows clear the floor while the scan
+        came back full with its farthest row still above the floor (rows beyond
+        it might clear it too)."""
         d = self._embedding_dim()
-        if q.shape[0] != d:
+        c = self._conn.conn
+        if q.shape[0] != d or not self._ann.has_index(c, scope_id, d):
             return None
         ef = max(self.ef_search, limit)
-        c = self._conn.conn
-        with c.transaction():
+        with c.pipeline(), c.transaction():  # one round trip
             c.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-            rows = self._conn.execute(
-                "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM ("
-                "SELECT rowid, scope_id, confidence, last_seen_at, created_at, embedding "
-                "FROM memories WHERE superseded_by IS NULL AND embedding IS NOT NULL "
-                f"ORDER BY embedding::vector({d}) <=> ?::vector({d}) LIMIT ?) nn "
-                "WHERE scope_id = ?",
-                (q, ef, scope_id),
-            ).fetchall()
-        hits = self._ranked(scope_id, *candidate_arrays(rows, q), limit, params)
-        if len(hits) >= limit:
+            c.execute("SET LOCAL enable_sort = off")  # the scope's index, never a sort
+            cur = c.execute(pg_ann.nearest_sql(c, scope_id, d), (q, ef))
+        rows = cur.fetchall()
+        cos, *rest = candidate_arrays(rows, q)
+        hits = self._ranked(scope_id, cos, *rest, limit, params)
+        if len(hits) >= limit or len(rows) < ef or float(cos[-1]) < float(params.floor):
             return hits
-        (embedded,) = self._conn.execute(
-            "SELECT count(*) FROM memories WHERE scope_id = ? AND superseded_by IS NULL "
-            "AND embedding IS NOT NULL",
-            (scope_id,),
-        ).fetchone()
-        return hits if embedded <= len(rows) else None
+        return None
 
     def _bulk_rows(self, w: Any, rows: Any) -> None:
-        """`SQLStore.bulk_load`'s rows in one COPY."""
+        """`SQLStore.bulk_load`'s rows in one COPY, then ANALYZE: the planner's row
+        counts (a scope's share of the table) are true from the first recall."""
         with self._conn.conn.cursor().copy(
             "COPY memories (id, scope_id, kind, content, tags, confidence, created_at, "
             "seen_count, last_seen_at, embedding, ngrams, change_seq) FROM STDIN"
@@ -592,6 +591,7 @@ class PostgresStore(SQLStore):
                         w.seq,
                     )
                 )
+        self._conn.conn.execute("ANALYZE memories")
 
 
 def _check_readable(conn: Any, dsn: str) -> None:

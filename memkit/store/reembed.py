@@ -92,7 +92,7 @@ def _start(conn: Any, target: dict[str, str], where: str) -> tuple[dict[str, str
             )
         return meta, True
     # an HNSW index casts vectors to the old dimension (Postgres; a no-op on SQLite)
-    conn.execute("DROP INDEX IF EXISTS memories_hnsw")
+    conn.drop_ann_indexes()
     _put(
         conn,
         {

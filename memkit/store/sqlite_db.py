@@ -64,6 +64,10 @@ class SQLiteDb(sqlite3.Connection):
         """Statements run one by one (a no-op context)."""
         return contextlib.nullcontext()
 
+    @staticmethod
+    def drop_ann_indexes() -> None:
+        """Nothing: SQLite has no ANN index (Postgres drops its HNSW indexes)."""
+
     def integrity_problems(self) -> list[str]:
         """What `PRAGMA integrity_check` finds wrong with the file ([] when sound)."""
         found = [r[0] for r in self.execute("PRAGMA integrity_check").fetchall()]
