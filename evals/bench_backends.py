@@ -13,13 +13,16 @@ Measured:
   recall@8 against the exact top 8 and how many recalls were answered
   exactly instead (no index for the scope, or a possibly short answer);
   the build time under `memkit.store.pg_search.BUILD_SETTINGS` and the indexes' size;
-* the peak RSS of a freshly spawned client answering 20 recalls (SQLite holds
-  the scope's matrix; a Postgres client holds no vectors);
+* a freshly spawned client answering 20 recalls: the seconds from opening the
+  store to its first answer (a cold open: SQLite loads the scope's matrix)
+  and its peak RSS (SQLite holds the matrix, beside the file's size; a
+  Postgres client holds no vectors);
 * remembers/s with fold-in (half restatements of stored rows, half new;
   vectors precomputed, so the store's own cost is measured) from 1 process
   and from 4 processes writing at once into the same scope (all their
   writes over the wall time from a common start, after each process has
-  loaded its fold-in index); then one process's batch in one
+  loaded its fold-in index; on Postgres after the HNSW indexes are dropped,
+  so an insert does not also insert into a graph); then one process's batch in one
   `remember_many`, and on Postgres 1 and 4 processes with `synchronous_commit`
   off (restatements of rows already written: all fold);
 * on Postgres, the bare-INSERT ceiling in the same run: one INSERT + COMMIT per
@@ -153,11 +156,15 @@ def _write_rate(
 
 
 def _recall_client(url: str, qs: np.ndarray, out) -> None:
-    """A fresh process's recalls (no embedder: query vectors given): its p50 and
-    its peak RSS, which on SQLite includes the scope's matrix."""
+    """A fresh process's recalls (no embedder: query vectors given): the time from
+    opening the store to its first answer (a cold open: SQLite loads the scope's
+    matrix), its p50, and its peak RSS, which on SQLite includes the matrix."""
     from memkit.store import open_store
 
+    t = time.perf_counter()
     store = open_store(url, embedder=None, read_only=True)
+    store.recall(SCOPE, "q", LIMIT, query_embedding=qs[0])
+    first = time.perf_counter() - t
     times = []
     for q in qs:
         t = time.perf_counter()
@@ -166,11 +173,12 @@ def _recall_client(url: str, qs: np.ndarray, out) -> None:
     store.close()
     status = Path("/proc/self/status").read_text()
     peak_kb = int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1])
-    out.put((percentiles(times)[0], peak_kb / 1024))
+    out.put((first, percentiles(times)[0], peak_kb / 1024))
 
 
-def _client_rss(url: str, qs: np.ndarray) -> float:
-    """Peak RSS (MB) of a freshly spawned client answering `qs` (nothing inherited)."""
+def _cold_client(url: str, qs: np.ndarray) -> tuple[float, float]:
+    """(seconds from open to the first answer, peak RSS MB) of a freshly spawned
+    client answering `qs` (nothing inherited)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     p = ctx.Process(target=_recall_client, args=(url, qs, out))
@@ -179,7 +187,7 @@ def _client_rss(url: str, qs: np.ndarray) -> float:
     p.join()
     if p.exitcode != 0:
         raise RuntimeError(f"bench recall client exited {p.exitcode}")
-    return got[1]
+    return got[0], got[2]
 
 
 def _bare_writer(url, texts, vec, locked, ready, go, out) -> None:
@@ -235,6 +243,14 @@ def _recalls(store, scope: str, qs: np.ndarray) -> tuple[list[list[str]], list[f
     return ids, times
 
 
+def _drop_hnsw(url: str) -> None:
+    import psycopg
+    from memkit.pg_ann import drop_all
+
+    with psycopg.connect(url, autocommit=True) as c:
+        drop_all(c)
+
+
 def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -278,8 +294,13 @@ def bench_backend(
         row["small_exact_p50"], row["small_exact_p95"] = percentiles(times)
         log(f"  1 % scope ({m:,} rows): exact recall p50 {row['small_exact_p50']:.2f} ms")
     store.close()
-    row["client_rss_mb"] = _client_rss(url, qs[:20])
-    log(f"  client peak RSS {row['client_rss_mb']:.0f} MB")
+    row["cold_first_s"], row["client_rss_mb"] = _cold_client(url, qs[:20])
+    if backend == "sqlite":
+        row["file_mb"] = Path(url).stat().st_size / 2**20
+    log(
+        f"  fresh client: first recall {row['cold_first_s']:.2f} s after open, "
+        f"peak RSS {row['client_rss_mb']:.0f} MB"
+    )
     if backend == "postgres":
         ann: Any = open_store(url, embedder=emb, ann="hnsw", ef_search=ef_search)  # Postgres
         b = ann.hnsw_build
@@ -302,6 +323,7 @@ def bench_backend(
                 f"{row[f'{key}_recall8']:.3f}, exact instead {row[f'{key}_fallbacks']}/{len(qq)}"
             )
         ann.close()
+        _drop_hnsw(url)  # writes are measured as on a store without ANN (docstring)
     row["rem_1"] = _write_rate(url, emb, [batch_texts[:writes]])
     log(f"  remembers/s, 1 process: {row['rem_1']:.0f}")
     row["rem_4"] = _write_rate(
@@ -350,9 +372,9 @@ def render(rows: list[dict]) -> str:
         "| backend | live rows | exact p50 / p95 ms | HNSW p50 / p95 ms | HNSW recall@8 "
         "| exact instead | 1 % scope rows | 1 % exact p50 / p95 ms | 1 % HNSW p50 / p95 ms "
         "| 1 % HNSW recall@8 | 1 % exact instead | HNSW build s / index MB "
-        "| client peak RSS MB | load 1/5/15 |",
+        "| fresh client: first recall s / peak RSS MB | SQLite file MB | load 1/5/15 |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | --- |",
+        "| ---: | ---: | --- |",
     ]
     for r in rows:
         build = (
@@ -363,7 +385,8 @@ def render(rows: list[dict]) -> str:
             f"| {_one(r, 'hnsw_recall8', '.3f')} | {_one(r, 'hnsw_fallbacks', 'd')} "
             f"| {r.get('small_rows', 0):,} | {_pair(r, 'small_exact')} | {_pair(r, 'small_hnsw')} "
             f"| {_one(r, 'small_hnsw_recall8', '.3f')} | {_one(r, 'small_hnsw_fallbacks', 'd')} "
-            f"| {build} | {_one(r, 'client_rss_mb', '.0f')} | {r.get('load', '–')} |"
+            f"| {build} | {_one(r, 'cold_first_s', '.2f')} / {_one(r, 'client_rss_mb', '.0f')} "
+            f"| {_one(r, 'file_mb', ',.0f')} | {r.get('load', '–')} |"
         )
     lines += [
         "",

@@ -31,6 +31,18 @@ def synthetic_texts(rng: random.Random, n: int) -> list[str]:
     return [" ".join(word() for _ in range(rng.randint(6, 12))) for _ in range(n)]
 
 
+LOW_DIVERSITY = COMMON[:24]
+"""The low-diversity corpus's vocabulary: 24 common words, so every trigram of a
+text is in thousands of stored texts (fold-in's index filters least there)."""
+
+
+def low_diversity_texts(rng: random.Random, n: int) -> list[str]:
+    """Texts of 6-12 words drawn from `LOW_DIVERSITY` alone (no identifiers)."""
+    return [
+        " ".join(rng.choice(LOW_DIVERSITY) for _ in range(rng.randint(6, 12))) for _ in range(n)
+    ]
+
+
 def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     x = rng.standard_normal((n, DIM)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)

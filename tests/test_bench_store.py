@@ -47,7 +47,8 @@ def test_table_rows_have_as_many_cells_as_the_header():
         assert len({line.count("|") for line in table.splitlines()}) == 1
     recall, writes, keyword = (t.splitlines() for t in tables)
     assert keyword[-1] == (
-        "| 100,000 | 2.00 / 3.00 | 2.00x | 0.80 | 1.25x | 15,000 | 10.0x | 3,333 | 2.2x | 1.50 |"
+        "| 100,000 | 2.00 / 3.00 | 2.00x | 0.80 | 1.25x | 15,000 | 10.0x | 3,333 | 2.2x | 4.50 "
+        "| 1.50 |"
     )
     assert "| 100,000 |" in recall[-1] and "2.40x" in recall[-1]
     assert writes[-1] == (
@@ -56,6 +57,19 @@ def test_table_rows_have_as_many_cells_as_the_header():
     )
     assert "ceiling: embed + bare write" in writes[0] and "ceiling: bare SQLite" in writes[0]
     assert "ceiling: fold-in decisions + batch embed" in keyword[0]
+    assert "remember_many of ceiling" in keyword[0]
+
+
+def test_the_low_diversity_corpus_draws_every_word_from_its_small_vocabulary():
+    import random
+
+    from evals.bench_data import LOW_DIVERSITY, low_diversity_texts
+
+    texts = low_diversity_texts(random.Random(1), 500)
+    words = [w for t in texts for w in t.split()]
+    assert set(words) == set(LOW_DIVERSITY) and len(LOW_DIVERSITY) == 24
+    assert all(6 <= len(t.split()) <= 12 for t in texts)
+    assert low_diversity_texts(random.Random(1), 500) == texts
 
 
 def test_a_ceiling_adds_the_times_of_the_steps_it_cannot_skip():

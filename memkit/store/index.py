@@ -319,11 +319,15 @@ class Indexes:
         for key in [k for k in self.grams if k[0] == scope_id]:
             del self.grams[key]
 
-    def catch_up(self, scope_id: str, top: int | None = None) -> int:
+    def catch_up(
+        self, scope_id: str, top: int | None = None, changes: list[tuple] | None = None
+    ) -> int:
         """Apply rows other connections changed (in the scope's numbering) since we
         last looked; return the highest change_seq now reflected. `top` is the
         highest committed number when the caller knows it (a write, under its
-        lock: then this is every change, and the writer's rows take the next)."""
+        lock: then this is every change, and the writer's rows take the next);
+        `changes`, the rows of `changes_since` when the caller read them already
+        (in the same round trip as the lock, `Write`)."""
         c = self.conn
         key = self.key(scope_id)
         if top is None:
@@ -335,15 +339,7 @@ class Indexes:
             self.forget(key)
             self.seen[key] = top
             return top
-        where, args = ("change_seq > ?", [seen]) if key is None else (
-            "scope_id = ? AND change_seq > ?", [key, seen]
-        )  # fmt: skip
-        rows = c.execute(
-            "SELECT change_seq, rowid, scope_id, kind, content, tags, superseded_by, confidence, "
-            f"last_seen_at, created_at, embedding FROM memories WHERE {where} "
-            "ORDER BY change_seq LIMIT ?",
-            (*args, SYNC_MAX + 1),
-        ).fetchall()
+        rows = changes if changes is not None else c.execute(*changes_since(key, seen)).fetchall()
         if len(rows) > SYNC_MAX:
             self.forget(key)
             self.seen[key] = top
@@ -357,6 +353,12 @@ class Indexes:
             self.put(LiveRow(scope, kind, rowid, content, tag_list, vec, conf, seen_at, made))
         self.seen[key] = max([top, *(r[0] for r in rows)])
         return self.seen[key]
+
+    def since(self, scope_id: str) -> int | None:
+        """How far the scope's numbering is caught up, when its indexes are loaded
+        (None: a catch-up would only note the top)."""
+        key = self.key(scope_id)
+        return self.seen.get(key, 0) if self._loaded(key) else None
 
     def grams_of(self, scope_id: str, kind: str, threshold: float) -> GramIndex:
         """The (scope, kind) trigram index serving `threshold`, built from the table
@@ -413,6 +415,20 @@ class Indexes:
         return sv
 
 
+def changes_since(key: str | None, seen: int) -> tuple[str, tuple]:
+    """The statement (and arguments) reading the rows changed after `seen` in a
+    numbering (the file: None; or a scope), in order, one more than `SYNC_MAX`."""
+    where, args = ("change_seq > ?", (seen,)) if key is None else (
+        "scope_id = ? AND change_seq > ?", (key, seen)
+    )  # fmt: skip
+    return (
+        "SELECT change_seq, rowid, scope_id, kind, content, tags, superseded_by, confidence, "
+        f"last_seen_at, created_at, embedding FROM memories WHERE {where} "
+        "ORDER BY change_seq LIMIT ?",
+        (*args, SYNC_MAX + 1),
+    )
+
+
 # --- the one write path ----------------------------------------------------------------
 
 
@@ -420,7 +436,9 @@ class Write:
     """One write transaction of a scope: lock, `begin_write`, catch up, `seq`;
     collect index patches; commit; apply them. See the module docstring."""
 
-    def __init__(self, lock: threading.RLock, indexes: Indexes, scope_id: str):
+    def __init__(self, lock: threading.RLock, indexes: Indexes, scope_id: str, rows: int = 0):
+        self.rows = rows
+        """Rows the write will insert at most (`begin_write` may reserve their rowids)."""
         self._lock = lock
         self._indexes = indexes
         self.conn = indexes.conn
@@ -433,9 +451,11 @@ class Write:
     def __enter__(self) -> Write:
         self._lock.acquire()
         try:
-            top = self.conn.begin_write(self.scope_id)
+            ix = self._indexes
+            since = ix.since(self.scope_id) if self.conn.per_scope else None
+            top = self.conn.begin_write(self.scope_id, since=since, reserve=self.rows)
             try:
-                self._top = self._indexes.catch_up(self.scope_id, top)
+                self._top = ix.catch_up(self.scope_id, top, self.conn.take_changes())
                 self.seq = self._top + 1
             except BaseException:
                 self.conn.end_write(False)

@@ -50,6 +50,7 @@ from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
 from memkit.store import pg_ann, rank
+from memkit.store.index import changes_since
 from memkit.store.pg_schema import SCHEMA_VERSION, migrate
 from memkit.store.pg_search import (
     COSINE_SLACK,
@@ -108,15 +109,19 @@ class PgDb:
 
     def __init__(self, conn: Any):
         self.conn = conn
+        self._changes: list[tuple] | None = None
+        self._reserved: list[int] = []
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
         with _text_errors():
             return self.conn.execute(_pg_sql(sql), args)
 
-    def begin_write(self, scope_id: str | None) -> int:
+    def begin_write(self, scope_id: str | None, since: int | None = None, reserve: int = 0) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
-        lock); the scope's highest committed change number. BEGIN and the lock go
-        in one pipeline: one round trip to the server."""
+        lock); the scope's highest committed change number. One round trip: BEGIN,
+        the lock and, after it, the scope's rows changed after `since` (for
+        `take_changes`) and `reserve` rowids (for `reserve_rowids`)."""
+        self._changes, self._reserved = None, []
         try:
             with _text_errors(), self.conn.pipeline():
                 self.conn.execute("BEGIN")
@@ -128,26 +133,36 @@ class PgDb:
                     "DO UPDATE SET seq = scopes.seq + 1 RETURNING seq",
                     (scope_id,),
                 )
+                changed = None if since is None else self.execute(*changes_since(scope_id, since))
+                ids = self._nextval(reserve) if reserve > 0 else None
             (seq,) = cur.fetchone()
+            if changed is not None and int(seq) - 1 != since:
+                self._changes = changed.fetchall()
+            self._reserved = [] if ids is None else [int(r[0]) for r in ids.fetchall()]
             return int(seq) - 1
         except BaseException:
             self.end_write(False)
             raise
 
+    def take_changes(self) -> list[tuple] | None:
+        """The rows `begin_write` read for the catch-up (None: it read none)."""
+        out, self._changes = self._changes, None
+        return out
+
+    def _nextval(self, n: int) -> Any:
+        return self.execute(
+            "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) "
+            "FROM generate_series(1, ?) ORDER BY 1",
+            (n,),
+        )
+
     def reserve_rowids(self, n: int) -> list[int]:
-        """`n` rowids from the table's identity sequence in one query (ascending, as
-        inserts one by one would take them); [] for fewer than 2 rows (an
-        insert's RETURNING costs no more than a reservation)."""
-        if n < 2:
-            return []
-        return [
-            int(r[0])
-            for r in self.execute(
-                "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) "
-                "FROM generate_series(1, ?) ORDER BY 1",
-                (n,),
-            ).fetchall()
-        ]
+        """`n` rowids from the table's identity sequence, ascending (as inserts one by
+        one would take them): those `begin_write` reserved, else one query."""
+        if len(self._reserved) == n:
+            out, self._reserved = self._reserved, []
+            return out
+        return [int(r[0]) for r in self._nextval(n).fetchall()] if n > 0 else []
 
     def batch(self) -> Any:
         """A pipeline: statements are sent without waiting for their results; a
@@ -575,22 +590,7 @@ class PostgresStore(SQLStore):
         ) as cp:
             for mid, scope, kind, content, conf, ts, vec, grams in rows:
                 emb = None if vec is None else _vec_text(vec)
-                cp.write_row(
-                    (
-                        mid,
-                        scope,
-                        kind,
-                        content,
-                        "[]",
-                        conf,
-                        ts,
-                        1,
-                        ts,
-                        emb,
-                        grams,
-                        w.seq,
-                    )
-                )
+                cp.write_row((mid, scope, kind, content, "[]", conf, ts, 1, ts, emb, grams, w.seq))
         self._conn.conn.execute("ANALYZE memories")
 
 

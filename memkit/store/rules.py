@@ -187,9 +187,10 @@ class SQLStore:
 
     # -- helpers ------------------------------------------------------------------
 
-    def _write(self, scope_id: str) -> Write:
-        """The one write path: every writer runs inside `with self._write(scope) as w`."""
-        return Write(self._lock, self._ix, scope_id)
+    def _write(self, scope_id: str, rows: int = 0) -> Write:
+        """The one write path: every writer runs inside `with self._write(scope) as w`
+        (`rows`: the most rows it inserts, whose rowids Postgres reserves at once)."""
+        return Write(self._lock, self._ix, scope_id, rows)
 
     def _embed(self, texts: Sequence[str]) -> list[np.ndarray | None]:
         """Embed in one call, outside the lock; failure is not an error (SPEC §3.2):
@@ -340,7 +341,7 @@ class SQLStore:
             return out
         with self._lock:  # not under the write lock: other processes' writers go on
             self._ix.warm_grams(scope_id, {it.kind for it in items}, self.fold.threshold)
-        with self._write(scope_id) as w, w.conn.batch():
+        with self._write(scope_id, len(items)) as w, w.conn.batch():
             reserved = iter(w.conn.reserve_rowids(len(items)))
             for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())

@@ -14,9 +14,10 @@ adds only what differs between the engines:
   first learns the highest committed number, catches its indexes up to it,
   and stamps its rows with the next one. `begin_write(None)` takes the
   store-wide lock (recording the embedder).
-* **How a batch of statements travels** (`reserve_rowids`, `batch`): Postgres
-  reserves a many-row write's rowids in one query and pipelines its inserts
-  (a read waits for them, in order); SQLite runs in-process and needs neither.
+* **How a batch of statements travels** (`reserve_rowids`, `batch`,
+  `take_changes`): Postgres sends the lock, the catch-up's read and the
+  rowid reservation in one round trip and pipelines its inserts (a read
+  waits for them, in order); SQLite runs in-process and needs none of it.
 * **How an embedding is stored** (`vec` to write, `unvec` / `matrix` to
   read): a float32 blob, or a pgvector `vector`.
 
@@ -41,9 +42,10 @@ class SQLiteDb(sqlite3.Connection):
     per_scope = False
     """Change numbers count across the file: one write lock serves every scope."""
 
-    def begin_write(self, scope_id: str | None) -> int:
+    def begin_write(self, scope_id: str | None, since: int | None = None, reserve: int = 0) -> int:
         """Start a write holding the file's write lock; the highest committed
-        change number (the write stamps the next one)."""
+        change number (the write stamps the next one). `since` and `reserve` are
+        for a connection with round trips to save (Postgres); unused here."""
         self.execute("BEGIN IMMEDIATE")
         try:
             return self.top(scope_id)
@@ -53,6 +55,10 @@ class SQLiteDb(sqlite3.Connection):
 
     def end_write(self, commit: bool) -> None:
         self.execute("COMMIT" if commit else "ROLLBACK")
+
+    @staticmethod
+    def take_changes() -> None:
+        """None: a catch-up reads its rows itself (in-process, nothing to save)."""
 
     @staticmethod
     def reserve_rowids(n: int) -> list[int]:
