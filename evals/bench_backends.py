@@ -95,9 +95,11 @@ def local_postgres(dsn: str | None, shared_buffers: str | None = None) -> Iterat
             if shared_buffers:
                 c.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
         if shared_buffers:
-            from pgserver._commands import pg_ctl
+            from pgserver import _commands
 
-            pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user)
+            _commands.pg_ctl(  # type: ignore[attr-defined]  # made at import, per binary
+                ["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user
+            )
         yield uri
     finally:
         server.cleanup()
@@ -280,15 +282,15 @@ def bench_backend(
     row["setup_load_s"] = time.perf_counter() - t
     log(f"  {backend} {n:,}: setup (not measured): bulk load {row['setup_load_s']:.1f} s")
     qs = vecs[nrng.integers(0, n, queries)] + 0.05 * unit_vectors(nrng, queries)
-    sq = (
-        small_vecs[nrng.integers(0, m, queries)] + 0.05 * unit_vectors(nrng, queries) if m else None
-    )
+    sq = small_vecs[nrng.integers(0, max(m, 1), queries)] if m else qs  # (qs: unused)
+    sq = sq + 0.05 * unit_vectors(nrng, queries) if m else qs
     t = time.perf_counter()
     store.recall(SCOPE, "q", LIMIT, query_embedding=qs[0])  # loads the matrix
     row["index_load_s"] = time.perf_counter() - t
     exact, times = _recalls(store, SCOPE, qs)
     row["exact_p50"], row["exact_p95"] = percentiles(times)
     log(f"  {backend} {n:,}: exact recall p50 {row['exact_p50']:.2f} ms")
+    small_exact: list[list[str]] = []
     if m:
         small_exact, times = _recalls(store, SMALL, sq)
         row["small_exact_p50"], row["small_exact_p95"] = percentiles(times)
@@ -308,10 +310,10 @@ def bench_backend(
         row["hnsw_index_mb"] = b["index_bytes"] / 2**20
         row["ef_search"] = ef_search
         log(f"  hnsw build {b['seconds']:.1f} s under {b['settings']}, {len(b['scopes'])} scope(s)")
-        for key, scope, qq, want in (("hnsw", SCOPE, qs, exact), ("small_hnsw", SMALL, sq, None)):
-            if qq is None:
-                continue
-            want = want if want is not None else small_exact
+        scopes = [("hnsw", SCOPE, qs, exact)] + (
+            [("small_hnsw", SMALL, sq, small_exact)] if m else []
+        )
+        for key, scope, qq, want in scopes:
             before = dict(ann.ann_counts)
             got, times = _recalls(ann, scope, qq)
             hit = [len(set(g) & set(w)) / max(len(w), 1) for g, w in zip(got, want, strict=True)]

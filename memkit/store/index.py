@@ -320,7 +320,7 @@ class Indexes:
             del self.grams[key]
 
     def catch_up(
-        self, scope_id: str, top: int | None = None, changes: list[tuple] | None = None
+        self, scope_id: str, top: int | None = None, changes: list[tuple[Any, ...]] | None = None
     ) -> int:
         """Apply rows other connections changed (in the scope's numbering) since we
         last looked; return the highest change_seq now reflected. `top` is the
@@ -415,7 +415,7 @@ class Indexes:
         return sv
 
 
-def changes_since(key: str | None, seen: int) -> tuple[str, tuple]:
+def changes_since(key: str | None, seen: int) -> tuple[str, tuple[Any, ...]]:
     """The statement (and arguments) reading the rows changed after `seen` in a
     numbering (the file: None; or a scope), in order, one more than `SYNC_MAX`."""
     where, args = ("change_seq > ?", (seen,)) if key is None else (

@@ -109,7 +109,7 @@ class PgDb:
 
     def __init__(self, conn: Any):
         self.conn = conn
-        self._changes: list[tuple] | None = None
+        self._changes: list[tuple[Any, ...]] | None = None
         self._reserved: list[int] = []
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
@@ -144,7 +144,7 @@ class PgDb:
             self.end_write(False)
             raise
 
-    def take_changes(self) -> list[tuple] | None:
+    def take_changes(self) -> list[tuple[Any, ...]] | None:
         """The rows `begin_write` read for the catch-up (None: it read none)."""
         out, self._changes = self._changes, None
         return out
@@ -575,9 +575,11 @@ class PostgresStore(SQLStore):
             c.execute("SET LOCAL enable_sort = off")  # the scope's index, never a sort
             cur = c.execute(pg_ann.nearest_sql(c, scope_id, d), (q, ef))
         rows = cur.fetchall()
-        cos, *rest = candidate_arrays(rows, q)
-        hits = self._ranked(scope_id, cos, *rest, limit, params)
-        if len(hits) >= limit or len(rows) < ef or float(cos[-1]) < float(params.floor):
+        cos, rowid, conf, last_seen, recency = candidate_arrays(rows, q)
+        hits = self._ranked(scope_id, cos, rowid, conf, last_seen, recency, limit, params)
+        floor = params.floor
+        assert floor is not None  # SQLStore.recall resolves None to the embedder's default
+        if len(hits) >= limit or len(rows) < ef or float(cos[-1]) < float(floor):
             return hits
         return None
 
