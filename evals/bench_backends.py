@@ -139,10 +139,17 @@ def _write_rate(
 ) -> float:
     """Remembers per second of len(batches) processes writing at once (`many`:
     each process's batch in one `remember_many`)."""
+    wall = _race(_writer, [(url, emb, b) for b in batches], (options or {}, many))
+    return sum(len(b) - 1 for b in batches) / wall
+
+
+def _race(target: Any, each: list[tuple[Any, ...]], common: tuple[Any, ...]) -> float:
+    """Seconds from a common start until every process is done: one forked process
+    per `each` entry, `target(*entry, ready, go, out, *common)`; each releases
+    `ready` when set up and starts its clock when `go` is set."""
     ctx = mp.get_context("fork")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    args = (ready, go, out, options or {}, many)
-    procs = [ctx.Process(target=_writer, args=(url, emb, b, *args)) for b in batches]
+    procs = [ctx.Process(target=target, args=(*e, ready, go, out, *common)) for e in each]
     for p in procs:
         p.start()
     for _ in procs:
@@ -152,9 +159,8 @@ def _write_rate(
     for p in procs:
         p.join()
         if p.exitcode != 0:
-            raise RuntimeError(f"bench writer exited {p.exitcode}")
-    wall = time.perf_counter() - t
-    return sum(len(b) - 1 for b in batches) / wall
+            raise RuntimeError(f"bench process {target.__name__} exited {p.exitcode}")
+    return time.perf_counter() - t
 
 
 def _recall_client(url: str, qs: np.ndarray, out) -> None:
@@ -217,23 +223,8 @@ def bare_rate(url: str, batches: list[list[str]], vec: str, locked: bool = False
 
     with psycopg.connect(url, autocommit=True) as c:
         c.execute("CREATE TABLE IF NOT EXISTS bare (content text, embedding vector)")
-    ctx = mp.get_context("fork")
-    ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    procs = [
-        ctx.Process(target=_bare_writer, args=(url, b, vec, locked, ready, go, out))
-        for b in batches
-    ]
-    for p in procs:
-        p.start()
-    for _ in procs:
-        ready.acquire()
-    t = time.perf_counter()
-    go.set()
-    for p in procs:
-        p.join()
-        if p.exitcode != 0:
-            raise RuntimeError(f"bench bare writer exited {p.exitcode}")
-    return sum(len(b) for b in batches) / (time.perf_counter() - t)
+    wall = _race(_bare_writer, [(url, b, vec, locked) for b in batches], ())
+    return sum(len(b) for b in batches) / wall
 
 
 def _recalls(store, scope: str, qs: np.ndarray) -> tuple[list[list[str]], list[float]]:
