@@ -49,6 +49,9 @@ from memkit.store.gram_index import GramIndex
 from memkit.store.keyword_index import KeywordIndex
 from memkit.store.rows import nan
 
+LOAD_CHUNK = 20_000
+"""Rows a scope's matrix load reads at a time (`ScopeVectors.load`)."""
+
 SYNC_MAX = 5_000
 """Catching up on more changed rows than this drops the indexes instead (they reload)."""
 
@@ -205,33 +208,51 @@ class ScopeVectors:
     @classmethod
     def load(cls, conn: Any, scope_id: str, dim: int) -> ScopeVectors:
         """The scope's live embedded rows, in rowid order on either backend (so
-        both lay the matrix out alike). `conn` is a `memkit.store.sqlite_db` connection."""
-        rows = conn.execute(
-            "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM memories "
-            "WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL "
-            "ORDER BY rowid",
+        both lay the matrix out alike). `conn` is a `memkit.store.sqlite_db` connection.
+
+        Read in chunks of `LOAD_CHUNK` rows straight into a matrix sized from a
+        count first: at 1M rows the whole result set, its joined bytes and a
+        normalised copy held at once peaked at 3x the file (issue #36); now
+        the matrix (with its quarter of headroom) and one chunk are all."""
+        where = (
+            "FROM memories WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS NOT NULL"
+        )
+        (n,) = conn.execute(f"SELECT count(*) {where}", (scope_id,)).fetchone()
+        cur = conn.execute(
+            f"SELECT rowid, confidence, last_seen_at, created_at, embedding {where} ORDER BY rowid",
             (scope_id,),
-        ).fetchall()
-        if not dim and rows:
-            dim = conn.unvec(rows[0][4]).shape[0]
+        )
         sv = cls(dim=dim)
-        sv.grow(len(rows) + len(rows) // 4)  # headroom: no 2x copy on the next write
-        mat = conn.matrix([r[4] for r in rows], dim) if rows else None
-        if mat is not None:
-            sv.cols[:, : len(rows)] = normalize_rows(mat.copy()).T
-            sv.n = len(rows)
-            sv.rowid[: sv.n] = [r[0] for r in rows]
-            sv.conf[: sv.n] = [r[1] for r in rows]
-            sv.last_seen[: sv.n] = [nan(r[2]) for r in rows]
-            made = np.array([nan(r[3]) for r in rows])
-            seen = sv.last_seen[: sv.n]
-            sv.recency[: sv.n] = np.where(np.isnan(seen), made, seen)
-            sv.pos = {int(r[0]): i for i, r in enumerate(rows)}
-        else:
-            for r in rows:
-                v = conn.unvec(r[4])
-                sv.put(int(r[0]), normalize_rows(v.copy())[0], r[1], r[2], r[3])
+        while chunk := cur.fetchmany(LOAD_CHUNK):
+            if not sv.dim:
+                sv.dim = conn.unvec(chunk[0][4]).shape[0]
+            if sv.cols.shape[1] == 0:
+                sv.grow(n + n // 4)  # headroom: no 2x copy on the next write
+            sv._put_chunk(conn, chunk)
         return sv
+
+    def _put_chunk(self, conn: Any, chunk: list[tuple[Any, ...]]) -> None:
+        """Append rows in rowid order (a chunk of `load`); vectors of another length
+        go one by one (cosine 0, as `put` holds them)."""
+        mat = conn.matrix([r[4] for r in chunk], self.dim)
+        if mat is None:
+            for r in chunk:
+                self.put(int(r[0]), normalize_rows(conn.unvec(r[4]).copy())[0], r[1], r[2], r[3])
+            return
+        self.grow(self.n + len(chunk))
+        i, k = self.n, len(chunk)
+        rowid, conf, seen, made = zip(*((r[0], r[1], r[2], r[3]) for r in chunk), strict=True)
+        unit = normalize_rows(mat.copy())
+        for j in range(0, k, 256):  # transposed a tile at a time: 10x+ faster than at once
+            tile = unit[j : j + 256]
+            self.cols[:, i + j : i + j + len(tile)] = tile.T
+        self.rowid[i : i + k] = rowid
+        self.conf[i : i + k] = conf
+        last_seen = np.array([nan(x) for x in seen])
+        self.last_seen[i : i + k] = last_seen
+        self.recency[i : i + k] = np.where(np.isnan(last_seen), [nan(x) for x in made], last_seen)
+        self.pos.update(zip(map(int, rowid), range(i, i + k), strict=True))
+        self.n = i + k
 
 
 # --- the indexes of one connection ----------------------------------------------------
