@@ -238,7 +238,8 @@ def _recalls(store, scope: str, qs: np.ndarray) -> tuple[list[list[str]], list[f
 
 def _drop_hnsw(url: str) -> None:
     import psycopg
-    from memkit.pg_ann import drop_all
+
+    from memkit.store.pg_ann import drop_all
 
     with psycopg.connect(url, autocommit=True) as c:
         drop_all(c)
