@@ -236,15 +236,6 @@ def _recalls(store, scope: str, qs: np.ndarray) -> tuple[list[list[str]], list[f
     return ids, times
 
 
-def _drop_hnsw(url: str) -> None:
-    import psycopg
-
-    from memkit.store.pg_ann import drop_all
-
-    with psycopg.connect(url, autocommit=True) as c:
-        drop_all(c)
-
-
 def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -316,8 +307,8 @@ def bench_backend(
                 f"  hnsw {scope}: p50 {row[f'{key}_p50']:.2f} ms, recall@8 "
                 f"{row[f'{key}_recall8']:.3f}, exact instead {row[f'{key}_fallbacks']}/{len(qq)}"
             )
+        ann.drop_hnsw()  # writes are measured as on a store without ANN (docstring)
         ann.close()
-        _drop_hnsw(url)  # writes are measured as on a store without ANN (docstring)
     row["rem_1"] = _write_rate(url, emb, [batch_texts[:writes]])
     log(f"  remembers/s, 1 process: {row['rem_1']:.0f}")
     row["rem_4"] = _write_rate(

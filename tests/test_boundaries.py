@@ -104,7 +104,7 @@ STORE_MODULES = {
 }
 """The only modules that talk to SQLite (CONTRIBUTING: SQLite at the edges)."""
 
-PG_MODULES = {"memkit.store.postgres", "memkit.store.copy"}
+PG_MODULES = {"memkit.store.postgres", "memkit.store.copy", "memkit.store.pg_ann"}
 """The only modules that talk to Postgres (psycopg, pgvector), lazily."""
 
 DOCUMENTED = {

@@ -126,6 +126,9 @@ def test_each_large_scope_is_served_by_its_own_index(ann_table):
                 "EXPLAIN " + nearest_sql(c, "small", DIM), (str(list(map(float, queries[0]))), 8)
             ).fetchall()
             assert index_name("small", DIM) in "\n".join(r[0] for r in plan)
+        ann.drop_hnsw()  # every scope answered exactly from now on, counted
+        ann.recall("big", "q", 8, query_embedding=queries[0])
+        assert ann.ann_counts == {"ann": 2 * len(queries), "exact_fallback": 1}
     finally:
         exact.close()
         ann.close()
@@ -269,15 +272,22 @@ def test_reembed_of_an_hnsw_store_rebuilds_the_index_under_its_build_settings(pg
         s.remember_many("s", texts)
     settings = {"maintenance_work_mem": "96MB"}
     with PostgresStore.open(
-        pg_dsn, embedder=HashingEmbedder(64), ann="hnsw", build_settings=settings
+        pg_dsn, embedder=HashingEmbedder(64), ann="hnsw", hnsw_min_rows=40, build_settings=settings
     ) as s:
         rep = s.reembed("hashing-32")
         assert rep.embedder == "hashing-32" and rep.embedded_now == len(texts)
-        assert s.hnsw_build["built"] is True
+        assert s.hnsw_build["built"] is True and set(s.hnsw_build["scopes"]) == {"s"}
         assert s.hnsw_build["settings"]["maintenance_work_mem"] == "96MB"
         assert s.recall("s", texts[5])[0].content == texts[5]
-    with psycopg.connect(pg_dsn) as c:
-        assert c.execute("SELECT to_regclass('memories_hnsw')").fetchone()[0] is not None
+        assert s.ann_counts["ann"] == 1  # served by the rebuilt index
+    from memkit.store.pg_ann import index_name
+
+    with psycopg.connect(pg_dsn) as c:  # the 32-d index replaced the 64-d one
+        names = [index_name("s", 64), index_name("s", 32)]
+        assert [c.execute("SELECT to_regclass(%s)", (n,)).fetchone()[0] for n in names] == [
+            None,
+            names[1],
+        ]
 
 
 def test_a_build_setting_of_none_drops_the_default():

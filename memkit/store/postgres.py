@@ -418,6 +418,13 @@ class PostgresStore(SQLStore):
             "scopes": scopes,
         }
 
+    def drop_hnsw(self) -> None:
+        """Drop every HNSW index of this store; recall answers exactly (counted)
+        until `build_hnsw` builds them again."""
+        with self._lock:
+            self._conn.drop_ann_indexes()
+            self._ann.forget()
+
     # -- recall: in the database -----------------------------------------------------------
 
     def _store_dim(self, q: np.ndarray) -> int:
