@@ -241,7 +241,14 @@ def _load() -> str:
 
 
 def bench_backend(
-    backend: str, url: str, n: int, queries: int, writes: int, log, ef_search: int = 100
+    backend: str,
+    url: str,
+    n: int,
+    queries: int,
+    writes: int,
+    log,
+    ef_search: int = 100,
+    build_settings: dict[str, str] | None = None,
 ) -> dict:
     from memkit.store import open_store
 
@@ -287,7 +294,9 @@ def bench_backend(
         f"peak RSS {row['client_rss_mb']:.0f} MB"
     )
     if backend == "postgres":
-        ann: Any = open_store(url, embedder=emb, ann="hnsw", ef_search=ef_search)  # Postgres
+        ann: Any = open_store(  # a PostgresStore
+            url, embedder=emb, ann="hnsw", ef_search=ef_search, build_settings=build_settings
+        )
         b = ann.hnsw_build
         row["hnsw_build_s"] = b["seconds"]
         row["hnsw_index_mb"] = b["index_bytes"] / 2**20
@@ -402,6 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200, help="recalls per size (1M: a quarter)")
     ap.add_argument("--writes", type=int, default=500, help="remembers per process")
     ap.add_argument("--ef-search", type=int, default=100, help="HNSW ef_search (default 100)")
+    ap.add_argument(
+        "--maintenance-work-mem",
+        default=None,
+        help="the HNSW build's maintenance_work_mem (default: BUILD_SETTINGS' 1GB)",
+    )
     ap.add_argument("--pg-dsn", default=None, help="a Postgres server (default: a private one)")
     ap.add_argument(
         "--pg-shared-buffers", default="2GB", help="the private server's shared_buffers"
@@ -424,7 +438,11 @@ def main(argv: list[str] | None = None) -> int:
             q = args.queries if n < 1_000_000 else max(args.queries // 4, 10)
             for backend in backends:
                 url = f"{tmp}/s{n}.db" if backend == "sqlite" else _fresh_pg(base)
-                rows.append(bench_backend(backend, url, n, q, args.writes, log, args.ef_search))
+                mwm = args.maintenance_work_mem
+                build = None if mwm is None else {"maintenance_work_mem": mwm}
+                rows.append(
+                    bench_backend(backend, url, n, q, args.writes, log, args.ef_search, build)
+                )
                 if args.json:
                     Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print(render(rows))
