@@ -47,20 +47,23 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from evals import kinds
 from evals.aggregate import metrics_from_run, write_breakdown
 from evals.config import ADAPTERS, PRESETS, RunConfig, load_any, preset
+from evals.execute import Runtime, execute
 from evals.groups import write_groups
 from evals.matcher import Matcher, pair_accuracy, pair_predictions
+from evals.plan import STORE, Unit, run_plan
 from evals.progress import Progress
 from evals.providers import banner_lines, failure_summary, log_to
-from evals.replay import CachingEmbedder
+from evals.replay import CachingEmbedder, scopes_of
 from evals.runfolder import (
     DIGITS,
     REPO,
@@ -86,6 +89,8 @@ __all__ = [  # the run's own names, and the config's kept importable from here
     "Progress",
     "RunConfig",
     "RunResult",
+    "UnitFiles",
+    "gather",
     "load_any",
     "preflight",
     "preset",
@@ -190,35 +195,61 @@ def run_eval(
     return result
 
 
-def _run(
-    config: RunConfig,
-    out: Path,
-    started: str,
-    quiet: bool,
-    dataset: Any,
-    embedder: Any,
-    on_pass: Callable[[dict], None] | None,
-    report: bool,
-) -> RunResult:
-    from evals import kinds
-    from evals.execute import Runtime, execute
-    from evals.plan import STORE, Unit, run_plan
-    from evals.replay import scopes_of
-    from memkit.embed import get_embedder
+class UnitFiles:
+    """A run's finished units, one JSON file each under `units/<resume key>/`, so a
+    killed run resumes where it stopped (`finished`) and keeps every new one (`keep`)."""
 
-    ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
-    units_dir = out / "units" / resume_key(config, ds)
-    units_dir.mkdir(parents=True, exist_ok=True)
-    if embedder is None:
-        inner = get_embedder(config.embedder)
-        embedder = CachingEmbedder(inner) if inner is not None else None  # None: keyword only
-    emb = embedder
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def path(self, u: Unit) -> Path:
+        return self.folder / _unit_name(u.system.name, u.replicate, u.scope)
+
+    def finished(self, u: Unit) -> dict[str, Any] | None:
+        p = self.path(u)
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+    def keep(self, u: Unit, r: Any) -> dict[str, Any]:
+        got = {"system": u.system.name, "replicate": u.replicate, "scope_id": u.scope}
+        if u.system.mode == STORE:
+            got.update(probes=r.probes, writes=r.writes, timing=r.timing)
+        else:
+            got.update(probes=r.probes, attempts=r.attempts, passes=r.passes)
+            got.update(extraction=r.extraction, evidence=r.evidence)
+        write_json(self.path(u), got)
+        return got
+
+
+ROW_FILES = ("probes", "writes", "attempts", "passes", "extraction")
+"""The run files gathered from every unit's rows, each row tagged with its unit."""
+
+
+def gather(units: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every unit's rows per run file, in (system, replicate, scope) order."""
+    order = sorted(units, key=lambda u: (u["system"], u["replicate"], u["scope_id"]))
+    files: dict[str, list[dict[str, Any]]] = {k: [] for k in ROW_FILES}
+    for u in order:
+        tag = {"system": u["system"], "replicate": u["replicate"]}
+        for k in files:
+            files[k].extend({**row, **tag} for row in u.get(k, ()))
+    files["timing"] = [u["timing"] for u in order if u.get("timing")]
+    files["evidence"] = [{**e, "system": u["system"]} for u in order for e in u.get("evidence", ())]
+    return files
+
+
+def _runtime(
+    config: RunConfig,
+    ds: Any,
+    emb: Any,
+    scopes: Sequence[Any],
+    stores: Sequence[tuple[str, Any]],
+    on_pass: Callable[[dict], None] | None,
+    quiet: bool,
+) -> Runtime:
     matcher = Matcher(ds.facts, threshold=config.matcher_threshold, margin=config.matcher_margin)
-    scopes = scopes_of(ds, config.scopes)
-    plan = run_plan(config, [s.scope_id for s in scopes])
-    stores = store_systems(config, emb) if config.store_mode else []
     options, concurrency = runtime_options(config)
-    rt = Runtime(
+    return Runtime(
         scopes={s.scope_id: s for s in scopes},
         embedder=emb,
         context=kinds.Context(ds, matcher, config.cache_dir),
@@ -231,43 +262,40 @@ def _run(
         stop_on_fatal=True,
         quiet=quiet,
     )
+
+
+def _run(
+    config: RunConfig,
+    out: Path,
+    started: str,
+    quiet: bool,
+    dataset: Any,
+    embedder: Any,
+    on_pass: Callable[[dict], None] | None,
+    report: bool,
+) -> RunResult:
+    from memkit.embed import get_embedder
+
+    ds = dataset if dataset is not None else load_any(config.dataset, limit=config.limit)
+    units = UnitFiles(out / "units" / resume_key(config, ds))
+    if embedder is None:
+        inner = get_embedder(config.embedder)
+        embedder = CachingEmbedder(inner) if inner is not None else None  # None: keyword only
+    emb = embedder
+    scopes = scopes_of(ds, config.scopes)
+    plan = run_plan(config, [s.scope_id for s in scopes])
+    stores = store_systems(config, emb) if config.store_mode else []
     progress = Progress(len(plan.units), quiet)
-
-    def name(u: Unit) -> str:
-        return _unit_name(u.system.name, u.replicate, u.scope)
-
-    def finished(u: Unit) -> dict[str, Any] | None:
-        p = units_dir / name(u)
-        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
-
-    def keep(u: Unit, r: Any) -> dict[str, Any]:
-        got = {"system": u.system.name, "replicate": u.replicate, "scope_id": u.scope}
-        if u.system.mode == STORE:
-            got.update(probes=r.probes, writes=r.writes, timing=r.timing)
-        else:
-            got.update(probes=r.probes, attempts=r.attempts, passes=r.passes)
-            got.update(extraction=r.extraction, evidence=r.evidence)
-        write_json(units_dir / name(u), got)
-        return got
 
     def step(u: Unit, what: str) -> None:
         label = u.system.name if u.system.mode == STORE else u.system.spec
         progress.step(f"{label} {u.scope}" + (f" ({what})" if what else ""))
 
-    ran = execute(plan, rt, finished=finished, keep=keep, step=step)
-    systems = [s.name for s in plan.systems]
-
-    # gather unit rows into the run files, in a deterministic order
-    order = sorted(ran.results.values(), key=lambda u: (u["system"], u["replicate"], u["scope_id"]))
-    files: dict[str, list[dict]] = {
-        k: [] for k in ("probes", "writes", "attempts", "passes", "extraction")
-    }
-    for u in order:
-        tag = {"system": u["system"], "replicate": u["replicate"]}
-        for k in files:
-            files[k].extend({**row, **tag} for row in u.get(k, ()))
-    for k, rows in files.items():
-        write_jsonl(out / f"{k}.jsonl", rows)
+    rt = _runtime(config, ds, emb, scopes, stores, on_pass, quiet)
+    ran = execute(plan, rt, finished=units.finished, keep=units.keep, step=step)
+    files = gather(ran.results.values())
+    for k in ROW_FILES:
+        write_jsonl(out / f"{k}.jsonl", files[k])
     pairs = list(getattr(ds, "pairs", ()) or ())
     write_json(out / "matcher.json", matcher_accuracy(pairs, config))
     health = failure_summary(files["attempts"], config.max_failure_share, ran.stopped)
@@ -279,7 +307,7 @@ def _run(
         dataset_path=config.dataset,
         embedder=getattr(emb, "name", None),
         seed=config.seed,
-        systems=systems,
+        systems=[s.name for s in plan.systems],
         started_at=started,
         **(
             {"embedders": {n: getattr(e, "name", None) for n, e in stores}}
@@ -292,10 +320,8 @@ def _run(
     table = metrics_from_run(out)
     write_metrics(out, table)
     write_latency(out)
-    write_ingest(out, [u["timing"] for u in order if u.get("timing")])
-    write_evidence(
-        out, [{**e, "system": u["system"]} for u in order for e in u.get("evidence", ())]
-    )
+    write_ingest(out, files["timing"])
+    write_evidence(out, files["evidence"])
     write_spend(out)
     write_breakdown(out)
     write_groups(out)

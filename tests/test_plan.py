@@ -189,3 +189,23 @@ def test_a_kind_registered_once_runs_in_eval_run_and_eval_sweep(tmp_path, monkey
     monkeypatch.setattr(kinds, "KINDS", {})
     assert not kinds.calls_model("silent")  # unregistered: memkit's get_consolidator refuses it
     assert run_main([*data, "--consolidator", "silent", "--out", str(tmp_path / "r2")]) == 2
+
+
+def test_units_are_gathered_in_system_replicate_scope_order_and_tagged():
+    from evals.runner import gather
+
+    unit = {"system": "pipeline:b", "replicate": 1, "scope_id": "s1", "probes": [{"q": 1}]}
+    units = [
+        unit,
+        {**unit, "replicate": 0, "scope_id": "s2", "evidence": [{"run": "r"}]},
+        {"system": "store", "replicate": 0, "scope_id": "s2", "timing": {"t": 1}},
+        {**unit, "replicate": 0, "probes": [{"q": 0}]},
+    ]
+    files = gather(units)
+    assert files["probes"] == [
+        {"q": 0, "system": "pipeline:b", "replicate": 0},
+        {"q": 1, "system": "pipeline:b", "replicate": 0},
+        {"q": 1, "system": "pipeline:b", "replicate": 1},
+    ]
+    assert files["evidence"] == [{"run": "r", "system": "pipeline:b"}]
+    assert files["timing"] == [{"t": 1}] and files["writes"] == []
