@@ -12,6 +12,8 @@ Cost model, so sweeps stay cheap:
   `CachingEmbedder`, so every text is embedded once per sweep;
 - consolidation tunables (snapshot policy, batch sizes) need pipeline mode:
   one pipeline replay per point with the chosen consolidator.
+Each replay is a setting of the sweep's execution plan (`evals.plan.sweep_plan`),
+run by the same runner as `eval run` (`evals.execute`).
 
 The result is a long DataFrame (one row per point and metric: value, lo,
 hi, n, clusters, method) plus the recommended point.
