@@ -240,6 +240,37 @@ def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def _bench_writes(backend, url, emb, batch_texts, writes, vec0, row, log) -> None:
+    """The write rates of `bench_backend` into `row` (see the module docstring)."""
+    row["rem_1"] = _write_rate(url, emb, [batch_texts[:writes]])
+    log(f"  remembers/s, 1 process: {row['rem_1']:.0f}")
+    row["rem_4"] = _write_rate(
+        url, emb, [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)]
+    )
+    log(f"  remembers/s, 4 processes: {row['rem_4']:.0f}")
+    row["many_1"] = _write_rate(url, emb, [batch_texts[: writes // 2]], many=True)
+    log(f"  remembers/s, remember_many: {row['many_1']:.0f}")
+    if backend == "postgres":
+        off = {"synchronous_commit": False}  # 4 processes wrote these: all fold now
+        row["rem_1_async"] = _write_rate(url, emb, [batch_texts[writes : 2 * writes]], off)
+        row["rem_4_async"] = _write_rate(
+            url, emb, [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)], off
+        )
+        log(
+            f"  synchronous_commit off: {row['rem_1_async']:.0f}/s, "
+            f"4 processes {row['rem_4_async']:.0f}/s"
+        )
+        vec = "[" + ",".join(map(repr, vec0.astype(float).tolist())) + "]"
+        quarter = [batch_texts[writes * k : writes * (k + 1)] for k in range(4)]
+        row["bare_1"] = bare_rate(url, [batch_texts[:writes]], vec)
+        row["bare_4"] = bare_rate(url, quarter, vec)
+        row["bare_4_locked"] = bare_rate(url, quarter, vec, locked=True)
+        log(
+            f"  bare INSERT ceiling: 1 process {row['bare_1']:.0f}/s, 4 processes "
+            f"{row['bare_4']:.0f}/s, 4 processes on one locked row {row['bare_4_locked']:.0f}/s"
+        )
+
+
 def bench_backend(
     backend: str,
     url: str,
@@ -318,33 +349,8 @@ def bench_backend(
             )
         ann.drop_hnsw()  # writes are measured as on a store without ANN (docstring)
         ann.close()
-    row["rem_1"] = _write_rate(url, emb, [batch_texts[:writes]])
-    log(f"  remembers/s, 1 process: {row['rem_1']:.0f}")
-    row["rem_4"] = _write_rate(
-        url, emb, [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)]
-    )
-    log(f"  remembers/s, 4 processes: {row['rem_4']:.0f}")
-    row["many_1"] = _write_rate(url, emb, [batch_texts[: writes // 2]], many=True)
-    log(f"  remembers/s, remember_many: {row['many_1']:.0f}")
-    if backend == "postgres":
-        off = {"synchronous_commit": False}  # 4 processes wrote these: all fold now
-        row["rem_1_async"] = _write_rate(url, emb, [batch_texts[writes : 2 * writes]], off)
-        row["rem_4_async"] = _write_rate(
-            url, emb, [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)], off
-        )
-        log(
-            f"  synchronous_commit off: {row['rem_1_async']:.0f}/s, "
-            f"4 processes {row['rem_4_async']:.0f}/s"
-        )
-        vec = "[" + ",".join(map(repr, vecs[0].astype(float).tolist())) + "]"
-        quarter = [batch_texts[writes * k : writes * (k + 1)] for k in range(4)]
-        row["bare_1"] = bare_rate(url, [batch_texts[:writes]], vec)
-        row["bare_4"] = bare_rate(url, quarter, vec)
-        row["bare_4_locked"] = bare_rate(url, quarter, vec, locked=True)
-        log(
-            f"  bare INSERT ceiling: 1 process {row['bare_1']:.0f}/s, 4 processes "
-            f"{row['bare_4']:.0f}/s, 4 processes on one locked row {row['bare_4_locked']:.0f}/s"
-        )
+    if writes > 0:  # (--writes 0: recall only, e.g. a 1M-row part)
+        _bench_writes(backend, url, emb, batch_texts, writes, vecs[0], row, log)
     row["load"] = _load()
     return row
 
@@ -391,7 +397,8 @@ def render(rows: list[dict]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['backend']} | {r['rows']:,} | {r['rem_1']:,.0f} | {r['rem_4']:,.0f} "
+            f"| {r['backend']} | {r['rows']:,} | {_one(r, 'rem_1', ',.0f')} "
+            f"| {_one(r, 'rem_4', ',.0f')} "
             f"| {_one(r, 'many_1', ',.0f')} | {_one(r, 'rem_1_async', ',.0f')} "
             f"| {_one(r, 'rem_4_async', ',.0f')} | {_one(r, 'bare_1', ',.0f')} "
             f"| {_one(r, 'bare_4', ',.0f')} | {_one(r, 'bare_4_locked', ',.0f')} "
@@ -409,7 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="10000,100000", help="comma-separated row counts")
     ap.add_argument("--only", choices=("sqlite", "postgres"), help="run one backend (a part)")
     ap.add_argument("--queries", type=int, default=200, help="recalls per size (1M: a quarter)")
-    ap.add_argument("--writes", type=int, default=500, help="remembers per process")
+    ap.add_argument(
+        "--writes", type=int, default=500, help="remembers per process (0: recall only)"
+    )
     ap.add_argument("--ef-search", type=int, default=100, help="HNSW ef_search (default 100)")
     ap.add_argument(
         "--maintenance-work-mem",
