@@ -264,3 +264,31 @@ def test_sweep_plot_one_panel_per_family_distinct_colours_and_the_point_drawn(
     }
     assert xs == {rec["floor"]}
     assert f"recommended floor={rec['floor']:g}" in fig.axes[0].get_title()
+
+
+def test_a_categorical_grid_writes_its_plot_and_report(tiny, tmp_path, capsys):
+    """Was: `--grid snapshot_policy=recent,relevant` crashed drawing the plot
+    (float('recent')) after sweep.csv was written, leaving the folder incomplete."""
+    root, _ = tiny
+    out = tmp_path / "policy"
+    argv = ["--dataset", str(root), "--grid", "snapshot_policy=recent,relevant"]
+    assert sweep_main([*argv, "--consolidator", "oracle", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert (out / "sweep.png").stat().st_size > 0 and not (out / "incomplete.json").exists()
+    md = (out / "report.md").read_text()
+    rec = json.loads((out / "recommended.json").read_text())["snapshot_policy"]
+    assert rec in ("recent", "relevant") and f"Recommended snapshot_policy={rec}" in md
+    assert "| snapshot_policy | relevant |" in md  # the points table names the value
+
+
+def test_sweep_x_places_numbers_at_their_values_and_names_in_grid_order():
+    import pandas as pd
+
+    from evals.report.fmt import point_text
+    from evals.report.plots import sweep_x
+
+    nums = pd.DataFrame({"point": [0.3, 0.1, 0.3], "point_index": [1, 0, 1]})
+    assert sweep_x(nums) == ([0.3, 0.1, 0.3], [])
+    names = pd.DataFrame({"point": ["relevant", "recent", "relevant"], "point_index": [1, 0, 1]})
+    assert sweep_x(names) == ([1.0, 0.0, 1.0], ["recent", "relevant"])
+    assert (point_text(0.25), point_text(8), point_text("recent")) == ("0.25", "8", "recent")

@@ -116,3 +116,12 @@ def inline(text: str) -> str:
     out = html.escape(text, quote=False)
     out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
+
+
+def point_text(p: Any) -> str:
+    """A grid point as tables and titles show it: `0.25` for a number, the name
+    itself for a categorical value (`relevant`)."""
+    try:
+        return f"{float(p):g}"
+    except (TypeError, ValueError):
+        return str(p)

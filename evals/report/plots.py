@@ -10,7 +10,7 @@ import pandas as pd
 
 from evals import registry
 from evals.labels import colours, labels
-from evals.report.fmt import named
+from evals.report.fmt import named, point_text
 
 RECALL_PLOT = ("p_at_1", "p_at_3", "recall_at_8", "mrr", "ndcg_at_8")
 
@@ -117,15 +117,17 @@ def sweep_plot(sweep: pd.DataFrame, rec: dict[str, Any] | None = None) -> bytes 
     fig, axes = plt.subplots(
         len(families), 1, figsize=(7, 2.4 * len(families) + 0.6), sharex=True, squeeze=False
     )
+    xs, ticks = sweep_x(sweep)
+    sweep = sweep.assign(_x=xs)
     x_rec = None
     if rec and "point_index" in rec:
         hit = sweep[sweep["point_index"] == rec["point_index"]]
-        x_rec = float(hit["point"].iloc[0]) if not hit.empty else None
+        x_rec = float(hit["_x"].iloc[0]) if not hit.empty else None
     for ax, fam in zip(axes[:, 0], families, strict=True):
         for m in (m for m in metrics if registry.get(m).family == fam):
-            s = sweep[sweep["metric"] == m].sort_values("point")
-            ax.plot(s["point"], s["value"], marker="o", ms=3, color=colour[m], label=named(m))
-            ax.fill_between(s["point"], s["lo"], s["hi"], color=colour[m], alpha=0.15)
+            s = sweep[sweep["metric"] == m].sort_values("_x")
+            ax.plot(s["_x"], s["value"], marker="o", ms=3, color=colour[m], label=named(m))
+            ax.fill_between(s["_x"], s["lo"], s["hi"], color=colour[m], alpha=0.15)
             if rec and m == rec.get("metric") and x_rec is not None:
                 lo, hi = rec.get("lo"), rec.get("hi")
                 err = None
@@ -148,12 +150,34 @@ def sweep_plot(sweep: pd.DataFrame, rec: dict[str, Any] | None = None) -> bytes 
         ax.legend(fontsize=7, loc="best")
     title = f"Sweep over {param} (95% CI bands)"
     if rec:
-        title += f"; recommended {param}={x_rec:g}" if x_rec is not None else ""
+        shown = rec_label(sweep, rec)
+        title += f"; recommended {param}={shown}" if shown is not None else ""
         if rec.get("warning"):
             title += " (grid edge: extend the grid)"
     axes[0, 0].set_title(title, fontsize=9)
+    if ticks:  # a categorical grid (e.g. snapshot_policy): one tick per value
+        axes[-1, 0].set_xticks(range(len(ticks)), ticks)
     axes[-1, 0].set_xlabel(f"{param} (parameter value)")
     return figure_png(fig)
+
+
+def sweep_x(sweep: pd.DataFrame) -> tuple[list[float], list[str]]:
+    """Each row's x position and, for a grid of non-numbers, the tick labels: a
+    numeric grid plots at its values; any other (a policy's names) at 0, 1, ...
+    in grid order, so a categorical sweep draws instead of failing on float()."""
+    try:
+        return [float(p) for p in sweep["point"]], []
+    except (TypeError, ValueError):
+        order = sweep.sort_values("point_index").drop_duplicates("point_index")["point"]
+        labels = [str(p) for p in order]
+        where = {p: float(i) for i, p in enumerate(labels)}
+        return [where[str(p)] for p in sweep["point"]], labels
+
+
+def rec_label(sweep: pd.DataFrame, rec: dict[str, Any]) -> str | None:
+    """The recommended point as the title shows it: `0.25`, or `relevant`."""
+    hit = sweep[sweep["point_index"] == rec.get("point_index")]
+    return None if hit.empty else point_text(hit["point"].iloc[0])
 
 
 def compare_plot(compare: pd.DataFrame, names: dict[str, str]) -> bytes | None:

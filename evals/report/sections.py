@@ -15,7 +15,7 @@ import pandas as pd
 
 from evals import registry
 from evals.labels import labels
-from evals.report.fmt import cell, ci, fmt, fmt_metric, load, n_text, named, usd
+from evals.report.fmt import cell, ci, fmt, fmt_metric, load, n_text, named, point_text, usd
 from memkit.errors import ConfigError
 
 Section = tuple[str, list[str], list[list[str]]]
@@ -336,7 +336,7 @@ def sweep_points(run: Run) -> list[Section]:
     if run.sweep is None or run.sweep.empty:
         return []
     rows = [
-        [str(r["param"]), f"{r['point']:g}", named(r["metric"]), cell(r)]
+        [str(r["param"]), point_text(r["point"]), named(r["metric"]), cell(r)]
         for r in run.sweep.to_dict("records")
     ]
     return [("Sweep", ["param", "point", "metric", "value [95% CI] interval n"], rows)]
