@@ -13,7 +13,7 @@ in `evals.registry`) and the file I/O (`evals.runfolder`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,17 @@ from typing import Any
 import pandas as pd
 
 from evals import registry
-from evals.runfolder import DIGITS, RUN_VERSION, by_system, read_jsonl, write_json
+from evals.rows import (
+    TABLE_ROWS,
+    AttemptRow,
+    ExtractionRow,
+    ProbeRow,
+    RowType,
+    WriteRow,
+    by_system,
+    rows_of,
+)
+from evals.runfolder import DIGITS, RUN_VERSION, write_json
 from evals.scorers import (
     AttemptUnit,
     FactUnit,
@@ -54,92 +64,88 @@ Unit = tuple[Any, Any]
 """(cluster key, unit object)."""
 
 
-def probe_units(rows: Iterable[Mapping[str, Any]], *, include_apart: bool = False) -> list[Unit]:
+def probe_units(rows: Iterable[ProbeRow], *, include_apart: bool = False) -> list[Unit]:
     """Probes; a probe marked `apart` (LoCoMo adversarial) is left out unless asked for:
     it is reported in its group's table only (`evals.groups`)."""
-    return [(r.get("scope_id"), ProbeUnit(r)) for r in rows if include_apart or not r.get("apart")]
+    return [(r.scope_id, ProbeUnit(r)) for r in rows if include_apart or not r.apart]
 
 
-def ranking_units(rows: Iterable[Mapping[str, Any]], *, include_apart: bool = False) -> list[Unit]:
+def ranking_units(rows: Iterable[ProbeRow], *, include_apart: bool = False) -> list[Unit]:
     """Probes that recorded a full ranking (LongMemEval), abstention ones left out."""
     from evals.retrieval import RankingUnit
 
     return [
-        (r.get("scope_id"), RankingUnit(r))
+        (r.scope_id, RankingUnit(r))
         for r in rows
-        if r.get("ranking") is not None
-        and not r.get("undefined")
-        and (include_apart or not r.get("apart"))
+        if r.ranking is not None and not r.undefined and (include_apart or not r.apart)
     ]
 
 
-def fold_group_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+def fold_group_units(rows: Iterable[WriteRow]) -> list[Unit]:
     """The writes of each labelled fold group (rows carrying `group`), in write order."""
     from evals.scorers import fold_group_counts
 
-    by: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    by: dict[tuple[str, str], list[WriteRow]] = {}
     for w in rows:
-        if w.get("group") is not None:
-            by.setdefault((w["scope_id"], w["group"]), []).append(w)
+        if w.group is not None:
+            by.setdefault((w.scope_id, w.group), []).append(w)
     return [(key[0], fold_group_counts(by[key])) for key in sorted(by)]
 
 
-def write_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+def write_units(rows: Iterable[WriteRow]) -> list[Unit]:
     """A fact's writes are one unit (the writes of one fact are not independent)."""
     by_fact: dict[tuple[str, str], list[Write]] = {}
     for w in rows:
-        by_fact.setdefault((w["scope_id"], w["fact"]), []).append(
-            Write(w["fact"], bool(w["restatement"]), w["row"], bool(w["folded"]), w["row_fact"])
+        by_fact.setdefault((w.scope_id, w.fact), []).append(
+            Write(w.fact, w.restatement, w.row, w.folded, w.row_fact)
         )
     return [(key[0], by_fact[key]) for key in sorted(by_fact)]
 
 
-def attempt_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+def attempt_units(rows: Iterable[AttemptRow]) -> list[Unit]:
     """Every attempt; validity is judged only on the first answer to each distinct request."""
     rows = list(rows)
     return [
-        (r.get("scope_id"), AttemptUnit(r, first))
+        (r.scope_id, AttemptUnit(r, first))
         for r, first in zip(rows, judged_first(rows), strict=True)
     ]
 
 
-def pass_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+def pass_units(rows: Iterable[AttemptRow]) -> list[Unit]:
     """A pass's attempts (retries included) are one unit, marked when it resent a failed request."""
     units = pass_units_in_order(list(rows))
-    units.sort(
-        key=lambda u: str((u[0].get("scope_id"), u[0].get("replicate", 0), u[0].get("pass")))
-    )
-    return [(unit[0].get("scope_id"), unit) for unit in units]
+    units.sort(key=lambda u: str((u[0].scope_id, u[0].replicate, u[0].pass_)))
+    return [(unit[0].scope_id, unit) for unit in units]
 
 
-def row_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+def row_units(rows: Iterable[ExtractionRow]) -> list[Unit]:
     out: list[Unit] = []
     for e in rows:
-        live, old = frozenset(e["live_gold"]), frozenset(e["stale_gold"])
-        gold = e.get("gold", True)
-        out += [(e.get("scope_id"), RowUnit(r["fact"], live, old, gold)) for r in e["rows"]]
+        live, old = frozenset(e.live_gold), frozenset(e.stale_gold)
+        out += [(e.scope_id, RowUnit(r.fact, live, old, e.gold)) for r in e.rows]
     return out
 
 
-def fact_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+def fact_units(rows: Iterable[ExtractionRow]) -> list[Unit]:
     out: list[Unit] = []
     for e in rows:
-        covered = {r["fact"] for r in e["rows"]}
-        out += [(e.get("scope_id"), FactUnit(f, f in covered)) for f in sorted(e["live_gold"])]
+        covered = {r.fact for r in e.rows}
+        out += [(e.scope_id, FactUnit(f, f in covered)) for f in sorted(e.live_gold)]
     return out
 
 
-def rollout_units(rows: Iterable[Mapping[str, Any]]) -> list[Unit]:
+def rollout_units(rows: Iterable[ExtractionRow]) -> list[Unit]:
     """Each staged rollout at the end of a scope, by where it ended (extraction rows)."""
     out: list[Unit] = []
     for e in rows:
-        counts = e.get("rollouts") or {}
+        if e.rollouts is None:  # an older row: nothing recorded, no rollout unit
+            continue
         for state in ("consumed", "pending", "parked"):
-            out += [(e.get("scope_id"), RolloutUnit(state))] * int(counts.get(state, 0))
+            out += [(e.scope_id, RolloutUnit(state))] * getattr(e.rollouts, state)
     return out
 
 
-UNIT_BUILDERS: dict[str, tuple[str, Callable[[Iterable[Mapping[str, Any]]], list[Unit]]]] = {
+UNIT_BUILDERS: dict[str, tuple[str, Callable[[Any], list[Unit]]]] = {
     "probe": ("probes", probe_units),
     "write": ("writes", write_units),
     "attempt": ("attempts", attempt_units),
@@ -177,8 +183,8 @@ def unit_values(unit: str, units: Sequence[Unit], metrics: Iterable[str] | None 
     return out
 
 
-def _of(unit: str) -> Callable[[Sequence[Mapping[str, Any]]], dict[str, Values]]:
-    def fn(rows: Sequence[Mapping[str, Any]]) -> dict[str, Values]:
+def _of(unit: str) -> Callable[[Sequence[Any]], dict[str, Values]]:
+    def fn(rows: Sequence[Any]) -> dict[str, Values]:
         return unit_values(unit, UNIT_BUILDERS[unit][1](rows))
 
     fn.__name__ = f"{unit}_metrics"
@@ -192,7 +198,7 @@ attempt_metrics = _of("attempt")
 pass_metrics = _of("pass")
 
 
-def extraction_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Values]:
+def extraction_metrics(rows: Sequence[ExtractionRow]) -> dict[str, Values]:
     """metric -> Values for the extraction metrics (rows and gold facts as units)."""
     return {**_of("row")(rows), **_of("fact")(rows), **_of("rollout")(rows)}
 
@@ -231,9 +237,9 @@ COLUMNS = [
 def groups_from_run(d: Path) -> dict[str, dict[str, Values]]:
     """system -> metric -> Values for every unit a run folder's files hold."""
     groups: dict[str, dict[str, Values]] = {}
-    cache: dict[str, list[dict[str, Any]]] = {}
+    cache: dict[str, list[RowType]] = {}
     for unit, (fname, build) in UNIT_BUILDERS.items():
-        rows = cache.setdefault(fname, read_jsonl(d / f"{fname}.jsonl"))
+        rows = cache.setdefault(fname, rows_of(d, TABLE_ROWS[fname]))
         for sys_, sys_rows in by_system(rows).items():
             units = build(sys_rows)
             if units or unit not in SPARSE_UNITS:
@@ -280,9 +286,10 @@ def breakdown_from_run(run_dir: str | Path) -> pd.DataFrame:
         wanted = [m for m in listed if UNIT_BUILDERS[registry.get(m).unit][0] == fname]
         if not wanted:
             continue
-        by: dict[tuple[str, str], list] = {}
-        for r in read_jsonl(d / f"{fname}.jsonl"):
-            by.setdefault((r["system"], r["scope_id"]), []).append(r)
+        by: dict[tuple[str, str], list[Any]] = {}
+        for sys_, sys_rows in by_system(rows_of(d, TABLE_ROWS[fname])).items():
+            for r in sys_rows:
+                by.setdefault((sys_, r.scope_id), []).append(r)
         for (sys_, scope), rows in sorted(by.items()):
             for m in wanted:
                 build = UNIT_BUILDERS[registry.get(m).unit][1]

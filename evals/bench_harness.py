@@ -201,6 +201,7 @@ def _level(root: Path, ds, url: str, concurrency: int, latency: float, scopes: i
     """One pipeline run at `concurrency`: achieved vs ideal passes/s, CPU per pass."""
     import tempfile
 
+    from evals.rows import PassRow
     from evals.runner import RunConfig, run_eval
 
     spec = "litellm:openai/bench"
@@ -216,7 +217,7 @@ def _level(root: Path, ds, url: str, concurrency: int, latency: float, scopes: i
     )
     marks: list[tuple[float, float]] = []
 
-    def on_pass(_row: dict) -> None:
+    def on_pass(_row: PassRow) -> None:
         marks.append((time.perf_counter(), time.process_time()))
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,8 @@ import pandas as pd
 
 from evals import registry
 from evals.aggregate import COLUMNS, UNIT_BUILDERS, Values, unit_values
-from evals.runfolder import DIGITS, read_jsonl
+from evals.rows import TABLE_ROWS, ProbeRow, rows_of
+from evals.runfolder import DIGITS
 from memkit.errors import ConfigError
 
 
@@ -45,19 +46,17 @@ def _sums(v: Values) -> tuple[float, float, float]:
 def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float, float]]]:
     """metric -> paired unit key -> (num, den, units) for one system of one run."""
     out: dict[str, dict[Any, tuple[float, float, float]]] = {}
-    files: dict[str, list[dict[str, Any]]] = {}
+    files: dict[str, list[Any]] = {}
     for unit, (fname, build) in UNIT_BUILDERS.items():
         if fname not in files:
-            files[fname] = [
-                r for r in read_jsonl(run_dir / f"{fname}.jsonl") if r["system"] == system
-            ]
-        by: dict[Any, list] = {}
+            files[fname] = [r for r in rows_of(run_dir, TABLE_ROWS[fname]) if r.system == system]
+        by: dict[Any, list[Any]] = {}
         for r in files[fname]:
             key: tuple[Any, ...]
             if unit == "probe":
-                key = ("probe", r["scope_id"], r["probe_id"], r["replicate"])
+                key: tuple[Any, ...] = ("probe", r.scope_id, r.probe_id, r.replicate)
             else:
-                key = ("scope", r["scope_id"], r["replicate"])
+                key = ("scope", r.scope_id, r.replicate)
             by.setdefault(key, []).append(r)
         for key, rows in sorted(by.items(), key=lambda kv: str(kv[0])):
             for m, v in unit_values(unit, build(rows)).items():
@@ -80,9 +79,7 @@ def run_identity(run_dir: Path, system: str) -> RunIdentity:
     mpath = run_dir / "manifest.json"
     m = json.loads(mpath.read_text(encoding="utf-8")) if mpath.is_file() else {}
     probes = frozenset(
-        (str(r.get("scope_id")), str(r.get("probe_id")))
-        for r in read_jsonl(run_dir / "probes.jsonl")
-        if r["system"] == system
+        (r.scope_id, r.probe_id) for r in rows_of(run_dir, ProbeRow) if r.system == system
     )
     return RunIdentity((m.get("dataset") or {}).get("fingerprint"), probes, m.get("git_revision"))
 

@@ -25,6 +25,7 @@ from evals.matcher import Matcher
 from evals.plan import STORE, Plan, Setting, System, Unit
 from evals.providers import ModelStopped, StopOnFatal
 from evals.replay import replay_pipeline_scope, replay_store_scope
+from evals.rows import PassRow
 from memkit.errors import ConfigError
 
 OPEN_SCOPES_PER_REQUEST = 2
@@ -52,7 +53,7 @@ class Runtime:
     """store system name -> its own embedder (a run with several embedders)."""
     curation: str = "latest_row"
     store_url: str | None = None
-    on_pass: Callable[[dict], None] | None = None
+    on_pass: Callable[[PassRow], None] | None = None
     stop_on_fatal: bool = False
     quiet: bool = False
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.rows import ProbeRow, by_system, rows_of
 from evals.stats import approximate, fmt_interval
 
 FIRST: tuple[str, ...] = (
@@ -43,22 +44,23 @@ def group_metrics() -> tuple[str, ...]:
 DIGITS = 6
 
 
-def group_rows(probes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def group_rows(probes: Sequence[ProbeRow]) -> list[dict[str, Any]]:
     """One record per (system, group, metric), plus `probes` and `undefined_<reason>`
     counts per (system, group); empty when no probe carries a group."""
     from evals.aggregate import estimate, probe_units, ranking_units, unit_values
 
-    by: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for r in probes:
-        if r.get("group") is not None:
-            by.setdefault((r["system"], str(r["group"])), []).append(r)
+    by: dict[tuple[str, str], list[ProbeRow]] = {}
+    for system, rows in by_system(probes).items():
+        for r in rows:
+            if r.group is not None:
+                by.setdefault((system, str(r.group)), []).append(r)
     out: list[dict[str, Any]] = []
     for (system, group), rows in sorted(by.items()):
-        base = {"system": system, "group": group, "apart": any(r.get("apart") for r in rows)}
+        base = {"system": system, "group": group, "apart": any(r.apart for r in rows)}
         out.append({**base, "metric": "probes", "value": len(rows), "n": len(rows)})
-        reasons = sorted({str(r["undefined"]) for r in rows if r.get("undefined")})
+        reasons = sorted({r.undefined for r in rows if r.undefined})
         for reason in reasons:
-            count = sum(r.get("undefined") == reason for r in rows)
+            count = sum(r.undefined == reason for r in rows)
             out.append({**base, "metric": f"undefined_{reason}", "value": count, "n": len(rows)})
         wanted = group_metrics()
         values = unit_values("probe", probe_units(rows, include_apart=True), wanted)
@@ -75,9 +77,9 @@ def group_rows(probes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def write_groups(run_dir: Path) -> None:
     """`groups.json` for a run folder whose probes carry groups (else nothing)."""
-    from evals.runfolder import RUN_VERSION, read_jsonl, write_json
+    from evals.runfolder import RUN_VERSION, write_json
 
-    rows = group_rows(read_jsonl(run_dir / "probes.jsonl"))
+    rows = group_rows(rows_of(run_dir, ProbeRow))
     if rows:
         write_json(run_dir / "groups.json", {"version": RUN_VERSION, "rows": rows})
 

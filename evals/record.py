@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evals.rows import AttemptRow, PassRow, rows_of
 from memkit.consolidate import REPLAYABLE, write_recording
 from memkit.errors import ConfigError
 
@@ -53,8 +54,8 @@ def _system(manifest: dict[str, Any], system: str | None, where: Path) -> str:
     return want
 
 
-def _call(row: dict[str, Any], answered: bool) -> dict[str, Any]:
-    call = {k: row.get(k) for k in CALL_FIELDS}
+def _call(row: AttemptRow, answered: bool) -> dict[str, Any]:
+    call = {k: getattr(row, k) for k in CALL_FIELDS}
     if answered:  # a rejected answer was still an answer: the provider call was ok
         call["outcome"] = "ok"
     return call
@@ -66,29 +67,29 @@ runs of single scopes made apart, e.g. one `--scope` per run)."""
 
 
 def _entries(
-    rows: list[dict[str, Any]], seen: set[tuple[str, int]], left_out: Counter[str]
+    rows: list[AttemptRow], seen: set[tuple[str, int]], left_out: Counter[str]
 ) -> list[dict[str, Any]]:
     """One entry per distinct (request hash, replicate) not in `seen`, in run order."""
     from evals.scorers import pass_units_in_order
 
     out: list[dict[str, Any]] = []
     for unit in pass_units_in_order(rows):
-        h, rep = unit[0].get("request_hash"), int(unit[0].get("replicate", 0))
-        if h is None or (h, rep) in seen:
+        h, rep = unit[0].request_hash, unit[0].replicate
+        if (h, rep) in seen:
             continue
         last = unit[-1]
-        answered = last.get("raw_response") is not None
+        answered = last.answered
         entry: dict[str, Any] = {"request_hash": h, "replicate": rep}
         if answered:
-            entry["text"] = last["raw_response"]
-        elif last.get("outcome") in REPLAYABLE:
+            entry["text"] = last.raw_response
+        elif last.outcome in REPLAYABLE:
             entry["error"] = {
-                "message": str(last.get("error") or last.get("outcome")),
-                "kind": last["outcome"],
-                "status": last.get("status"),
+                "message": str(last.error or last.outcome),
+                "kind": last.outcome,
+                "status": last.status,
             }
         else:
-            left_out[str(last.get("outcome"))] += 1
+            left_out[last.outcome] += 1
             continue
         entry["attempts"] = [_call(r, answered and r is last) for r in unit]
         out.append(entry)
@@ -96,18 +97,18 @@ def _entries(
     return out
 
 
-def _header(d: Path, system: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _header(d: Path, system: str | None) -> tuple[dict[str, Any], list[AttemptRow]]:
     """A run folder's recording header and its system's attempt rows."""
-    from evals.runfolder import read_json, read_jsonl
+    from evals.runfolder import read_json
 
     if not (d / "manifest.json").is_file() or not (d / "attempts.jsonl").is_file():
         raise ConfigError(f"{str(d)!r} is not a finished run folder (manifest, attempts)")
     manifest = read_json(d / "manifest.json")
     sys_ = _system(manifest, system, d)
     spec = sys_.removeprefix("pipeline:")
-    rows = [r for r in read_jsonl(d / "attempts.jsonl") if r.get("system") == sys_]
-    passes = [r for r in read_jsonl(d / "passes.jsonl") if r.get("system") == sys_]
-    budgets = sorted({p["request_budget"] for p in passes if p.get("request_budget")})
+    rows = [r for r in rows_of(d, AttemptRow) if r.system == sys_]
+    passes = [r for r in rows_of(d, PassRow) if r.system == sys_]
+    budgets = sorted({p.request_budget for p in passes if p.request_budget})
     if len(budgets) > 1:
         raise ConfigError(f"{d}: {sys_} shaped requests to several budgets {budgets}")
     config = manifest.get("config") or {}

@@ -3,8 +3,8 @@
 Both modes walk each scope's transcripts in time order (`started_at`, then
 `run_id`) on a simulated clock set to the run's start, and run each probe
 right after its `after_run`: recall with the probe's query, then assembly.
-They return plain JSON-ready rows (one per probe, per write, per attempt),
-which the runner writes to run files and `evals.metrics` scores.
+They return typed run rows (`evals.rows`: one per probe, per write, per
+attempt, per pass), which the runner writes to run files and the scorers score.
 
 - **Store mode** (no model): each run writes the gold facts it establishes,
   the canonical content on a fact's first evidence and the next paraphrase on
@@ -24,8 +24,8 @@ which the runner writes to run files and `evals.metrics` scores.
 Side effects stay here and in the store; everything scored is recorded.
 
 Why over 600 lines: both replay modes share the per-scope walk in time
-order, the simulated clock and the building of every run row. The typed run
-rows of issue #35 take the row building out.
+order, the simulated clock and the building of every run row (its shape lives
+in `evals.rows`; what each field holds is decided here, beside the walk).
 """
 
 from __future__ import annotations
@@ -44,7 +44,22 @@ from typing import Any
 
 import numpy as np
 
+from evals.datasets import Dataset, GoldFact, Probe, Transcript
 from evals.matcher import Matcher
+from evals.rows import (
+    Admitted,
+    AttemptRow,
+    EvidenceRow,
+    ExtractionRow,
+    LiveRow,
+    PassRow,
+    ProbeRow,
+    Recalled,
+    RolloutCounts,
+    StageError,
+    WriteRow,
+    jsonable,
+)
 from memkit.errors import ConfigError, MemkitError, NotFound
 from memkit.params import (
     AssemblyParams,
@@ -57,27 +72,6 @@ from memkit.text import truncate_bytes
 
 MAX_DRAIN_PASSES = 64
 """Safety bound on passes per scope drain (each pass consumes >= 1 rollout)."""
-
-
-# --- record access (dataset records may be dataclasses or dicts) ---------------
-
-
-def field_of(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def as_mapping(obj: Any) -> dict[str, Any]:
-    """A transcript record as the dict `stage_run` expects."""
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    for attr in ("as_run", "to_dict", "as_dict"):
-        if hasattr(obj, attr):
-            return dict(getattr(obj, attr)())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    return dict(vars(obj))
 
 
 def epoch(value: Any) -> float:
@@ -145,13 +139,13 @@ class CachingEmbedder:
 @dataclass
 class ScopeData:
     scope_id: str
-    runs: list[Any]
-    facts: list[Any]
-    probes: list[Any]
+    runs: list[Transcript]
+    facts: list[GoldFact]
+    probes: list[Probe]
     time: dict[str, float] = field(default_factory=dict)
 
 
-def scopes_of(dataset: Any, scopes: Iterable[str] | None = None) -> list[ScopeData]:
+def scopes_of(dataset: Dataset, scopes: Iterable[str] | None = None) -> list[ScopeData]:
     """Group a dataset by scope, runs in time order, probes by `after_run` order."""
     want = None if scopes is None else set(scopes)
     by: dict[str, ScopeData] = {}
@@ -159,12 +153,12 @@ def scopes_of(dataset: Any, scopes: Iterable[str] | None = None) -> list[ScopeDa
     def get(sid: str) -> ScopeData:
         return by.setdefault(sid, ScopeData(sid, [], [], []))
 
-    for t in field_of(dataset, "transcripts"):
-        get(field_of(t, "scope_id")).runs.append(t)
-    for f in field_of(dataset, "facts"):
-        get(field_of(f, "scope_id")).facts.append(f)
-    for p in field_of(dataset, "probes"):
-        get(field_of(p, "scope_id")).probes.append(p)
+    for t in dataset.transcripts:
+        get(t.scope_id).runs.append(t)
+    for f in dataset.facts:
+        get(f.scope_id).facts.append(f)
+    for p in dataset.probes:
+        get(p.scope_id).probes.append(p)
     if want is not None:
         from evals.checks import check_names
 
@@ -174,16 +168,15 @@ def scopes_of(dataset: Any, scopes: Iterable[str] | None = None) -> list[ScopeDa
         if want is not None and sid not in want:
             continue
         s = by[sid]
-        s.runs.sort(key=lambda r: (epoch(field_of(r, "started_at")), field_of(r, "run_id")))
-        s.time = {field_of(r, "run_id"): epoch(field_of(r, "started_at")) for r in s.runs}
+        s.runs.sort(key=lambda r: (epoch(r.started_at), r.run_id))
+        s.time = {r.run_id: epoch(r.started_at) for r in s.runs}
         order = {rid: i for i, rid in enumerate(s.time)}
         for p in s.probes:
-            if field_of(p, "after_run") not in order:
+            if p.after_run not in order:
                 raise ConfigError(
-                    f"probe {field_of(p, 'probe_id')!r}: after_run "
-                    f"{field_of(p, 'after_run')!r} is not a run of scope {sid!r}"
+                    f"probe {p.probe_id!r}: after_run {p.after_run!r} is not a run of scope {sid!r}"
                 )
-        s.probes.sort(key=lambda p: (order[field_of(p, "after_run")], field_of(p, "probe_id")))
+        s.probes.sort(key=lambda p: (order[p.after_run], p.probe_id))
         out.append(s)
     return out
 
@@ -192,11 +185,10 @@ def stale_facts(scope: ScopeData, done_runs: set[str], written: set[str]) -> set
     """Gold facts retracted by a finished run or superseded by a written fact."""
     stale = set()
     for f in scope.facts:
-        if field_of(f, "retracted_in") in done_runs:
-            stale.add(field_of(f, "fact_id"))
-        succ = field_of(f, "superseded_by")
-        if succ is not None and succ in written:
-            stale.add(field_of(f, "fact_id"))
+        if f.retracted_in in done_runs:
+            stale.add(f.fact_id)
+        if f.superseded_by is not None and f.superseded_by in written:
+            stale.add(f.fact_id)
     return stale
 
 
@@ -214,12 +206,12 @@ class Variant:
 
 def probe_row(
     store: Any,
-    probe: Any,
+    probe: Probe,
     variant: Variant,
     label: Callable[[Any], str | None],
     stale: set[str],
     sessions: Mapping[str, str | None] | None = None,
-) -> dict[str, Any]:
+) -> ProbeRow:
     """Recall + assemble for one probe and record everything scoring needs.
 
     Every probe also records `full`, the labels of `full_ranking` (the floor
@@ -233,12 +225,10 @@ def probe_row(
     """
     from memkit.assemble import assemble_block
 
-    scope = field_of(probe, "scope_id")
+    scope = probe.scope_id
     embed_errors = getattr(store.embedder, "errors", 0)
     try:
-        hits = store.recall(
-            scope, field_of(probe, "query"), limit=variant.assembly.limit, params=variant.recall
-        )
+        hits = store.recall(scope, probe.query, limit=variant.assembly.limit, params=variant.recall)
         error = None
     except Exception as exc:  # a failing store is a finding, not a crash
         hits, error = [], f"{type(exc).__name__}: {exc}"
@@ -252,46 +242,55 @@ def probe_row(
     block = assemble_block(hits, variant.assembly)
     acc = block.account
     labels = {h.id: label(h.memory) for h in hits}
-    full = full_ranking(store, probe, variant.recall)
-    full_labels = None if full is None else [label(h.memory) for h in full]
+    full = full_ranking(store, scope, probe.query, variant.recall)
+    full_labels = None if full is None else tuple(label(h.memory) for h in full)
     removed = {rid for rid, _ in acc.removed_as_paraphrase}
     eb = variant.assembly.entry_bytes
-    return {
-        "probe_id": field_of(probe, "probe_id"),
-        "scope_id": scope,
-        "after_run": field_of(probe, "after_run"),
-        "variant": variant.name,
-        "query": field_of(probe, "query"),
-        "relevant": sorted(field_of(probe, "relevant") or []),
-        "distractors": sorted(field_of(probe, "distractors") or []),
-        "stale": sorted(stale),
-        "recalled": [
-            {
-                "id": h.id,
-                "fact": labels[h.id],
-                "score": round(float(h.score), 6),
-                "path": h.path,
-                "cosine": None if h.cosine is None else round(float(h.cosine), 6),
-                "bytes": len(truncate_bytes(h.content.strip(), eb).encode("utf-8")),
-                "removed": h.id in removed,
-            }
+    meta = probe.meta or {}
+    ranking, ranking_full, relevant_sessions = _rankings(
+        store, probe, variant, label, sessions or {}, full_labels
+    )
+    return ProbeRow(
+        probe_id=probe.probe_id,
+        scope_id=scope,
+        after_run=probe.after_run,
+        variant=variant.name,
+        query=probe.query,
+        relevant=tuple(sorted(probe.relevant)),
+        distractors=tuple(sorted(probe.distractors)),
+        stale=tuple(sorted(stale)),
+        recalled=tuple(
+            Recalled(
+                id=h.id,
+                fact=labels[h.id],
+                score=round(float(h.score), 6),
+                path=h.path,
+                cosine=None if h.cosine is None else round(float(h.cosine), 6),
+                bytes=len(truncate_bytes(h.content.strip(), eb).encode("utf-8")),
+                removed=h.id in removed,
+            )
             for h in hits
-        ],
-        "admitted": [
-            {"id": i, "fact": labels.get(i), "bytes": int(n)}
+        ),
+        admitted=tuple(
+            Admitted(id=i, fact=labels.get(i), bytes=int(n))
             for i, n in zip(acc.admitted, acc.admitted_bytes, strict=True)
-        ],
-        "stopped": list(acc.stopped_by_budget),
-        "account": acc.to_dict(),
-        "error": error,
-        "fallback": fallback,
-        "full": full_labels,
-        **_probe_extras(store, probe, variant, label, sessions or {}, full_labels),
-    }
+        ),
+        stopped=tuple(acc.stopped_by_budget),
+        account=acc.to_dict(),
+        error=error,
+        fallback=fallback,
+        full=full_labels,
+        group=meta.get("group") or None,
+        undefined=meta.get("undefined") or None,
+        apart=bool(meta.get("apart")),
+        ranking=ranking,
+        ranking_full=ranking_full,
+        relevant_sessions=relevant_sessions,
+    )
 
 
-def full_ranking(store: Any, probe: Any, params: RecallParams) -> list[Any] | None:
-    """The baseline ranking: every live candidate of the probe's scope, ranked by the
+def full_ranking(store: Any, scope_id: str, query: str, params: RecallParams) -> list[Any] | None:
+    """The baseline ranking: every live candidate of the scope, ranked by the
     same query and tunables with the floor off (-inf keeps negative cosines too).
 
     None when the vector path did not answer (no embedder, an embedding error, an
@@ -300,69 +299,61 @@ def full_ranking(store: Any, probe: Any, params: RecallParams) -> list[Any] | No
     """
     try:
         hits = store.recall(
-            field_of(probe, "scope_id"),
-            field_of(probe, "query"),
-            limit=0,
-            params=dataclasses.replace(params, floor=-math.inf),
+            scope_id, query, limit=0, params=dataclasses.replace(params, floor=-math.inf)
         )
     except Exception:  # already recorded as the probe's error
         return None
     return hits if all(h.path in ("vector", "hybrid") for h in hits) else None
 
 
-def _probe_extras(
+Ranked = tuple[tuple[str | None, str | None], ...]
+
+
+def _rankings(
     store: Any,
-    probe: Any,
+    probe: Probe,
     variant: Variant,
     label: Callable[[Any], str | None],
-    sessions: Any,
-    full: list[str | None] | None,
-) -> dict[str, Any]:
-    meta = field_of(probe, "meta") or {}
-    out: dict[str, Any] = {k: meta[k] for k in ("group", "undefined") if meta.get(k)}
-    if meta.get("apart"):
-        out["apart"] = True
-    if meta.get("rank_all"):
-        try:
-            hits = store.recall(
-                field_of(probe, "scope_id"),
-                field_of(probe, "query"),
-                limit=0,
-                params=variant.recall,
-            )
-        except Exception:  # already recorded as the probe's error
-            hits = []
-        ranked = [label(h.memory) for h in hits]
-        out["ranking"] = [[f, sessions.get(f)] for f in ranked]
-        out["ranking_full"] = None if full is None else [[f, sessions.get(f)] for f in full]
-        rel = field_of(probe, "relevant") or ()
-        out["relevant_sessions"] = sorted({sessions[f] for f in rel if f in sessions})
-    return out
+    sessions: Mapping[str, str | None],
+    full: Sequence[str | None] | None,
+) -> tuple[Ranked | None, Ranked | None, tuple[str, ...]]:
+    """A `rank_all` probe's (ranking, ranking_full, relevant_sessions); (None, None, ())
+    for any other probe."""
+    if not (probe.meta or {}).get("rank_all"):
+        return None, None, ()
+    try:
+        hits = store.recall(probe.scope_id, probe.query, limit=0, params=variant.recall)
+    except Exception:  # already recorded as the probe's error
+        hits = []
+    ranking = tuple((f, sessions.get(f)) for f in (label(h.memory) for h in hits))
+    ranking_full = None if full is None else tuple((f, sessions.get(f)) for f in full)
+    relevant = tuple(sorted({s for f in probe.relevant if (s := sessions.get(f)) is not None}))
+    return ranking, ranking_full, relevant
 
 
 # --- gold structure (both modes) ----------------------------------------------------------
 
 
-def predecessors_of(facts: Iterable[Any]) -> dict[str, list[str]]:
+def predecessors_of(facts: Iterable[GoldFact]) -> dict[str, list[str]]:
     """successor fact id -> every fact it supersedes (many-to-one: MSC merges several)."""
     out: dict[str, list[str]] = {}
     for f in facts:
-        succ = field_of(f, "superseded_by")
+        succ = f.superseded_by
         if succ:
-            out.setdefault(succ, []).append(field_of(f, "fact_id"))
+            out.setdefault(succ, []).append(f.fact_id)
     return out
 
 
-def writes_by_run(facts: Iterable[Any]) -> dict[str, list[str]]:
+def writes_by_run(facts: Iterable[GoldFact]) -> dict[str, list[str]]:
     """run id -> the facts it establishes, in write order: by fact id, except that a
     fact comes after every fact of the same run it supersedes (a merged line after
     its own sources)."""
     facts = list(facts)
     preds = predecessors_of(facts)
     out: dict[str, list[str]] = {}
-    for f in sorted(facts, key=lambda f: field_of(f, "fact_id")):
-        for rid in field_of(f, "established_in") or ():
-            out.setdefault(rid, []).append(field_of(f, "fact_id"))
+    for f in sorted(facts, key=lambda f: f.fact_id):
+        for rid in f.established_in or ():
+            out.setdefault(rid, []).append(f.fact_id)
     return {rid: _after_predecessors(fids, preds) for rid, fids in out.items()}
 
 
@@ -380,19 +371,19 @@ def _after_predecessors(fids: list[str], preds: Mapping[str, list[str]]) -> list
     return sorted(fids, key=lambda x: (depth_of(x), x))
 
 
-def sessions_of(facts: Iterable[Any]) -> dict[str, str | None]:
+def sessions_of(facts: Iterable[GoldFact]) -> dict[str, str | None]:
     """fact id -> the run (session) that first established it."""
-    return {field_of(f, "fact_id"): (field_of(f, "established_in") or (None,))[0] for f in facts}
+    return {f.fact_id: (f.established_in or (None,))[0] for f in facts}
 
 
-def fold_groups_of(facts: Iterable[Any]) -> dict[str, str]:
+def fold_groups_of(facts: Iterable[GoldFact]) -> dict[str, str]:
     """fact id -> its labelled fold group (`meta["fold_group"]`, e.g. MSC merges); empty
     when the source labels none."""
     out = {}
     for f in facts:
-        g = (field_of(f, "meta") or {}).get("fold_group")
+        g = (f.meta or {}).get("fold_group")
         if g:
-            out[field_of(f, "fact_id")] = g
+            out[f.fact_id] = g
     return out
 
 
@@ -413,11 +404,19 @@ def ingest(store: Any, scope_id: str, items: Sequence[Mapping[str, Any]]) -> lis
 
 @dataclass
 class StoreModeResult:
-    probes: list[dict[str, Any]]
-    writes: list[dict[str, Any]]
+    probes: list[ProbeRow]
+    writes: list[WriteRow]
     timing: dict[str, float] = field(default_factory=dict)
     """Wall-clock seconds spent writing (`ingest_s`, for `writes` writes) and
     probing (`probe_s`); kept out of every deterministic file."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The rows as JSON (a unit file of the runner)."""
+        return {
+            "probes": [r.to_json() for r in self.probes],
+            "writes": [r.to_json() for r in self.writes],
+            "timing": self.timing,
+        }
 
 
 def _open_store(
@@ -467,7 +466,7 @@ def replay_store_scope(
     clock = SimClock()
     store = _open_store(embedder, clock, fold, scope.scope_id, store_url)
     sid = scope.scope_id
-    facts = {field_of(f, "fact_id"): f for f in scope.facts}
+    facts = {f.fact_id: f for f in scope.facts}
     predecessors = predecessors_of(scope.facts)
     by_run = writes_by_run(scope.facts)
     group = fold_groups_of(scope.facts)
@@ -477,8 +476,8 @@ def replay_store_scope(
     times_written: dict[str, int] = {}
     write_seq: dict[str, int] = {}  # row -> position of its latest write
     done: set[str] = set()
-    writes: list[dict[str, Any]] = []
-    probes: list[dict[str, Any]] = []
+    writes: list[WriteRow] = []
+    probes: list[ProbeRow] = []
     pending = list(scope.probes)
 
     def targets(fid: str) -> list[str]:
@@ -497,25 +496,19 @@ def replay_store_scope(
         if folded and before is not None and before != fid:
             fact_rows[before].remove(row)
         writes.append(
-            {
-                "scope_id": sid,
-                "run_id": rid,
-                "fact": fid,
-                "restatement": n > 0,
-                "row": row,
-                "folded": bool(folded),
-                "row_fact": before,
-                "update": updated,
-                "time": clock.now,
-                **(
-                    {
-                        "group": group.get(fid, fid),
-                        "row_group": None if before is None else group.get(before, before),
-                    }
-                    if group
-                    else {}
-                ),
-            }
+            WriteRow(
+                scope_id=sid,
+                run_id=rid,
+                fact=fid,
+                restatement=n > 0,
+                row=row,
+                folded=bool(folded),
+                row_fact=before,
+                update=updated,
+                time=clock.now,
+                group=group.get(fid, fid) if group else None,
+                row_group=group.get(before, before) if group and before is not None else None,
+            )
         )
         write_seq[row] = len(writes)
         row_fact[row] = fid
@@ -539,13 +532,13 @@ def replay_store_scope(
 
     try:
         for run in scope.runs:
-            rid = field_of(run, "run_id")
+            rid = run.run_id
             clock.now = scope.time[rid]
             for fid in by_run.get(rid, ()):
                 f = facts[fid]
                 n = times_written.get(fid, 0)
-                paras = list(field_of(f, "paraphrases") or ())
-                text = field_of(f, "content")
+                paras = list(f.paraphrases)
+                text = f.content
                 if n > 0 and paras:
                     text = paras[(n - 1) % len(paras)]
                 if n == 0 and predecessors.get(fid):
@@ -568,16 +561,16 @@ def replay_store_scope(
                                     retire(o, [r])
                             record(fid, n, rid, row, False, True)
                             continue
-                kind = field_of(f, "kind") or "fact"
+                kind = f.kind or "fact"
                 item = {"content": text, "kind": kind, "confidence": 0.7, "source_run_id": rid}
                 batch.append((fid, n, rid, item))
             flush()
             for fid, f in sorted(facts.items()):
-                if field_of(f, "retracted_in") == rid:
+                if f.retracted_in == rid:
                     retire(fid, targets(fid))
             done.add(rid)
             t0 = time.perf_counter()
-            while pending and field_of(pending[0], "after_run") == rid:
+            while pending and pending[0].after_run == rid:
                 p = pending.pop(0)
                 stale = stale_facts(scope, done, set(times_written))
                 for v in variants:
@@ -620,18 +613,29 @@ def replay_store(
 
 @dataclass
 class PipelineResult:
-    probes: list[dict[str, Any]]
-    attempts: list[dict[str, Any]]
-    passes: list[dict[str, Any]]
-    extraction: list[dict[str, Any]]
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    probes: list[ProbeRow]
+    attempts: list[AttemptRow]
+    passes: list[PassRow]
+    extraction: list[ExtractionRow]
+    evidence: list[EvidenceRow] = field(default_factory=list)
     """Per staged run: the evidence bytes and messages the SPEC §7 bounds kept
     and what the unbounded evidence would have held (`evidence_account`)."""
 
+    def to_json(self) -> dict[str, Any]:
+        """The rows as JSON (a unit file of the runner)."""
+        return {
+            k: [r.to_json() for r in getattr(self, k)]
+            for k in ("probes", "attempts", "passes", "extraction", "evidence")
+        }
+
 
 def evidence_account(
-    run: Mapping[str, Any], rollout: Any, params: ConsolidationParams, redaction: Any
-) -> dict[str, Any]:
+    run: Mapping[str, Any],
+    rollout: Any,
+    params: ConsolidationParams,
+    redaction: Any,
+    scope_id: str,
+) -> EvidenceRow:
     """How much of a run the staged evidence keeps: the same staging code with every
     bound lifted gives what was offered (non-system messages, each with all its
     tool calls and full arguments), the rollout what the bounds kept."""
@@ -652,45 +656,14 @@ def evidence_account(
     def size(ms: Sequence[Mapping[str, Any]]) -> int:
         return sum(len(str(m.get("content", "")).encode("utf-8")) for m in ms)
 
-    return {
-        "run_id": run["run_id"],
-        "messages_offered": len(offered),
-        "messages_kept": len(kept),
-        "bytes_offered": size(offered),
-        "bytes_kept": size(kept),
-    }
-
-
-def _jsonable(v: Any) -> Any:
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {k: _jsonable(x) for k, x in dataclasses.asdict(v).items()}
-    if isinstance(v, Mapping):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, float):
-        return round(v, 9)
-    if isinstance(v, str | int | bool) or v is None:
-        return v
-    return str(v)
-
-
-def attempt_row(attempt: Any, pass_: Any, scope_id: str, snapshot_ids: Sequence[str]) -> dict:
-    """One consolidation attempt as a run-file row (DESIGN "Run outputs").
-
-    The attempt already carries its strict and lenient outcome and the parsed
-    changes (the pass read the answer once); nothing is re-parsed here.
-    """
-    row = attempt.to_dict() if hasattr(attempt, "to_dict") else _jsonable(attempt)
-    row["parsed_changes"] = _jsonable(row.get("parsed_changes"))
-    row.update(
-        {
-            "scope_id": scope_id,
-            "snapshot_ids": list(snapshot_ids),
-            "rollout_ids": list(field_of(pass_, "rollout_ids") or ()),
-        }
+    return EvidenceRow(
+        scope_id=scope_id,
+        run_id=run["run_id"],
+        messages_offered=len(offered),
+        messages_kept=len(kept),
+        bytes_offered=size(offered),
+        bytes_kept=size(kept),
     )
-    return row
 
 
 def live_gold(scope: ScopeData, runs_done: set[str], staged_runs: set[str]) -> tuple[set, set]:
@@ -699,11 +672,7 @@ def live_gold(scope: ScopeData, runs_done: set[str], staged_runs: set[str]) -> t
     Only evidence a consolidator could see counts: a fact is expected when
     one of its establishing runs was staged.
     """
-    written = {
-        field_of(f, "fact_id")
-        for f in scope.facts
-        if set(field_of(f, "established_in") or ()) & staged_runs
-    }
+    written = {f.fact_id for f in scope.facts if set(f.established_in or ()) & staged_runs}
     stale = stale_facts(scope, runs_done, written)
     return written - stale, stale
 
@@ -718,7 +687,7 @@ async def replay_pipeline_scope(
     fold: FoldParams = FoldParams(),
     variants: Sequence[Variant] = (Variant(),),
     semaphore: asyncio.Semaphore | None = None,
-    on_pass: Callable[[dict], None] | None = None,
+    on_pass: Callable[[PassRow], None] | None = None,
     replicate: int = 0,
     store_url: str | None = None,
 ) -> PipelineResult:
@@ -733,7 +702,7 @@ async def replay_pipeline_scope(
     done: set[str] = set()
     staged: set[str] = set()
     errors: list[str] = []
-    stage_errors: list[dict[str, str]] = []
+    stage_errors: list[StageError] = []
 
     async def one_pass() -> Any:
         if semaphore is None:
@@ -746,35 +715,24 @@ async def replay_pipeline_scope(
             t0 = time.perf_counter()
             res = await one_pass()
             wall = time.perf_counter() - t0
-            outcome = field_of(res, "outcome")
-            if outcome == "nothing_pending":
+            if res.outcome == "nothing_pending":
                 return
-            snap = list(field_of(res, "snapshot_ids") or ())
-            prow = {
-                "scope_id": scope.scope_id,
-                "pass": len(out.passes),
-                "outcome": outcome,
-                "error_code": field_of(res, "error_code"),
-                "request_hash": field_of(res, "request_hash"),
-                "rollout_ids": list(field_of(res, "rollout_ids") or ()),
-                "snapshot_ids": snap,
-                "changes": _jsonable(list(field_of(res, "changes") or ())),
-                "parked": list(field_of(res, "parked") or ()),
-                **_isolation(res),
-                "request_bytes": field_of(res, "request_bytes"),
-                "excerpt_size": field_of(res, "excerpt_size"),
-                "request_budget": field_of(res, "request_budget"),
-                "wall_s": wall,
-            }
+            prow = pass_row(res, scope.scope_id, len(out.passes), wall)
             out.passes.append(prow)
-            for a in field_of(res, "attempts") or ():
-                row = attempt_row(a, res, scope.scope_id, snap)
-                row["pass"] = prow["pass"]
-                out.attempts.append(row)
+            out.attempts.extend(
+                AttemptRow.of(
+                    a,
+                    scope_id=scope.scope_id,
+                    snapshot_ids=res.snapshot_ids,
+                    rollout_ids=res.rollout_ids,
+                    pass_=prow.pass_,
+                )
+                for a in res.attempts
+            )
             if on_pass:
                 on_pass(prow)
-            if outcome != "committed":
-                errors.append(str(field_of(res, "error_code")))
+            if res.outcome != "committed":
+                errors.append(str(res.error_code))
                 return
 
     def label(m: Any) -> str | None:
@@ -784,21 +742,22 @@ async def replay_pipeline_scope(
 
     try:
         for run in scope.runs:
-            rid = field_of(run, "run_id")
+            rid = run.run_id
             clock.now = scope.time[rid]
             try:
-                record = as_mapping(run)
+                record = run.as_run()
                 rollout = stage_run(store, record, params)
                 if rollout is not None:
                     staged.add(rid)
                     redaction = getattr(store, "redaction", None) or RedactionParams()
-                    row = evidence_account(record, rollout, params, redaction)
-                    out.evidence.append({"scope_id": scope.scope_id, **row})
+                    out.evidence.append(
+                        evidence_account(record, rollout, params, redaction, scope.scope_id)
+                    )
             except MemkitError as exc:  # SPEC §7: a staging error never fails the run
-                stage_errors.append({"run_id": rid, "error": f"{type(exc).__name__}: {exc}"})
+                stage_errors.append(StageError(run_id=rid, error=f"{type(exc).__name__}: {exc}"))
             await drain()
             done.add(rid)
-            while pending and field_of(pending[0], "after_run") == rid:
+            while pending and pending[0].after_run == rid:
                 p = pending.pop(0)
                 _, stale = live_gold(scope, done, staged)
                 for v in variants:
@@ -807,38 +766,54 @@ async def replay_pipeline_scope(
         expected, stale = live_gold(scope, done, staged)
         rows = store.live(scope.scope_id)
         out.extraction.append(
-            {
-                "scope_id": scope.scope_id,
-                "rows": [{"id": m.id, "fact": label(m), "content": m.content} for m in rows],
-                "live_gold": sorted(expected),
-                "stale_gold": sorted(stale),
-                "staged_runs": sorted(staged),
-                "stage_errors": stage_errors,
-                "rollouts": _rollout_counts(store, scope.scope_id),
-                "gold": bool(scope.facts),
-            }
+            ExtractionRow(
+                scope_id=scope.scope_id,
+                rows=tuple(LiveRow(id=m.id, fact=label(m), content=m.content) for m in rows),
+                live_gold=tuple(sorted(expected)),
+                stale_gold=tuple(sorted(stale)),
+                staged_runs=tuple(sorted(staged)),
+                stage_errors=tuple(stage_errors),
+                rollouts=_rollout_counts(store, scope.scope_id),
+                gold=bool(scope.facts),
+            )
         )
     finally:
         store.close()
     return out
 
 
-def _isolation(res: Any) -> dict[str, Any]:
-    """A pass row's view of the split (docs/behaviour.md "Parking"): whether the pass ran on a
-    sub-batch of a failed one, and what it parked alone or together with others."""
-    parked = len(field_of(res, "parked") or ())
-    alone = len(field_of(res, "rollout_ids") or ()) == 1
-    return {
-        "isolation": bool(field_of(res, "isolation")),
-        "parked_alone": parked if alone else 0,
-        "parked_with_others": 0 if alone else parked,
-    }
+def pass_row(res: Any, scope_id: str, index: int, wall_s: float) -> PassRow:
+    """One pass as a run-file row, with its view of the split (docs/behaviour.md "Parking"):
+    whether it ran on a sub-batch of a failed one, and what it parked alone or
+    together with others."""
+    parked = len(res.parked)
+    alone = len(res.rollout_ids) == 1
+    return PassRow(
+        scope_id=scope_id,
+        pass_=index,
+        outcome=res.outcome,
+        error_code=res.error_code,
+        request_hash=res.request_hash,
+        rollout_ids=tuple(res.rollout_ids),
+        snapshot_ids=tuple(res.snapshot_ids),
+        changes=jsonable(list(res.changes)),
+        parked=tuple(res.parked),
+        isolation=bool(res.isolation),
+        parked_alone=parked if alone else 0,
+        parked_with_others=0 if alone else parked,
+        request_bytes=res.request_bytes,
+        excerpt_size=res.excerpt_size,
+        request_budget=res.request_budget,
+        wall_s=wall_s,
+    )
 
 
-def _rollout_counts(store: Any, scope_id: str) -> dict[str, int]:
+def _rollout_counts(store: Any, scope_id: str) -> RolloutCounts:
     """Where the scope's staged evidence ended: consumed, still pending, or parked."""
     st = store.stats(scope_id)
-    return {k: int(st.get(f"rollouts_{k}", 0)) for k in ("consumed", "pending", "parked")}
+    return RolloutCounts(
+        **{k: int(st.get(f"rollouts_{k}", 0)) for k in ("consumed", "pending", "parked")}
+    )
 
 
 # --- the oracle's gold lookup -----------------------------------------------------------
@@ -854,18 +829,18 @@ def oracle_gold(dataset: Any, matcher: Matcher, *, max_changes: int = 16) -> Cal
     holds it. Snapshot rows are mapped to facts with the matcher. A row is
     named at most once, and at most `max_changes` changes are returned.
     """
-    facts = {field_of(f, "fact_id"): f for f in field_of(dataset, "facts")}
+    facts = {f.fact_id: f for f in dataset.facts}
     established = writes_by_run(facts.values())
     predecessors = predecessors_of(facts.values())
     retracted: dict[str, list[str]] = {}
     for fid in sorted(facts):
         f = facts[fid]
-        if field_of(f, "retracted_in"):
-            retracted.setdefault(field_of(f, "retracted_in"), []).append(fid)
+        if f.retracted_in:
+            retracted.setdefault(f.retracted_in, []).append(fid)
 
     def entry(fid: str) -> dict[str, Any]:
         f = facts[fid]
-        return {"kind": field_of(f, "kind") or "fact", "content": field_of(f, "content")}
+        return {"kind": f.kind or "fact", "content": f.content}
 
     def gold(request: Any) -> list[dict[str, Any]]:
         scope = request.scope_id
@@ -883,10 +858,10 @@ def oracle_gold(dataset: Any, matcher: Matcher, *, max_changes: int = 16) -> Cal
         for r in request.rollouts:
             run = getattr(r, "run_id", "")
             for fid in established.get(run, ()):
-                if fid in row_of or fid in seen or field_of(facts[fid], "scope_id") != scope:
+                if fid in row_of or fid in seen or facts[fid].scope_id != scope:
                     continue
                 seen.add(fid)
-                if field_of(facts[fid], "superseded_by") in batch:
+                if facts[fid].superseded_by in batch:
                     continue  # superseded within this batch: write only its successor
                 ids = [
                     row_of[o]

@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
 
 from evals.baselines import random_dcg_any, random_recall_all, random_recall_any
 from evals.registry import register
+from evals.rows import ProbeRow
 from memkit.errors import ConfigError
 
 NAN = math.nan
@@ -235,16 +236,16 @@ class RankingUnit:
 
     __slots__ = ("full", "random", "values")
 
-    def __init__(self, row: Mapping[str, Any]):
-        want = row.get("relevant_sessions") or ()
-        self.values = probe_retrieval(row["ranking"], row["relevant"], want)
-        full = row.get("ranking_full")
+    def __init__(self, row: ProbeRow):
+        if row.ranking is None:
+            raise ConfigError(f"probe {row.probe_id!r} recorded no ranking (not a rank_all probe)")
+        want = row.relevant_sessions
+        self.values = probe_retrieval(row.ranking, row.relevant, want)
+        full = row.ranking_full
         undefined = dict.fromkeys(self.values, NAN)
-        self.full = undefined if full is None else probe_retrieval(full, row["relevant"], want)
+        self.full = undefined if full is None else probe_retrieval(full, row.relevant, want)
         self.random = (
-            undefined
-            if full is None
-            else random_retrieval(full, row["relevant"], want, str(row.get("probe_id")))
+            undefined if full is None else random_retrieval(full, row.relevant, want, row.probe_id)
         )
 
 

@@ -169,7 +169,7 @@ def run_eval(
     quiet: bool = False,
     dataset: Any = None,
     embedder: Any = None,
-    on_pass: Callable[[dict], None] | None = None,
+    on_pass: Callable[[PassRow], None] | None = None,
     report: bool = True,
     check_providers: bool = True,
 ) -> RunResult:
@@ -212,11 +212,7 @@ class UnitFiles:
 
     def keep(self, u: Unit, r: Any) -> dict[str, Any]:
         got = {"system": u.system.name, "replicate": u.replicate, "scope_id": u.scope}
-        if u.system.mode == STORE:
-            got.update(probes=r.probes, writes=r.writes, timing=r.timing)
-        else:
-            got.update(probes=r.probes, attempts=r.attempts, passes=r.passes)
-            got.update(extraction=r.extraction, evidence=r.evidence)
+        got.update(r.to_json())  # the typed rows as JSON (evals.rows)
         write_json(self.path(u), got)
         return got
 
@@ -244,7 +240,7 @@ def _runtime(
     emb: Any,
     scopes: Sequence[Any],
     stores: Sequence[tuple[str, Any]],
-    on_pass: Callable[[dict], None] | None,
+    on_pass: Callable[[PassRow], None] | None,
     quiet: bool,
 ) -> Runtime:
     matcher = Matcher(ds.facts, threshold=config.matcher_threshold, margin=config.matcher_margin)
@@ -271,7 +267,7 @@ def _run(
     quiet: bool,
     dataset: Any,
     embedder: Any,
-    on_pass: Callable[[dict], None] | None,
+    on_pass: Callable[[PassRow], None] | None,
     report: bool,
 ) -> RunResult:
     from memkit.embed import get_embedder

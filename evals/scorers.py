@@ -75,6 +75,7 @@ from evals.baselines import (
     random_reciprocal_rank,
 )
 from evals.registry import add, register
+from evals.rows import AttemptRow, ProbeRow, WriteRow
 from memkit.errors import PROPOSAL_CODES, ConfigError
 from memkit.proposal import raw_op, unknown_ids, widening_entries
 
@@ -442,31 +443,29 @@ class ProbeUnit:
         "waste",
     )
 
-    def __init__(self, row: Mapping[str, Any]):
-        self.undefined: str | None = row.get("undefined") or None
+    def __init__(self, row: ProbeRow):
+        self.undefined: str | None = row.undefined
         """A reason the probe's relevance metrics are undefined (LoCoMo `unmapped`:
         evidence no gold fact cites; LongMemEval `abstention`): they are NaN for
         it, never 0, and it is never an off-topic probe."""
-        self.labels: list[Label] = [r["fact"] for r in row["recalled"]]
-        full = row.get("full")
-        self.full: list[Label] | None = None if full is None else list(full)
+        self.labels: list[Label] = row.labels
+        self.full: list[Label] | None = None if row.full is None else list(row.full)
         """The same store's full ranking (floor off), one label per live candidate;
         None when not recorded (the vector path did not answer, or an older run)."""
-        self.relevant = set(row["relevant"])
-        self.stale = set(row.get("stale") or ())
-        self.scores = [r["score"] for r in row["recalled"]]
-        self.admitted: list[Label] = [a["fact"] for a in row["admitted"]]
+        self.relevant = set(row.relevant)
+        self.stale = set(row.stale)
+        self.scores = [r.score for r in row.recalled]
+        self.admitted: list[Label] = [a.fact for a in row.admitted]
         self.waste = budget_waste(
-            [(a["fact"], a["bytes"]) for a in row["admitted"]], self.relevant, self.stale
+            [(a.fact, a.bytes) for a in row.admitted], self.relevant, self.stale
         )
         self.dedup = dedup_counts(
-            [(r["fact"], r["bytes"]) for r in row["recalled"]],
-            [bool(r.get("removed")) for r in row["recalled"]],
+            [(r.fact, r.bytes) for r in row.recalled],
+            [r.removed for r in row.recalled],
             self.admitted,
         )
-        self.stopped = bool(row.get("stopped"))
-        account = row.get("account") or {}
-        self.block_bytes = account.get("block_bytes", self.waste.admitted)
+        self.stopped = bool(row.stopped)
+        self.block_bytes = row.account.get("block_bytes", self.waste.admitted)
         """Bytes of the rendered block (header included) when recorded, else entry bytes."""
 
 
@@ -479,44 +478,38 @@ class AttemptUnit:
 
     __slots__ = ("answered", "first", "missed", "row", "score")
 
-    def __init__(self, row: Mapping[str, Any], first: bool = True):
+    def __init__(self, row: AttemptRow, first: bool = True):
         self.row = row
-        self.answered = row.get("raw_response") is not None
-        self.missed = row.get("outcome") == "replay_miss"
+        self.answered = row.answered
+        self.missed = row.outcome == "replay_miss"
         """A replay's request not in its recording: no attempt of the model at all, so
         every attempt metric is undefined on it (counted in the manifest instead)."""
         self.first = first
         self.score: AttemptScore | None = None
-        if self.answered and first and row.get("parse_mode") is not None:
-            if "lenient_code" not in row:
-                raise ConfigError(
-                    "attempt row has no strict/lenient outcome (written by an older memkit); "
-                    "rerun the evaluation"
-                )
+        if self.answered and first and row.parse_mode is not None:
             self.score = attempt_validity(
-                row.get("strict_code"),
-                row.get("lenient_code"),
-                row.get("parsed_changes"),
-                set(row.get("snapshot_ids") or ()),
-                row["scope_id"],
-                row.get("validation_code"),
+                row.strict_code,
+                row.lenient_code,
+                row.parsed_changes,
+                set(row.snapshot_ids),
+                row.scope_id,
+                row.validation_code,
             )
 
 
-def judged_first(rows: Sequence[Mapping[str, Any]]) -> list[bool]:
+def judged_first(rows: Sequence[AttemptRow]) -> list[bool]:
     """Per attempt row: is it the first answered one of its (replicate, model, request)?"""
     seen: set[tuple[Any, ...]] = set()
     out = []
     for r in rows:
-        key = (r.get("replicate", 0), r.get("model"), r.get("request_hash"))
-        answered = r.get("raw_response") is not None
-        out.append(not answered or key not in seen)
-        if answered:
+        key = (r.replicate, r.model, r.request_hash)
+        out.append(not r.answered or key not in seen)
+        if r.answered:
             seen.add(key)
     return out
 
 
-class PassUnit(list):
+class PassUnit(list[AttemptRow]):
     """One pass's attempt rows (retries included), in order; `repeated` when the
     pass resent a request byte-identical to one an earlier pass of its scope and
     replicate sent and failed with (a frozen queue)."""
@@ -524,20 +517,20 @@ class PassUnit(list):
     repeated: bool = False
 
 
-def pass_units_in_order(rows: Sequence[Mapping[str, Any]]) -> list[PassUnit]:
+def pass_units_in_order(rows: Sequence[AttemptRow]) -> list[PassUnit]:
     """Group attempt rows into passes, in (replicate, scope, pass) order, marking repeats."""
     by: dict[tuple[Any, ...], PassUnit] = {}
     for a in rows:
-        key = (str(a.get("replicate", 0)), str(a.get("scope_id")), a.get("pass") or 0)
+        key = (str(a.replicate), a.scope_id, a.pass_)
         by.setdefault(key, PassUnit()).append(a)
     failed: set[tuple[Any, ...]] = set()
     out = []
     for key in sorted(by):
         unit = by[key]
-        h = unit[0].get("request_hash")
+        h = unit[0].request_hash
         seen = (key[0], key[1], h)
-        unit.repeated = h is not None and seen in failed
-        if h is not None and unit[-1].get("outcome") != "ok":
+        unit.repeated = seen in failed
+        if unit[-1].outcome != "ok":
             failed.add(seen)
         out.append(unit)
     return out
@@ -799,13 +792,13 @@ class FoldGroupCounts:
     """Writes that folded into a row of another group."""
 
 
-def fold_group_counts(writes: Sequence[Mapping[str, Any]]) -> FoldGroupCounts:
+def fold_group_counts(writes: Sequence[WriteRow]) -> FoldGroupCounts:
     """Count one group's writes (rows of `writes.jsonl` carrying `group`, in order)."""
     later = ok = n = false = 0
     for w in writes:
-        if w.get("update"):
+        if w.update:
             continue
-        folded, same = bool(w["folded"]), w.get("row_group") == w["group"]
+        folded, same = w.folded, w.row_group == w.group
         if n > 0:
             later += 1
             ok += folded and same
@@ -951,11 +944,7 @@ _attempt(
     "neutral",
     "per_attempt_count",
     lists=("compare",),
-)(
-    lambda a: (
-        NAN if a.score is None or a.row.get("parsed_changes") is None else float(a.score.changes)
-    )
-)
+)(lambda a: NAN if a.score is None or a.row.parsed_changes is None else float(a.score.changes))
 
 
 def _made(fn: Any) -> Any:
@@ -970,10 +959,10 @@ _attempt(
     "validity",
 )(_made(lambda a: float(not a.answered)))
 _attempt("input_tokens", "mean input tokens per attempt", "lower", "tokens")(
-    _made(lambda a: float(a.row.get("input_tokens") or 0))
+    _made(lambda a: float(a.row.input_tokens))
 )
 _attempt("output_tokens", "mean output tokens per attempt", "lower", "tokens")(
-    _made(lambda a: float(a.row.get("output_tokens") or 0))
+    _made(lambda a: float(a.row.output_tokens))
 )
 
 register(
@@ -1019,9 +1008,9 @@ register(
 )(lambda r: float(r.state == "pending"))
 
 
-def _unpriced(row: Mapping[str, Any]) -> bool:
+def _unpriced(row: AttemptRow) -> bool:
     """An answer LiteLLM's price map could not price (its cost is unknown, not $0)."""
-    return row.get("raw_response") is not None and bool(row.get("cost_note"))
+    return row.answered and bool(row.cost_note)
 
 
 _attempt(
@@ -1030,7 +1019,7 @@ _attempt(
     "lower",
     "usd",
     lists=("headline",),
-)(_made(lambda a: NAN if _unpriced(a.row) else float(a.row.get("cost_usd") or 0.0)))
+)(_made(lambda a: NAN if _unpriced(a.row) else float(a.row.cost_usd)))
 
 
 def _pass(name: str, definition: str, family: str, lists: tuple[str, ...] = ()) -> Any:
@@ -1039,7 +1028,7 @@ def _pass(name: str, definition: str, family: str, lists: tuple[str, ...] = ()) 
     )
     # a pass whose request was not in the replay's recording asked no model: undefined
     return lambda fn: reg(
-        lambda rows: NAN if any(r.get("outcome") == "replay_miss" for r in rows) else fn(rows)
+        lambda rows: NAN if any(r.outcome == "replay_miss" for r in rows) else fn(rows)
     )
 
 
@@ -1048,18 +1037,10 @@ _pass(
     "mean input+output tokens per consolidation pass (retries included)",
     "tokens",
     lists=("compare",),
-)(
-    lambda rows: float(
-        sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in rows)
-    )
-)
+)(lambda rows: float(sum(r.input_tokens + r.output_tokens for r in rows)))
 # an answer the price map cannot price makes its attempt and pass cost undefined, not $0
 _pass("cost_usd_per_pass", "mean USD per consolidation pass (retries included)", "usd")(
-    lambda rows: (
-        NAN
-        if any(_unpriced(r) for r in rows)
-        else float(sum(r.get("cost_usd") or 0.0 for r in rows))
-    )
+    lambda rows: NAN if any(_unpriced(r) for r in rows) else float(sum(r.cost_usd for r in rows))
 )
 _pass("attempts_per_pass", "mean model attempts per pass (1 + provider retries)", "attempts")(
     lambda rows: float(len(rows))

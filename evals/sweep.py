@@ -49,6 +49,7 @@ from evals.execute import Runtime, execute
 from evals.matcher import Matcher
 from evals.plan import PIPELINE, Setting, Unit, grid_points, sweep_plan
 from evals.replay import CachingEmbedder, scopes_of
+from evals.rows import ProbeRow
 from evals.runfolder import DIGITS, RUN_VERSION, write_json, write_manifest, write_metrics
 from evals.tunables import EMBEDDER_AXIS, resolve  # noqa: F401 (importable from here)
 from memkit.errors import ConfigError
@@ -207,10 +208,10 @@ def _setting_groups(
         groups.update(aggregate.extraction_metrics([e for x in res for e in x.extraction]))
         return [(setting.points[0], groups)]
     fold_groups = aggregate.write_metrics([w for x in res for w in x.writes])
-    by_variant: dict[str, list[dict[str, Any]]] = {}
+    by_variant: dict[str, list[ProbeRow]] = {}
     for x in res:
         for row in x.probes:
-            by_variant.setdefault(row["variant"], []).append(row)
+            by_variant.setdefault(row.variant, []).append(row)
     out = []
     for i, v in zip(setting.points, setting.variants, strict=True):
         groups = aggregate.probe_metrics(by_variant.get(v.name, []))

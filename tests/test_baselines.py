@@ -10,6 +10,7 @@ import math
 from fractions import Fraction
 
 import pytest
+import row_fixtures
 
 from evals import registry
 from evals.baselines import (
@@ -149,16 +150,11 @@ def test_session_level_random_draws_per_probe_and_handles_the_empty_cases():
 
 
 def _row(recalled, full, relevant):
-    return {
-        "probe_id": "p",
-        "scope_id": "s",
-        "relevant": sorted(relevant),
-        "recalled": [
-            {"fact": f, "score": 1.0 - i / 10, "bytes": 10} for i, f in enumerate(recalled)
-        ],
-        "admitted": [],
-        "full": full,
-    }
+    return row_fixtures.probe(
+        relevant=sorted(relevant),
+        recalled=[{"fact": f, "score": 1.0 - i / 10, "bytes": 10} for i, f in enumerate(recalled)],
+        full=full,
+    )
 
 
 def test_probe_metrics_carry_full_and_random_baselines_side_by_side():
@@ -216,13 +212,12 @@ def test_full_ranking_ranks_every_live_row_past_the_floor(make_store):
     store = make_store(embedder=Words())
     for text in ("my cat sleeps", "the dog barks", "tax forms due", "cat food brand"):
         store.remember("s", text)
-    probe = {"scope_id": "s", "query": "cat"}
     tight = RecallParams(floor=0.9)
     assert len(store.recall("s", "cat", limit=0, params=tight)) == 2
-    full = full_ranking(store, probe, tight)
+    full = full_ranking(store, "s", "cat", tight)
     assert full is not None and len(full) == 4  # the floor dropped two; full keeps them
     assert {h.content for h in full[:2]} == {"my cat sleeps", "cat food brand"}
     assert all(h.path == "vector" for h in full)
     keyword_only = make_store(embedder=None)
     keyword_only.remember("s", "my cat sleeps")
-    assert full_ranking(keyword_only, probe, tight) is None  # a keyword list is no ranking
+    assert full_ranking(keyword_only, "s", "cat", tight) is None  # a keyword list is no ranking

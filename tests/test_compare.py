@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import row_fixtures
 
 from evals.commands import compare_main
 from evals.compare import compare_runs
@@ -12,17 +13,17 @@ from evals.compare import compare_runs
 
 def _row(system, scope, pid, recalled):
     return {
+        **row_fixtures.probe(
+            scope_id=scope,
+            probe_id=pid,
+            relevant=["f1"],
+            recalled=[
+                {"fact": f, "score": 1.0 - i / 10, "bytes": 10} for i, f in enumerate(recalled)
+            ],
+            admitted=[{"fact": f, "bytes": 10} for f in recalled],
+        ).to_json(),
         "system": system,
         "replicate": 0,
-        "scope_id": scope,
-        "probe_id": pid,
-        "relevant": ["f1"],
-        "stale": [],
-        "recalled": [
-            {"fact": f, "score": 1.0 - i / 10, "bytes": 10} for i, f in enumerate(recalled)
-        ],
-        "admitted": [{"fact": f, "bytes": 10} for f in recalled],
-        "stopped": [],
     }
 
 

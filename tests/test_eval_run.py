@@ -156,7 +156,7 @@ def test_killed_run_resumes_without_repeating_attempts(tiny, emb, server, tmp_pa
         # die in the middle of the second scope, once the first has finished
         seen.append(row)
         done = list(units.glob("*/*.json"))
-        if done and not any(row["scope_id"] in p.name for p in done):
+        if done and not any(row.scope_id in p.name for p in done):
             raise Killed
 
     with pytest.raises(Killed):

@@ -236,11 +236,15 @@ def test_evidence_account_at_and_past_the_message_bound(n, dropped):
     params = ConsolidationParams()
     kept = evidence_messages(msgs, params, RedactionParams())
     acc = evidence_account(
-        {"run_id": "r", "messages": msgs}, SimpleNamespace(messages=kept), params, RedactionParams()
+        {"run_id": "r", "messages": msgs},
+        SimpleNamespace(messages=kept),
+        params,
+        RedactionParams(),
+        "s",
     )
-    assert acc["messages_offered"] == n  # the system message is never evidence
-    assert acc["messages_kept"] == n - dropped == min(n, 32)
-    assert acc["bytes_offered"] - acc["bytes_kept"] == 3 * dropped
+    assert acc.messages_offered == n  # the system message is never evidence
+    assert acc.messages_kept == n - dropped == min(n, 32)
+    assert acc.bytes_offered - acc.bytes_kept == 3 * dropped
 
 
 @pytest.mark.parametrize(

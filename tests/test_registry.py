@@ -90,14 +90,15 @@ def test_report_marks_direction(tmp_path):
 
 
 def test_unit_functions_give_values_or_pairs():
+    import row_fixtures
+
     from evals.scorers import ProbeUnit
 
-    row = {
-        "relevant": ["f1"],
-        "stale": [],
-        "recalled": [{"fact": "f1", "score": 0.9, "bytes": 10}],
-        "admitted": [{"fact": "f1", "bytes": 10}],
-    }
+    row = row_fixtures.probe(
+        relevant=["f1"],
+        recalled=[{"fact": "f1", "score": 0.9, "bytes": 10}],
+        admitted=[{"fact": "f1", "bytes": 10}],
+    )
     p = ProbeUnit(row)
     for m in registry.all_metrics().values():
         if m.unit != "probe":

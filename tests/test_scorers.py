@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 
 import pytest
+import row_fixtures
 
+from evals.rows import AttemptRow, RowError
 from evals.scorers import (
     Write,
     attempt_validity,
@@ -241,19 +243,16 @@ def test_attempt_validity_sees_what_the_validator_sees():
 
 
 def _answered(request_hash, strict, lenient, changes=(), **kw):
-    return {
-        "scope_id": "s",
-        "model": "m",
-        "request_hash": request_hash,
-        "raw_response": "...",
-        "parse_mode": "failed" if strict else "strict",
-        "validation_code": strict,
-        "strict_code": strict,
-        "lenient_code": lenient,
-        "parsed_changes": list(changes),
-        "snapshot_ids": [],
+    return row_fixtures.attempt(
+        request_hash=request_hash,
+        raw_response="...",
+        parse_mode="failed" if strict else "strict",
+        validation_code=strict,
+        strict_code=strict,
+        lenient_code=lenient,
+        parsed_changes=list(changes),
         **kw,
-    }
+    )
 
 
 def _defined(values):
@@ -269,28 +268,26 @@ def test_attempt_metrics_score_the_recorded_readings_once_per_distinct_request()
         _answered("h1", "parse", None, replicate=1),  # another replicate is
         _answered("h2", "parse", "unknown_id", [{"ids": ["zz"], "entry": None}]),
         _answered("h3", None, None),
-        {"scope_id": "s", "request_hash": "h4", "raw_response": None, "outcome": "server"},
+        row_fixtures.attempt(request_hash="h4", outcome="server"),
     ]
     m = attempt_metrics(rows)
     assert _defined(m["strict_validity"]) == [0.0, 0.0, 0.0, 1.0]
     assert _defined(m["valid_after_repair"]) == [1.0, 1.0, 0.0, 1.0]
     assert _defined(m["hallucinated_ids"]) == [0.0, 0.0, 1.0, 0.0]
     assert m["provider_failures"].nums == [0.0] * 5 + [1.0]  # every call counts here
-    with pytest.raises(ConfigError, match="older memkit"):
-        attempt_metrics([{"scope_id": "s", "raw_response": "{}", "parse_mode": "strict"}])
+    older = _answered("h1", None, None).to_json()
+    del older["lenient_code"]  # a row from before the strict/lenient readings
+    with pytest.raises(RowError, match=r"run:7: field 'lenient_code' is missing"):
+        AttemptRow.from_json(older, "run:7")
 
 
 def test_repeated_requests_count_resends_of_a_failed_request():
     from evals.aggregate import pass_metrics, pass_units
 
     def p(i, h, outcome, scope="s", rep=0):
-        return {
-            "scope_id": scope,
-            "pass": i,
-            "request_hash": h,
-            "outcome": outcome,
-            "replicate": rep,
-        }
+        return row_fixtures.attempt(
+            scope_id=scope, request_hash=h, outcome=outcome, replicate=rep, **{"pass": i}
+        )
 
     rows = [
         p(0, "a", "invalid"),
@@ -303,7 +300,7 @@ def test_repeated_requests_count_resends_of_a_failed_request():
         p(1, "a", "invalid", rep=1),  # so does another replicate
     ]
     got = {
-        (r[0]["replicate"], r[0]["scope_id"], r[0]["pass"]): v
+        (r[0].replicate, r[0].scope_id, r[0].pass_): v
         for (_, r), v in zip(
             pass_units(rows),
             pass_metrics(rows)["repeated_requests"].nums,
@@ -338,10 +335,11 @@ def test_pass_metrics_sum_retries_per_pass():
     from evals.aggregate import pass_metrics
 
     assert pass_metrics([])["tokens_per_pass"].nums == []
+    a = row_fixtures.attempt
     rows = [
-        {"scope_id": "s", "pass": 0, "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.1},
-        {"scope_id": "s", "pass": 0, "input_tokens": 10, "output_tokens": 0, "cost_usd": 0.1},
-        {"scope_id": "s", "pass": 1, "input_tokens": 3, "output_tokens": 1, "cost_usd": 0.0},
+        a(**{"pass": 0}, input_tokens=10, output_tokens=5, cost_usd=0.1),
+        a(**{"pass": 0}, input_tokens=10, output_tokens=0, cost_usd=0.1),
+        a(**{"pass": 1}, input_tokens=3, output_tokens=1, cost_usd=0.0),
     ]
     m = pass_metrics(rows)
     assert m["tokens_per_pass"].nums == [25.0, 4.0]
@@ -352,17 +350,16 @@ def test_pass_metrics_sum_retries_per_pass():
 def test_aggregation_of_probe_rows_clamp_stopped_block():
     from evals.aggregate import estimate, probe_metrics
 
-    row = {
-        "relevant": ["f1", "f2"],
-        "stale": [],
-        "recalled": [
+    row = row_fixtures.probe(
+        relevant=["f1", "f2"],
+        recalled=[
             {"fact": "f1", "score": 0.9, "bytes": 600, "removed": False},
             {"fact": "x", "score": 0.8, "bytes": 600, "removed": False},
             {"fact": "f2", "score": 0.7, "bytes": 600, "removed": False},
         ],
-        "admitted": [{"fact": "f1", "bytes": 600}, {"fact": "x", "bytes": 600}],
-        "stopped": ["id-f2"],
-    }
+        admitted=[{"fact": "f1", "bytes": 600}, {"fact": "x", "bytes": 600}],
+        stopped=["id-f2"],
+    )
     m = probe_metrics([row])
     assert estimate(m["relevant_shut_out"]).value == 1.0
     assert estimate(m["clamp_stopped"]).value == 1.0
@@ -390,14 +387,15 @@ def test_pass_metrics_more_fixtures():
     from evals.aggregate import pass_metrics
 
     # passes are keyed by scope and replicate too: same pass index, different units
+    a = row_fixtures.attempt
     rows = [
-        {"scope_id": "s", "pass": 0, "input_tokens": 1, "output_tokens": 1},
-        {"scope_id": "t", "pass": 0, "input_tokens": 2, "output_tokens": 2},
-        {"scope_id": "s", "pass": 0, "replicate": 1, "input_tokens": 4, "output_tokens": 0},
+        a(input_tokens=1, output_tokens=1),
+        a(scope_id="t", input_tokens=2, output_tokens=2),
+        a(replicate=1, input_tokens=4, output_tokens=0),
     ]
     assert sorted(pass_metrics(rows)["tokens_per_pass"].nums) == [2.0, 4.0, 4.0]
-    # missing usage (a provider failure) counts as zero, the attempt still counts
-    m = pass_metrics([{"scope_id": "s", "pass": 3}])
+    # no usage (a provider failure) counts as zero, the attempt still counts
+    m = pass_metrics([a(outcome="server", **{"pass": 3})])
     assert m["tokens_per_pass"].nums == [0.0] and m["attempts_per_pass"].nums == [1.0]
 
 
@@ -410,10 +408,8 @@ def _probe_row(relevant, recalled, admitted=None, block_bytes=None):
     adm = [{"fact": f, "bytes": b} for f, _, b, r in recalled if not r]
     if admitted is not None:
         adm = [{"fact": f, "bytes": b} for f, b in admitted]
-    row = {"relevant": relevant, "stale": [], "recalled": rec, "admitted": adm, "stopped": []}
-    if block_bytes is not None:
-        row["account"] = {"block_bytes": block_bytes}
-    return row
+    account = {} if block_bytes is None else {"block_bytes": block_bytes}
+    return row_fixtures.probe(relevant=relevant, recalled=rec, admitted=adm, account=account)
 
 
 def test_p_at_k_is_undefined_without_a_relevant_fact():
