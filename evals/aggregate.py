@@ -7,7 +7,7 @@ turns each unit into a value (or a numerator/denominator pair when pooled).
 `estimate` turns one metric's `Values` into an interval with `evals.stats`.
 
 This module leaves out the metric definitions (`evals.scorers`, registered
-in `evals.registry`) and the file I/O (`evals.runfolder`).
+by `evals.metrics` in `evals.registry`) and the file I/O (`evals.runfolder`).
 """
 
 from __future__ import annotations
@@ -26,19 +26,18 @@ from evals.rows import (
     AttemptRow,
     ExtractionRow,
     ProbeRow,
-    RowType,
     WriteRow,
     by_system,
     rows_of,
 )
 from evals.runfolder import DIGITS, RUN_VERSION, write_json
-from evals.scorers import (
+from evals.scorers import Write
+from evals.units import (
     AttemptUnit,
     FactUnit,
     ProbeUnit,
     RolloutUnit,
     RowUnit,
-    Write,
     judged_first,
     pass_units_in_order,
 )
@@ -237,7 +236,7 @@ COLUMNS = [
 def groups_from_run(d: Path) -> dict[str, dict[str, Values]]:
     """system -> metric -> Values for every unit a run folder's files hold."""
     groups: dict[str, dict[str, Values]] = {}
-    cache: dict[str, list[RowType]] = {}
+    cache: dict[str, list[Any]] = {}
     for unit, (fname, build) in UNIT_BUILDERS.items():
         rows = cache.setdefault(fname, rows_of(d, TABLE_ROWS[fname]))
         for sys_, sys_rows in by_system(rows).items():

@@ -52,11 +52,11 @@ def _units(run_dir: Path, system: str) -> dict[str, dict[Any, tuple[float, float
             files[fname] = [r for r in rows_of(run_dir, TABLE_ROWS[fname]) if r.system == system]
         by: dict[Any, list[Any]] = {}
         for r in files[fname]:
-            key: tuple[Any, ...]
-            if unit == "probe":
-                key: tuple[Any, ...] = ("probe", r.scope_id, r.probe_id, r.replicate)
-            else:
-                key = ("scope", r.scope_id, r.replicate)
+            key: tuple[Any, ...] = (
+                ("probe", r.scope_id, r.probe_id, r.replicate)
+                if unit == "probe"
+                else ("scope", r.scope_id, r.replicate)
+            )
             by.setdefault(key, []).append(r)
         for key, rows in sorted(by.items(), key=lambda kv: str(kv[0])):
             for m, v in unit_values(unit, build(rows)).items():

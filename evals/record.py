@@ -70,7 +70,7 @@ def _entries(
     rows: list[AttemptRow], seen: set[tuple[str, int]], left_out: Counter[str]
 ) -> list[dict[str, Any]]:
     """One entry per distinct (request hash, replicate) not in `seen`, in run order."""
-    from evals.scorers import pass_units_in_order
+    from evals.units import pass_units_in_order
 
     out: list[dict[str, Any]] = []
     for unit in pass_units_in_order(rows):

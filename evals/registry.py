@@ -46,7 +46,13 @@ DIRECTIONS: dict[str, str] = {"higher": "↑", "lower": "↓", "neutral": "·"}
 """Which way is better; `neutral` for descriptive numbers (op mix, changes per
 proposal, share of empty recalls) where neither is."""
 LISTS: tuple[str, ...] = ("headline", "breakdown", "compare", "sweep")
-METRIC_MODULES: list[str] = ["evals.scorers", "evals.retrieval", "evals.providers"]
+METRIC_MODULES: list[str] = [
+    "evals.metrics.probe",
+    "evals.metrics.fold",
+    "evals.metrics.pipeline",
+    "evals.retrieval",
+    "evals.providers",
+]
 FAMILIES: dict[str, tuple[str, bool]] = {
     "ranking": ("score (0-1)", True),
     "block": ("share of probes", True),

@@ -325,8 +325,12 @@ def _rankings(
         hits = store.recall(probe.scope_id, probe.query, limit=0, params=variant.recall)
     except Exception:  # already recorded as the probe's error
         hits = []
-    ranking = tuple((f, sessions.get(f)) for f in (label(h.memory) for h in hits))
-    ranking_full = None if full is None else tuple((f, sessions.get(f)) for f in full)
+
+    def ranked(facts: Iterable[str | None]) -> Ranked:
+        return tuple((f, None if f is None else sessions.get(f)) for f in facts)
+
+    ranking = ranked(label(h.memory) for h in hits)
+    ranking_full = None if full is None else ranked(full)
     relevant = tuple(sorted({s for f in probe.relevant if (s := sessions.get(f)) is not None}))
     return ranking, ranking_full, relevant
 

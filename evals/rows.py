@@ -528,7 +528,7 @@ class EvidenceRow(RowType):
     system: str | None = _system()
 
 
-TABLE_ROWS: dict[str, type[RowType]] = {
+TABLE_ROWS: dict[str, Any] = {
     t.FILE: t for t in (ProbeRow, WriteRow, AttemptRow, PassRow, ExtractionRow)
 }
 """Run file (without `.jsonl`) -> its row type."""

@@ -26,12 +26,12 @@ from evals.baselines import (
 from evals.replay import full_ranking
 from evals.retrieval import ndcg_any, probe_retrieval, random_retrieval, recall_all, recall_any
 from evals.scorers import (
-    ProbeUnit,
     ndcg_at_k,
     precision_at_k,
     recall_at_k,
     reciprocal_rank,
 )
+from evals.units import ProbeUnit
 from memkit.errors import ConfigError
 from memkit.params import RecallParams
 

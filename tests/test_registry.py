@@ -92,7 +92,7 @@ def test_report_marks_direction(tmp_path):
 def test_unit_functions_give_values_or_pairs():
     import row_fixtures
 
-    from evals.scorers import ProbeUnit
+    from evals.units import ProbeUnit
 
     row = row_fixtures.probe(
         relevant=["f1"],
