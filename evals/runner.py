@@ -64,6 +64,7 @@ from evals.plan import STORE, Unit, run_plan
 from evals.progress import Progress
 from evals.providers import banner_lines, failure_summary, log_to
 from evals.replay import CachingEmbedder, scopes_of
+from evals.rows import PassRow
 from evals.runfolder import (
     DIGITS,
     REPO,
