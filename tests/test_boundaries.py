@@ -95,7 +95,7 @@ def test_importing_the_store_loads_no_consolidation_and_no_llm():
 # --- who may import what -------------------------------------------------------------
 
 STORE_MODULES = {
-    "memkit.store.rules",
+    "memkit.store.sqlite",
     "memkit.store.index",
     "memkit.store.rows",
     "memkit.store.sqlite_db",

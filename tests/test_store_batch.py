@@ -202,7 +202,7 @@ def test_keyword_tokenizing_never_holds_the_store_lock(make_store, monkeypatch):
     ~1 s): another thread's write and recall go on meanwhile."""
     import threading
 
-    import memkit.store.rules as store_module
+    import memkit.store.reads as store_module
     from memkit.text import keywords
 
     entered, release = threading.Event(), threading.Event()

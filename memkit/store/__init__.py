@@ -21,7 +21,8 @@ from memkit.store.backends import (
 from memkit.store.copy import CopyReport, copy_store
 from memkit.store.postgres import PostgresStore
 from memkit.store.reembed import ReembedFailed, ReembedReport, reembed
-from memkit.store.rules import SQLiteStore, SQLStore
+from memkit.store.rules import SQLStore
+from memkit.store.sqlite import SQLiteStore
 
 __all__ = [
     "CopyReport",

@@ -45,7 +45,7 @@ def open_store(url: str, **options: Any) -> SQLStore:
         from memkit.store.postgres import PostgresStore
 
         return PostgresStore.open(str(url), **options)
-    from memkit.store.rules import SQLiteStore
+    from memkit.store.sqlite import SQLiteStore
 
     return SQLiteStore.open(sqlite_path(url), **options)
 
@@ -60,7 +60,7 @@ def open_scratch_store(url: str | None = None, **options: Any) -> SQLStore:
         return PostgresStore.scratch(str(url), **options)
     if url is not None:
         sqlite_path(url)  # an unknown scheme is refused, not replaced by memory
-    from memkit.store.rules import SQLiteStore
+    from memkit.store.sqlite import SQLiteStore
 
     return SQLiteStore.open(":memory:", **options)
 

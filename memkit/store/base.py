@@ -1,0 +1,96 @@
+"""The base every layer of the store stands on (see `memkit.store.rules`).
+
+A connection of either backend, its lock, the in-memory indexes
+(`memkit.store.index`), the one write path that keeps them true, and the two
+steps every write takes before that lock: embedding and redaction.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memkit.embed import Embedder, normalize_rows
+from memkit.params import FoldParams, RedactionParams
+from memkit.redact import redact
+from memkit.store.index import Indexes, Write
+
+
+def new_row_id() -> str:
+    """A new memory id: 16 hex digits of a random UUID."""
+    return uuid.uuid4().hex[:16]
+
+
+class StoreBase:
+    """What every layer of `SQLStore` shares: one connection of either backend,
+    its lock, the in-memory indexes, the one write path, and embedding and
+    redaction outside the lock. Thread-safe (one lock around the connection)."""
+
+    supports_curation: bool = True
+    backend: str = "sqlite"
+    _bulk_rows: Callable[[Write, Iterable[tuple[Any, ...]]], None]
+    """Each backend's bulk insert (`bulk_load`): SQLite and Postgres write rows differently."""
+
+    def __init__(
+        self,
+        conn: Any,
+        *,
+        path: str,
+        embedder: Embedder | None,
+        clock: Callable[[], float],
+        fold: FoldParams,
+        redaction: RedactionParams,
+    ):
+        self._conn = conn
+        self.path = path
+        self.embedder = embedder
+        self.clock = clock
+        self.fold = fold
+        self.redaction = redaction
+        self._lock = threading.RLock()
+        self._closed = False
+        self._ix = Indexes(conn, int(embedder.dim) if embedder is not None else 0)
+        self.new_id: Callable[[], str] = new_row_id
+        """Row id factory; evaluations inject a deterministic one so replays reproduce."""
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self._ix.forget()
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True once `close` ran (closing again is harmless)."""
+        return self._closed
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, scope_id: str, rows: int = 0) -> Write:
+        """The one write path: every writer runs inside `with self._write(scope) as w`
+        (`rows`: the most rows it inserts, whose rowids Postgres reserves at once)."""
+        return Write(self._lock, self._ix, scope_id, rows)
+
+    def _embed(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """Embed in one call, outside the lock; failure is not an error (SPEC §3.2):
+        the rows are stored without vectors."""
+        if self.embedder is None or not texts:
+            return [None] * len(texts)
+        try:
+            mat = normalize_rows(self.embedder.embed(list(texts)))
+        except Exception:
+            return [None] * len(texts)
+        if mat.shape[0] != len(texts):
+            return [None] * len(texts)
+        return list(mat)
+
+    def _redact(self, content: str, tags: Iterable[str]) -> tuple[str, list[str]]:
+        return redact(content, self.redaction), [redact(t, self.redaction) for t in tags]

@@ -1,0 +1,339 @@
+"""Writing memories (SPEC §3): what a write folds into, `remember` and
+`remember_many`, curation (`update`, `retract`) and the benchmarks' bulk load.
+
+Fold-in never compares against every row: an in-memory trigram index per
+(scope, kind) (`memkit.store.gram_index`, exact by l-prefix filtering) scores
+the few candidates exactly; the database then confirms they are live and in
+window. Embedding happens before the store lock is taken, so a slow embedder
+never stalls other readers and writers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from memkit import checks as ck
+from memkit.embed import normalize_rows
+from memkit.errors import ConfigError, NotFound
+from memkit.params import DAY
+from memkit.store import rows as sql
+from memkit.store.base import StoreBase, new_row_id
+from memkit.store.index import Indexes, LiveRow, Write
+from memkit.store.rows import Row
+from memkit.text import jaccard, trigrams
+from memkit.types import Memory, RememberResult
+
+ITEM_FIELDS: tuple[str, ...] = ("content", "kind", "confidence", "tags", "source_run_id")
+"""The fields of one `remember_many` item (those of `remember`)."""
+
+
+class _Item(NamedTuple):
+    """One checked, redacted write."""
+
+    content: str
+    kind: str
+    confidence: float
+    tags: list[str]
+    source_run_id: str | None
+    grams: frozenset[str]
+
+
+class _Committed:
+    """What `_fold_target` reads outside a write: the connection and the
+    committed rows' trigram indexes (caught up by the caller)."""
+
+    def __init__(self, conn: Any, indexes: Indexes):
+        self.conn, self._ix = conn, indexes
+
+    def similar(
+        self, scope_id: str, kind: str, grams: frozenset[str], threshold: float
+    ) -> dict[int, float]:
+        return self._ix.grams_of(scope_id, kind, threshold).similar(grams, threshold)
+
+
+class Writes(StoreBase):
+    """Writing memories (SPEC §3): fold-in, `remember`, curation, bulk load."""
+
+    @staticmethod
+    def _check_write(kind: str, content: str, confidence: float) -> None:
+        ck.check_kind(kind)
+        ck.check_content(content)
+        ck.check_confidence(confidence)
+
+    def _item(
+        self,
+        content: str,
+        kind: str = "fact",
+        confidence: float = 0.7,
+        tags: Sequence[str] = (),
+        source_run_id: str | None = None,
+    ) -> _Item:
+        self._check_write(kind, content, confidence)
+        ck.check_tags(tags)
+        ck.check_optional_id(source_run_id, "source_run_id")
+        content, tag_list = self._redact(content, tags)
+        return _Item(content, kind, float(confidence), tag_list, source_run_id, trigrams(content))
+
+    # -- remember (SPEC §3) -------------------------------------------------------------
+
+    def fold_target(self, scope_id: str, content: str, *, kind: str = "fact") -> Memory | None:
+        """The live memory `remember(scope_id, content, kind=kind)` would fold into
+        now (SPEC §3.3: same scope and kind, seen within the window, the best
+        trigram similarity at or above the threshold), or None if it would insert.
+
+        Reads only: the content is checked and redacted as `remember` does, and
+        rows other connections committed are seen; nothing is written. For
+        evaluations and benchmarks that check fold-in decisions."""
+        ck.check_scope(scope_id)
+        item = self._item(content, kind)
+        with self._lock:
+            self._ix.catch_up(scope_id)
+            target = self._fold_target(
+                _Committed(self._conn, self._ix), scope_id, kind, item.grams, float(self.clock())
+            )
+            return None if target is None else target.memory()
+
+    def _fold_target(
+        self, w: Write | _Committed, scope_id: str, kind: str, grams: frozenset[str], now: float
+    ) -> Row | None:
+        """The single best live row to fold into, or None (SPEC §3.3); `w` is the
+        write that decides (its own rows included) or the committed rows."""
+        t = self.fold.threshold
+        window = self.fold.window_days * DAY
+        if not grams and t > 0:
+            return None  # pg_trgm similarity of an empty set is 0
+        sims: dict[int, float] | None = None
+        if t <= 0:
+            cutoff = now - window - 1.0  # loose SQL bound; the exact test is below
+            rows = sql.rows(
+                w.conn,
+                "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL AND last_seen_at > ?",
+                (scope_id, kind, cutoff),
+            )
+        else:
+            sims = w.similar(scope_id, kind, grams, t)
+            rows = [
+                r
+                for r in sql.by_rowid(w.conn, sims).values()
+                if r.scope_id == scope_id and r.kind == kind and r.live
+            ]
+        best: Row | None = None
+        best_key = None
+        for r in rows:
+            if r.last_seen_at is None or not (now - r.last_seen_at) < window:
+                continue
+            sim = jaccard(grams, trigrams(r.content)) if sims is None else sims[r.rowid]
+            if sim < t:
+                continue
+            key = (sim, r.last_seen_at, r.rowid)
+            if best_key is None or key > best_key:
+                best, best_key = r, key
+        return best
+
+    def remember(
+        self,
+        scope_id: str,
+        content: str,
+        *,
+        kind: str = "fact",
+        confidence: float = 0.7,
+        tags: Sequence[str] = (),
+        source_run_id: str | None = None,
+    ) -> RememberResult:
+        """Write a memory, folding it into a near-identical live row (SPEC §3)."""
+        ck.check_scope(scope_id)
+        item = self._item(content, kind, confidence, tags, source_run_id)
+        return self._remember(scope_id, [item])[0]
+
+    def remember_many(
+        self, scope_id: str, items: Iterable[str | Mapping[str, Any]]
+    ) -> list[RememberResult]:
+        """`remember` for many items in one transaction, embedded in one call.
+
+        Each item is the content string, or a mapping with `remember`'s fields
+        (`content`, `kind`, `confidence`, `tags`, `source_run_id`). Fold-in
+        decides exactly as `remember` called item by item in order would
+        (an item may fold into a row an earlier item wrote). A bad item raises
+        ConfigError naming its position, and nothing is written.
+        """
+        ck.check_scope(scope_id)
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise ConfigError(f"items={items!r:.80}: must be an iterable of items")
+        prepared: list[_Item] = []
+        for i, it in enumerate(items):
+            fields = {"content": it} if isinstance(it, str) else it
+            if not isinstance(fields, Mapping):
+                raise ConfigError(
+                    f"remember_many item {i}: want a string or a mapping, got {it!r:.80}"
+                )
+            extra = set(fields) - set(ITEM_FIELDS)
+            if extra:
+                raise ConfigError(
+                    f"remember_many item {i}: unknown field(s) {', '.join(sorted(map(str, extra)))}"
+                    f" (want {', '.join(ITEM_FIELDS)})"
+                )
+            if "content" not in fields:
+                raise ConfigError(f"remember_many item {i}: no 'content'")
+            try:
+                prepared.append(self._item(**fields))
+            except ConfigError as e:
+                raise ConfigError(f"remember_many item {i}: {e}") from None
+        return self._remember(scope_id, prepared)
+
+    def _remember(self, scope_id: str, items: Sequence[_Item]) -> list[RememberResult]:
+        vecs = self._embed([it.content for it in items])
+        out: list[RememberResult] = []
+        if not items:
+            return out
+        with self._lock:  # not under the write lock: other processes' writers go on
+            self._ix.warm_grams(scope_id, {it.kind for it in items}, self.fold.threshold)
+        with self._write(scope_id, len(items)) as w, w.conn.batch():
+            reserved = iter(w.conn.reserve_rowids(len(items)))
+            for it, vec in zip(items, vecs, strict=True):
+                now = float(self.clock())
+                target = self._fold_target(w, scope_id, it.kind, it.grams, now)
+                created: float | None
+                if target is None:
+                    mid = self.new_id()
+                    rowid = sql.insert(
+                        w.conn, mid, scope_id, it.kind, it.content, it.tags, it.confidence,
+                        it.source_run_id, now, vec, len(it.grams), w.seq, next(reserved, None),
+                    )  # fmt: skip
+                    conf, created = it.confidence, now
+                else:
+                    mid, rowid, created = target.id, target.rowid, target.created_at
+                    conf = max(float(target.confidence), it.confidence)
+                    sql.fold_into(
+                        w.conn, rowid, it.content, it.tags, conf, it.source_run_id, now, vec,
+                        len(it.grams), w.seq,
+                    )  # fmt: skip
+                w.put(
+                    LiveRow(
+                        scope_id,
+                        it.kind,
+                        rowid,
+                        it.content,
+                        it.tags,
+                        vec,
+                        conf,
+                        now,
+                        created,
+                        it.grams,
+                    )
+                )
+                out.append(RememberResult(id=mid, folded=target is not None))
+        return out
+
+    # -- curation: update and retract ----------------------------------------------------
+
+    def update(
+        self,
+        scope_id: str,
+        memory_id: str,
+        content: str,
+        *,
+        tags: Sequence[str] | None = None,
+        confidence: float = 0.7,
+    ) -> str:
+        """Insert a successor (same scope and kind, seen_count 1) and retire the old
+        row to it, in one transaction. `tags=None` keeps the old tags. Returns the
+        successor id; NotFound unless the id is live in this scope."""
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
+        self._check_write("fact", content, confidence)
+        ck.check_optional_tags(tags)
+        content, tag_list = self._redact(content, tags or ())
+        grams = trigrams(content)
+        (vec,) = self._embed([content])
+        with self._write(scope_id) as w:
+            old = sql.live_row(w.conn, scope_id, memory_id)
+            if old is None:
+                raise NotFound(memory_id, scope_id)
+            if tags is None:
+                tag_list = old.tag_list
+            now = float(self.clock())
+            new_id = self.new_id()
+            rowid = sql.insert(
+                w.conn, new_id, scope_id, old.kind, content, tag_list, confidence, None, now,
+                vec, len(grams), w.seq,
+            )  # fmt: skip
+            sql.retire(w.conn, old.rowid, new_id, w.seq)
+            w.drop(scope_id, old.kind, old.rowid)
+            w.put(
+                LiveRow(
+                    scope_id,
+                    old.kind,
+                    rowid,
+                    content,
+                    tag_list,
+                    vec,
+                    float(confidence),
+                    now,
+                    now,
+                    grams,
+                )
+            )
+        return new_id
+
+    def retract(self, scope_id: str, memory_id: str) -> None:
+        """Soft-delete: superseded_by = own id. NotFound unless live in this scope."""
+        ck.check_scope(scope_id)
+        ck.check_id(memory_id)
+        with self._write(scope_id) as w:
+            old = sql.live_row(w.conn, scope_id, memory_id)
+            if old is None:
+                raise NotFound(memory_id, scope_id)
+            sql.retire(w.conn, old.rowid, old.id, w.seq)
+            w.drop(scope_id, old.kind, old.rowid)
+
+    # -- bulk load (benchmarks) ------------------------------------------------------------
+
+    def bulk_load(
+        self,
+        scope_id: str,
+        contents: Sequence[str],
+        embeddings: np.ndarray | None = None,
+        *,
+        kind: str = "fact",
+        confidence: float = 0.7,
+        timestamps: Sequence[float] | None = None,
+    ) -> None:
+        """Insert many live rows in one write, for benchmarks and test fixtures:
+        it bypasses fold-in (near-duplicates stay separate rows), does not
+        redact, and records no tags. Not for an agent's memories: use
+        `remember_many`, which keeps every SPEC rule. Each backend inserts the
+        rows its fastest way (SQLite `executemany`, Postgres one COPY).
+
+        `embeddings` (one row per content) are normalised; `timestamps` sets
+        created_at = last_seen_at per row (default: now). Arguments are checked
+        first (ConfigError naming the argument); nothing is written then."""
+        ck.check_scope(scope_id)
+        ck.check_tags(contents, "contents")  # a list of strings, not one string
+        for i, content in enumerate(contents):
+            ck.check_content(content, f"contents[{i}]")
+        ck.check_kind(kind)
+        ck.check_confidence(confidence)
+        n = len(contents)
+        if embeddings is not None and np.shape(embeddings)[:1] != (n,):
+            raise ConfigError(
+                f"embeddings must have one row per content ({n}), got shape {np.shape(embeddings)}"
+            )
+        if timestamps is not None and len(timestamps) != n:
+            raise ConfigError(
+                f"timestamps must have one entry per content ({n}), got {len(timestamps)}"
+            )
+        now = float(self.clock())
+        if embeddings is not None:
+            embeddings = normalize_rows(np.asarray(embeddings, dtype=np.float32))
+        rows = (
+            (new_row_id(), scope_id, kind, content, float(confidence),
+             now if timestamps is None else float(timestamps[i]),
+             None if embeddings is None else embeddings[i], len(trigrams(content)))
+            for i, content in enumerate(contents)
+        )  # fmt: skip
+        with self._write(scope_id) as w:
+            self._bulk_rows(w, rows)
+            w.reload(scope_id)  # cheaper than patching every row
