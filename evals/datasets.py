@@ -38,13 +38,11 @@ from typing import Any, cast
 import jsonlines
 
 from memkit.errors import ConfigError, DatasetError
+from memkit.runs import INELIGIBLE_REASONS, RUN_STATUSES, ineligible_reasons
 from memkit.types import KINDS
 
-STATUSES: tuple[str, ...] = ("succeeded", "failed", "aborted", "parked")
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 LABELS: tuple[str, ...] = ("paraphrase", "distinct")
-NORMAL_STOPS: tuple[str, ...] = ("", "stop", "end_turn")
-"""Stop reasons that count as a normal finish (SPEC §7 eligibility)."""
 
 FILES: tuple[str, ...] = ("transcripts.jsonl", "facts.jsonl", "probes.jsonl", "pairs.jsonl")
 
@@ -98,14 +96,19 @@ class Transcript:
         return self.parent_run_id is None
 
     @property
+    def ineligible(self) -> tuple[str, ...]:
+        """The SPEC §7 eligibility rules this run breaks (`memkit.runs`); () if none."""
+        return ineligible_reasons(
+            parent_run_id=self.parent_run_id,
+            status=self.status,
+            turns=self.turns,
+            stop_reason=self.stop_reason,
+        )
+
+    @property
     def eligible(self) -> bool:
         """SPEC §7: root, succeeded, at least one turn, normal stop reason."""
-        return (
-            self.is_root
-            and self.status == "succeeded"
-            and self.turns >= 1
-            and self.stop_reason in NORMAL_STOPS
-        )
+        return not self.ineligible
 
     def as_run(self) -> dict[str, Any]:
         """The plain transcript mapping `memkit.consolidate.stage_run` takes (fresh copies)."""
@@ -348,12 +351,7 @@ def compute_counts(ds: Dataset, sizes: Mapping[str, int] | None = None) -> dict[
         "root_runs": sum(t.is_root for t in tr),
         "eligible_runs": sum(t.eligible for t in tr),
         "ineligible_by_reason": {
-            "child": sum(not t.is_root for t in tr),
-            "failed": sum(t.status == "failed" for t in tr),
-            "aborted": sum(t.status == "aborted" for t in tr),
-            "parked": sum(t.status == "parked" for t in tr),
-            "zero_turns": sum(t.turns == 0 for t in tr),
-            "abnormal_stop": sum(t.stop_reason not in NORMAL_STOPS for t in tr),
+            why: sum(why in t.ineligible for t in tr) for why in INELIGIBLE_REASONS
         },
         "by_status": tally(t.status for t in tr),
         "messages": sum(len(t.messages) for t in tr),
@@ -693,8 +691,8 @@ def _parse_transcript(obj: dict[str, Any], s: _Line) -> Transcript | None:
     scope_id = s.get(obj, "scope_id", str, nonempty=True)
     parent = s.get(obj, "parent_run_id", str, nullable=True, nonempty=True)
     status = s.get(obj, "status", str)
-    if status is not _MISSING and status not in STATUSES:
-        s.err("status", f"unknown status {status!r} (expected one of {', '.join(STATUSES)})")
+    if status is not _MISSING and status not in RUN_STATUSES:
+        s.err("status", f"unknown status {status!r} (expected one of {', '.join(RUN_STATUSES)})")
     stop = s.get(obj, "stop_reason", str)
     turns = s.get(obj, "turns", int)
     if turns is not _MISSING and turns < 0:

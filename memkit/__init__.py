@@ -71,7 +71,7 @@ _LAZY: dict[str, str] = {
     "assemble_block": "memkit.assemble",
     "block_for_run": "memkit.assemble",
     "build_rollout": "memkit.consolidate",
-    "eligible": "memkit.consolidate",
+    "eligible": "memkit.runs",
     "finish_run": "memkit.worker",
     "get_consolidator": "memkit.consolidate",
     "get_embedder": "memkit.embed",

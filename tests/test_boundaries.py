@@ -118,6 +118,7 @@ DOCUMENTED = {
     "memkit.local_server",
     "memkit.params",
     "memkit.proposal",
+    "memkit.runs",
     "memkit.store",
     "memkit.text",
     "memkit.tools",

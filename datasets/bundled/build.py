@@ -30,6 +30,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from memkit.runs import INELIGIBLE_REASONS, RUN_STATUSES, ineligible_reasons
+
 NAME = "memkit-bundled"
 VERSION = "1.1.0"
 LICENSE = "CC BY 4.0"
@@ -42,8 +44,6 @@ DESCRIPTION = (
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("fact", "preference", "procedure", "learning", "outcome")
-STATUSES = ("succeeded", "failed", "aborted", "parked")
-NORMAL_STOPS = ("", "stop", "end_turn")
 ROLES = ("system", "user", "assistant", "tool")
 HARD_CASES = (
     "number",
@@ -273,13 +273,13 @@ def _iso(dt: datetime) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def eligible(run: dict, turns: int) -> bool:
-    """SPEC §7: root, succeeded, at least one turn, normal stop reason."""
-    return (
-        run.get("parent") is None
-        and run.get("status") == "succeeded"
-        and turns >= 1
-        and run.get("stop_reason") in NORMAL_STOPS
+def ineligible(run: dict, turns: int) -> tuple[str, ...]:
+    """The SPEC §7 eligibility rules a run breaks (`memkit.runs`); () if none."""
+    return ineligible_reasons(
+        parent_run_id=run.get("parent"),
+        status=run.get("status"),
+        turns=turns,
+        stop_reason=run.get("stop_reason"),
     )
 
 
@@ -527,8 +527,8 @@ def validate_source(err: Errors, f: str, src) -> dict | None:
             err.add(f, f"{rp}.hour", f"{hour!r} must be a number in [0, 24)")
             hour = 0
         r["_t"] = start + timedelta(days=day, seconds=round(hour * 3600))
-        if r.get("status") not in STATUSES:
-            err.add(f, f"{rp}.status", f"{r.get('status')!r} not in {STATUSES}")
+        if r.get("status") not in RUN_STATUSES:
+            err.add(f, f"{rp}.status", f"{r.get('status')!r} not in {RUN_STATUSES}")
         if not isinstance(r.get("stop_reason"), str):
             err.add(f, f"{rp}.stop_reason", "must be a string")
         if not _is_str(r.get("task")):
@@ -537,7 +537,7 @@ def validate_source(err: Errors, f: str, src) -> dict | None:
             err.add(f, f"{rp}.final_answer", "must be a string (may be empty)")
         msgs = r.get("messages") if isinstance(r.get("messages"), list) else []
         r["_turns"] = sum(1 for m in msgs if isinstance(m, dict) and m.get("role") == "assistant")
-        r["_eligible"] = eligible(r, r["_turns"])
+        r["_eligible"] = not ineligible(r, r["_turns"])
         for k in ("establishes", "restates", "retracts"):
             v = r.get(k, [])
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
@@ -852,26 +852,21 @@ def dataset_counts(records: dict[str, list[dict]], models: list[dict], sizes: di
                 out[v] = out.get(v, 0) + 1
         return dict(sorted(out.items()))
 
-    ineligible = {
-        "child": sum(1 for t in tr if t["parent_run_id"] is not None),
-        "failed": sum(1 for t in tr if t["status"] == "failed"),
-        "aborted": sum(1 for t in tr if t["status"] == "aborted"),
-        "parked": sum(1 for t in tr if t["status"] == "parked"),
-        "zero_turns": sum(1 for t in tr if t["turns"] == 0),
-        "abnormal_stop": sum(1 for t in tr if t["stop_reason"] not in NORMAL_STOPS),
-    }
+    reasons = [
+        ineligible_reasons(
+            parent_run_id=t["parent_run_id"],
+            status=t["status"],
+            turns=t["turns"],
+            stop_reason=t["stop_reason"],
+        )
+        for t in tr
+    ]
+    ineligible = {why: sum(why in r for r in reasons) for why in INELIGIBLE_REASONS}
     return {
         "scopes": len(models),
         "runs": len(tr),
         "root_runs": sum(1 for t in tr if t["parent_run_id"] is None),
-        "eligible_runs": sum(
-            1
-            for t in tr
-            if t["parent_run_id"] is None
-            and t["status"] == "succeeded"
-            and t["turns"] >= 1
-            and t["stop_reason"] in NORMAL_STOPS
-        ),
+        "eligible_runs": sum(1 for r in reasons if not r),
         "ineligible_by_reason": ineligible,
         "by_status": tally(tr, lambda t: t["status"]),
         "messages": sum(len(t["messages"]) for t in tr),

@@ -41,7 +41,6 @@ from memkit.consolidate.result import ATTEMPT_VERSION, Attempt, PassResult
 from memkit.consolidate.stage import (
     build_rollout,
     canonical_json,
-    eligible,
     evidence_messages,
     rollout_id,
     stage_run,
@@ -53,6 +52,7 @@ from memkit.proposal import (
     validate_batch,
     validate_changes,
 )
+from memkit.runs import eligible
 
 __all__ = [
     "ATTEMPT_VERSION",

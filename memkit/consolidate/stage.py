@@ -17,13 +17,9 @@ from memkit.checks import check_type
 from memkit.errors import TranscriptError
 from memkit.params import ConsolidationParams, RedactionParams
 from memkit.redact import redact
+from memkit.runs import RUN_STATUSES, eligible
 from memkit.text import byte_len, truncate_bytes, truncate_middle
 from memkit.types import Rollout
-
-NORMAL_STOP_REASONS: frozenset[str] = frozenset({"", "stop", "end_turn"})
-"""Stop reasons of a run that ended normally (SPEC §7 Eligibility)."""
-
-RUN_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "aborted", "parked"})
 
 _REQUIRED_FIELDS: tuple[str, ...] = ("run_id", "scope_id", "status", "messages")
 
@@ -79,19 +75,6 @@ def _check_messages_arg(messages: Any, kind: type) -> None:
 def _bad_message(i: int, m: Any) -> TranscriptError:
     got = f"{type(m).__name__} {m!r:.80}"
     return TranscriptError(f"messages[{i}] must be a message object, got {got}")
-
-
-def eligible(run: Mapping[str, Any]) -> bool:
-    """Only a root run that succeeded, took a turn and stopped normally stages (SPEC §7)."""
-    if run.get("parent_run_id"):
-        return False
-    if run.get("status") != "succeeded":
-        return False
-    turns = run.get("turns")
-    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
-        return False
-    stop = run.get("stop_reason")
-    return (stop or "") in NORMAL_STOP_REASONS
 
 
 def _text(content: Any) -> str:
