@@ -249,7 +249,7 @@ def _peak_rss(root: Path, url: str, log) -> dict:
     import subprocess
     import tempfile
 
-    from evals.runfolder import read_jsonl
+    from evals.rows import PassRow, read_rows
 
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
@@ -284,7 +284,7 @@ def _peak_rss(root: Path, url: str, log) -> dict:
         if done.returncode != 0:
             log(done.stdout + done.stderr)
         rows = Path(tmp) / "run" / "passes.jsonl"
-        passes = len(read_jsonl(rows))  # [] when the run wrote none
+        passes = len(read_rows(rows, PassRow))  # [] when the run wrote none
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
     return {"exit": done.returncode, "passes": passes, "wall_s": round(wall, 1), "peak_rss": rss}
 

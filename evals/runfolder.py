@@ -24,6 +24,7 @@ from typing import Any
 import jsonlines
 import pandas as pd
 
+from evals.rows import TABLE_ROWS, AttemptRow, PassRow, by_system, rows_of
 from memkit.errors import ConfigError
 
 RUN_VERSION = 1
@@ -103,13 +104,6 @@ def mark_finished(out: Path) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def by_system(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        out.setdefault(r["system"], []).append(r)
-    return out
 
 
 def now() -> str:
@@ -193,10 +187,10 @@ def write_metrics(run_dir: Path, table: pd.DataFrame) -> None:
     )
 
 
-def _made(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _made(rows: list[AttemptRow]) -> list[AttemptRow]:
     """Attempt rows a model made: without a replay's requests missing from its recording
     (they took no time and no tokens of the model; the manifest counts them)."""
-    return [r for r in rows if r.get("outcome") != "replay_miss"]
+    return [r for r in rows if r.outcome != "replay_miss"]
 
 
 def write_latency(run_dir: Path) -> None:
@@ -204,15 +198,15 @@ def write_latency(run_dir: Path) -> None:
     from evals.stats import bootstrap_mean, bootstrap_quantile
 
     out: dict[str, dict[str, Any]] = {}
-    for sys_, rows in sorted(by_system(_made(read_jsonl(run_dir / "attempts.jsonl"))).items()):
-        lat = [float(r.get("latency_s") or 0.0) for r in rows]
+    for sys_, rows in sorted(by_system(_made(rows_of(run_dir, AttemptRow))).items()):
+        lat = [float(r.latency_s) for r in rows]
         out[sys_] = {
             "latency_p50_s": bootstrap_quantile(lat, 0.5).as_dict(DIGITS),
             "latency_p95_s": bootstrap_quantile(lat, 0.95).as_dict(DIGITS),
             "latency_mean_s": bootstrap_mean(lat).as_dict(DIGITS),
         }
-    for sys_, rows in sorted(by_system(read_jsonl(run_dir / "passes.jsonl")).items()):
-        wall = [float(r.get("wall_s") or 0.0) for r in rows]
+    for sys_, passes in sorted(by_system(rows_of(run_dir, PassRow)).items()):
+        wall = [float(r.wall_s) for r in passes]
         out.setdefault(sys_, {}).update(
             {
                 "pass_wall_p50_s": bootstrap_quantile(wall, 0.5).as_dict(DIGITS),
@@ -284,19 +278,17 @@ def write_spend(run_dir: Path) -> None:
     its cached rerun (there `cost_usd` is what the attempts cost when made).
     """
     out = {}
-    for sys_, rows in sorted(by_system(_made(read_jsonl(run_dir / "attempts.jsonl"))).items()):
-        paid = [r for r in rows if not r.get("cached")]
-        replayed = [r for r in rows if r.get("cached")]
+    for sys_, rows in sorted(by_system(_made(rows_of(run_dir, AttemptRow))).items()):
+        paid = [r for r in rows if not r.cached]
+        replayed = [r for r in rows if r.cached]
         out[sys_] = {
             "attempts": len(rows),
             "cached_attempts": len(replayed),
-            "cost_usd_spent": round(sum(float(r.get("cost_usd") or 0.0) for r in paid), 9),
-            "cost_usd_cached": round(sum(float(r.get("cost_usd") or 0.0) for r in replayed), 9),
-            "input_tokens": sum(int(r.get("input_tokens") or 0) for r in rows),
-            "output_tokens": sum(int(r.get("output_tokens") or 0) for r in rows),
-            "unpriced_attempts": sum(
-                1 for r in rows if r.get("raw_response") is not None and r.get("cost_note")
-            ),
+            "cost_usd_spent": round(sum(float(r.cost_usd) for r in paid), 9),
+            "cost_usd_cached": round(sum(float(r.cost_usd) for r in replayed), 9),
+            "input_tokens": sum(r.input_tokens for r in rows),
+            "output_tokens": sum(r.output_tokens for r in rows),
+            "unpriced_attempts": sum(1 for r in rows if r.answered and r.cost_note),
         }
     write_json(run_dir / "spend.json", {"version": RUN_VERSION, "systems": out})
 
@@ -309,6 +301,7 @@ def load_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
         raise ConfigError(f"{str(d)!r} is not a finished run folder (no metrics.json)")
     metrics = read_json(d / "metrics.json")["metrics"]
     out = {"metrics": pd.DataFrame.from_records(metrics)}
-    for k in TABLES:
-        out[k] = pd.DataFrame.from_records(read_jsonl(d / f"{k}.jsonl"))
+    for k in TABLES:  # every row parsed (a bad one is named), then as its JSON line
+        rows = rows_of(d, TABLE_ROWS[k])
+        out[k] = pd.DataFrame.from_records([dict(sorted(r.to_json().items())) for r in rows])
     return out

@@ -13,6 +13,7 @@ from collections import Counter
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
+import row_fixtures
 from stub_openai import StubServer, consolidation_payload, fenced, first_time, rate_limited, reply
 
 from evals.replay import CachingEmbedder
@@ -165,11 +166,15 @@ def test_clean_and_sloppy_models_scored_from_their_answers(bundled, emb, tmp_pat
 def test_spend_splits_money_spent_from_replayed_answers(tmp_path):
     from evals.runfolder import write_jsonl, write_spend
 
+    def attempt(system, cost, cached, **kw):
+        row = row_fixtures.attempt(cost_usd=cost, cached=cached, **kw)
+        return {**row.to_json(), "system": system}
+
     rows = [
-        {"system": "a", "cost_usd": 0.25, "cached": False},
-        {"system": "a", "cost_usd": 0.5, "cached": True},
-        {"system": "a", "cost_usd": None, "cached": False},  # a provider failure
-        {"system": "b", "cost_usd": 0.125, "cached": True},
+        attempt("a", 0.25, False, raw_response="{}"),
+        attempt("a", 0.5, True, raw_response="{}"),
+        attempt("a", 0.0, False, outcome="server"),  # a provider failure costs nothing
+        attempt("b", 0.125, True, raw_response="{}"),
     ]
     write_jsonl(tmp_path / "attempts.jsonl", rows)
     write_spend(tmp_path)

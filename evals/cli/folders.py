@@ -37,7 +37,7 @@ def compare_main(argv: list[str]) -> int:
 
     from evals.checks import check_metric, check_names
     from evals.compare import check_pairable, compare_runs
-    from evals.runfolder import read_jsonl
+    from evals.rows import AttemptRow, by_system, rows_of
 
     run = Path(a.run)
     if not (run / "manifest.json").is_file():
@@ -50,7 +50,7 @@ def compare_main(argv: list[str]) -> int:
         check_names("system", [a.b], _systems(Path(a.b_run)) if a.b_run else systems)
         pairs = [(a.a, a.b)]
     else:
-        systems = sorted({r["system"] for r in read_jsonl(run / "attempts.jsonl")})
+        systems = sorted(by_system(rows_of(run, AttemptRow)))
         if len(systems) < 2:
             raise ConfigError(f"{str(run)!r} has fewer than two pipeline systems; use --a/--b")
         pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]

@@ -137,7 +137,7 @@ def _flagged(rows: list[dict[str, Any]], system: str) -> list[str]:
 def failures(d: Path, systems: list[str], rows: list[dict[str, Any]]) -> list[str]:
     """One line per system of what failed: the embedder on probes, the provider on
     attempts, and every metric at its worst value or undefined headline."""
-    from evals.runfolder import read_jsonl
+    from evals.rows import AttemptRow, ProbeRow, by_system, rows_of
 
     name = labels(systems)
     if not any((d / f).is_file() for f in ("probes.jsonl", "attempts.jsonl")):
@@ -148,22 +148,22 @@ def failures(d: Path, systems: list[str], rows: list[dict[str, Any]]) -> list[st
         return lines + [
             f"`{name[s]}`: " + "; ".join(_flagged(rows, s)) for s in systems if _flagged(rows, s)
         ]
-    probes: dict[str, list[int]] = {}
-    for r in read_jsonl(d / "probes.jsonl"):
-        c = probes.setdefault(r["system"], [0, 0])
-        c[0] += r.get("fallback") == "embed_error"
-        c[1] += 1
+    probes = {
+        s: [sum(r.fallback == "embed_error" for r in probe_rows), len(probe_rows)]
+        for s, probe_rows in by_system(rows_of(d, ProbeRow)).items()
+    }
     attempts: dict[str, list[Any]] = {}
     missed: dict[str, int] = {}
-    for r in read_jsonl(d / "attempts.jsonl"):
-        if r.get("outcome") == "replay_miss":
-            missed[r["system"]] = missed.get(r["system"], 0) + 1
-            continue
-        c = attempts.setdefault(r["system"], [0, 0, None])
-        if r.get("raw_response") is None:
-            c[0] += 1
-            c[2] = r.get("error") or c[2]
-        c[1] += 1
+    for sys_, made in by_system(rows_of(d, AttemptRow)).items():
+        for r in made:
+            if r.outcome == "replay_miss":
+                missed[sys_] = missed.get(sys_, 0) + 1
+                continue
+            c = attempts.setdefault(sys_, [0, 0, None])
+            if not r.answered:
+                c[0] += 1
+                c[2] = r.error or c[2]
+            c[1] += 1
     lines = []
     for sys_ in systems:
         parts = []
