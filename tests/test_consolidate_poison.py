@@ -23,6 +23,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).parent))
 
 from stub_openai import StubServer, consolidation_payload, reply, server_error, slow, status
+from virtual_time import run_virtual
 
 from memkit.consolidate import (
     Reply,
@@ -221,7 +222,12 @@ def test_under_the_worker_a_hang_is_parked_alone_and_later_evidence_commits(stor
 
     async def main():
         w = ConsolidationWorker.for_store(
-            store, _HangsOnPoison(), params, on_pass=records.append, on_error=lambda r: None
+            store,
+            _HangsOnPoison(),
+            params,
+            on_pass=records.append,
+            on_error=lambda r: None,
+            clock=asyncio.get_running_loop().time,
         )
         task = asyncio.create_task(w.run())
         for _ in range(6):  # a later run's submit each time, as finish_run does
@@ -232,7 +238,10 @@ def test_under_the_worker_a_hang_is_parked_alone_and_later_evidence_commits(stor
         await w.shutdown()
         await task
 
-    asyncio.run(asyncio.wait_for(main(), 60))
+    # On a virtual clock (tests/virtual_time.py): the pass's own deadline (0.45 s)
+    # and the worker's (0.5 s) fire in their order however loaded the machine is;
+    # on a real clock a loaded machine let the worker's cancel win the race.
+    run_virtual(main(), 60)
     assert DEADLINE_SHARE * params.pass_timeout_s < params.pass_timeout_s
     assert [r.id for r in store.parked_rollouts(S)] == [ids[0]]
     assert store.stats(S)["rollouts_consumed"] == 4

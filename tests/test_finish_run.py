@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 import pytest
+from virtual_time import run_virtual
 
 from memkit.consolidate import Reply
 from memkit.errors import ConfigError, ProviderError, TranscriptError
@@ -253,7 +254,12 @@ def test_a_hang_on_a_real_pass_ends_at_its_deadline_is_retried_and_consumed(stor
         consolidator = Scripted(["hang", "ok"])
         params = dataclasses.replace(FAST, pass_timeout_s=1.0, retry_delay_s=0.02)
         w = ConsolidationWorker.for_store(
-            stores["a"], consolidator, params, on_pass=records.append, on_error=lambda r: None
+            stores["a"],
+            consolidator,
+            params,
+            on_pass=records.append,
+            on_error=lambda r: None,
+            clock=asyncio.get_running_loop().time,
         )
         task = asyncio.create_task(w.run())
         finish_run(stores["a"], make_run("a", 1), worker=w)
@@ -264,7 +270,9 @@ def test_a_hang_on_a_real_pass_ends_at_its_deadline_is_retried_and_consumed(stor
         await w.shutdown()
         await task
 
-    asyncio.run(asyncio.wait_for(main(), 5))
+    # virtual time: the pass's deadline (0.9 s) fires before the worker's bound (1 s)
+    # however loaded the machine is (tests/virtual_time.py)
+    run_virtual(main(), 5)
 
 
 # --- through LiteLLM itself (mock_response / mock_timeout; no network) -----------
