@@ -36,6 +36,7 @@ EVAL_COMMANDS: dict[str, str] = {
     "compare": "evals.cli.folders:compare_main",
     "list": "evals.cli.folders:list_main",
     "record": "evals.cli.record:record_main",
+    "calibrate": "evals.calibrate:main",
 }
 """`memkit eval <name>` -> "module:function" of its command."""
 BENCH_COMMANDS: dict[str, str] = {
