@@ -15,8 +15,9 @@ from memkit.errors import ConfigError
 DAY = 86_400.0
 
 DEFAULT_FLOOR = 0.25
-"""The SPEC's vector-path floor, found on WordLlama's cosine scale: the floor of
-every embedder that names none of its own (`memkit.embed.default_floor_of`)."""
+"""The SPEC's vector-path floor: the floor of every embedder that names none of
+its own (`memkit.embed.default_floor_of`: hashing, LiteLLM). WordLlama and MiniLM
+carry floors calibrated by `memkit eval calibrate floor` (docs/embedders.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +27,8 @@ class RecallParams:
     floor: float | None = None
     """Vector-path relevance floor: rows with cosine below it are dropped. (memkit)
     None: the store's embedder's own `default_floor` (cosine scales differ between
-    models: 0.25 = `DEFAULT_FLOOR` for WordLlama, MiniLM its own; docs/embedders.md)."""
+    models: calibrated, WordLlama 0.07, MiniLM 0.22; `DEFAULT_FLOOR` 0.25 for any
+    other; docs/embedders.md). Set it to reproduce the SPEC's 0.25."""
     half_life_days: float = 30.0
     """Recency decay half-life, from last_seen_at (fallback created_at)."""
     recency_share: float = 0.3
@@ -41,7 +43,7 @@ class RecallParams:
     hybrid: Literal["off", "rrf"] = "off"
     """(memkit) `rrf` fuses the vector ranking (rows above the floor) with the
     keyword ranking (rows matching a query keyword) by reciprocal-rank fusion
-    (`memkit.store.rank.rrf_fuse`); `off` is the SPEC's vector-then-keyword recall."""
+    (`memkit.rank.rrf_fuse`); `off` is the SPEC's vector-then-keyword recall."""
 
     def __post_init__(self) -> None:
         if self.hybrid not in ("off", "rrf"):
@@ -116,7 +118,7 @@ class ConsolidationParams:
     leaves the pending queue until `SQLiteStore.requeue`. 0 turns parking off."""
     isolate: bool = True
     """(memkit) A failed batch of several rollouts is retried in halves, then
-    single rollouts, and only a rollout that fails alone is parked (docs/behaviour.md
+    single rollouts, and only a rollout that fails alone is parked (README
     "Parking"). False: the whole batch counts and parks together, as before
     the split (a recording made that way replays that way)."""
 
