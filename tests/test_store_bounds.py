@@ -125,3 +125,20 @@ def test_learn_and_proposals_refuse_unstorable_text_alike(make_store, text):
         s.commit_pass("s", [r.id], s.snapshot("s"), [change])
     assert e.value.code == "invalid_lesson"
     assert s.live("s") == [] and [p.id for p in s.pending_rollouts("s")] == [r.id]
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "r-\udc80"], ids=["lone", "trailing"])
+def test_commit_pass_refuses_a_rollout_id_that_is_not_utf8_alike(make_store, bad):
+    """Found by the API fuzzer: a lone surrogate among `rollout_ids` reached SQLite's
+    (or psycopg's) encoder and escaped as UnicodeEncodeError. Now a ProposalError on
+    both backends, and the staged rollout stays pending."""
+    from memkit.errors import ProposalError
+
+    s = make_store(embedder="hashing")
+    _stage(s, "s")
+    (r,) = s.pending_rollouts("s")
+    with pytest.raises(ProposalError, match="not encodable as UTF-8") as e:
+        s.commit_pass("s", [r.id, bad], s.snapshot("s"), [])
+    assert e.value.code == "rollout_ids"
+    assert [p.id for p in s.pending_rollouts("s")] == [r.id]
+    assert s.commit_pass("s", [r.id], s.snapshot("s"), []).consumed == (r.id,)  # still fine

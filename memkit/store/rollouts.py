@@ -382,8 +382,13 @@ class RolloutQueue(Reads):
         for rid in rollout_ids:
             if not isinstance(rid, str):
                 raise ProposalError("rollout_ids", f"rollout id {rid!r:.80} is not a string")
+            if problem := ck.utf8_problem(rid):  # SQLite and psycopg would raise on it
+                raise ProposalError("rollout_ids", f"rollout id {rid!r:.80} is {problem}")
         if not isinstance(snapshot, list | tuple) or not all(
-            isinstance(m, Memory) and isinstance(m.id, str) and isinstance(m.scope_id, str)
+            isinstance(m, Memory)
+            and isinstance(m.id, str)
+            and isinstance(m.scope_id, str)
+            and not ck.utf8_problem(m.id)
             for m in snapshot
         ):
             raise ConfigError(f"snapshot={snapshot!r:.80}: must be a list of Memory rows")
