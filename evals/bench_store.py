@@ -75,11 +75,19 @@ from evals.bench_data import (
     unit_vectors,
 )
 from memkit import redact
-from memkit.params import DAY
+from memkit.params import DAY, RecallParams
 from memkit.text import jaccard, trigrams
 
+FLOOR = 0.25
+"""The floor of every recall here, the store's and both baselines', whatever the
+embedder's own default: the rows are random unit vectors (cosine with a query
+~N(0, 1/dim)), so 0.25 keeps the query's noisy source row and almost nothing else,
+while an embedder's calibrated floor (WordLlama 0.07) is for real texts' cosines and
+would rank a tenth of the table. Like for like with `_numpy_recall` and `_row_scan`."""
+BENCH_RECALL = RecallParams(floor=FLOOR)
 
-def _row_scan(path: str, scope: str, q: np.ndarray, floor: float = 0.25) -> list:
+
+def _row_scan(path: str, scope: str, q: np.ndarray, floor: float = FLOOR) -> list:
     """The naive baseline: every row from SQLite, decode, cosine, keep, sort."""
     conn = sqlite3.connect(path)
     hits = []
@@ -274,7 +282,8 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
     qs = vecs[src] + nrng.normal(0, 0.04, (queries, DIM)).astype(np.float32)
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
     qtexts = [texts[i] for i in src]
-    store.recall("bench", "warm", query_embedding=qs[0])  # build the in-memory matrix once
+    # build the in-memory matrix once
+    store.recall("bench", "warm", query_embedding=qs[0], params=BENCH_RECALL)
     emb.embed(["warm"])
 
     rec: list[float] = []
@@ -283,12 +292,16 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
     scan: list[float] = []
     for i in range(queries):
         t = time.perf_counter()
-        hits = store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i])
+        hits = store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i], params=BENCH_RECALL)
         rec.append(time.perf_counter() - t)
         assert hits and hits[0].path == "vector"
+        if len(hits) != len(_numpy_recall(vecs, qs[i])):  # like for like, or no ratio
+            raise RuntimeError(
+                f"store recall kept {len(hits)} rows, the numpy baseline another count"
+            )
         t = time.perf_counter()
         emb.embed([qtexts[i]])
-        store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i])
+        store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i], params=BENCH_RECALL)
         rec_emb.append(time.perf_counter() - t)
     index = faiss.IndexFlatIP(DIM)
     index.add(vecs)
@@ -298,7 +311,12 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
         # Query by query, in alternating order, so drift on a shared machine and
         # the cache each scan leaves behind fall on both sides alike.
         sides: tuple[tuple[Callable[[int], object], list[float]], ...] = (
-            (lambda i: store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i]), rec1),
+            (
+                lambda i: store.recall(
+                    "bench", qtexts[i], LIMIT, query_embedding=qs[i], params=BENCH_RECALL
+                ),
+                rec1,
+            ),
             (lambda i: index.search(qs[i : i + 1], LIMIT), fai),
         )
         for i in range(queries):
@@ -310,7 +328,12 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
     npy: list[float] = []
     rec_np: list[float] = []
     sides = (  # typed where first assigned, above
-        (lambda i: store.recall("bench", qtexts[i], LIMIT, query_embedding=qs[i]), rec_np),
+        (
+            lambda i: store.recall(
+                "bench", qtexts[i], LIMIT, query_embedding=qs[i], params=BENCH_RECALL
+            ),
+            rec_np,
+        ),
         (lambda i: _numpy_recall(vecs, qs[i]), npy),
     )
     with _one_blas_thread():  # alternating, one BLAS thread on both sides
@@ -322,13 +345,13 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
 
     store.embedder = None  # no query embedding: recall answers on the keyword path
     t = time.perf_counter()
-    store.recall("bench", qtexts[0], LIMIT)  # builds the keyword index once
+    store.recall("bench", qtexts[0], LIMIT, params=BENCH_RECALL)  # builds the keyword index once
     kw_build = time.perf_counter() - t
     log(f"  {n:>7} keyword index built in {kw_build:.2f}s")
     kw = []
     for i in range(queries):
         t = time.perf_counter()
-        hits = store.recall("bench", qtexts[i], LIMIT)
+        hits = store.recall("bench", qtexts[i], LIMIT, params=BENCH_RECALL)
         kw.append(time.perf_counter() - t)
         assert hits and hits[0].path == "keyword"
     store.embedder = emb
@@ -406,7 +429,7 @@ def bench_size(n: int, queries: int, tmp: Path, log, source: TextSource = synthe
     }
 
 
-def _numpy_recall(vecs: np.ndarray, q: np.ndarray, floor: float = 0.25) -> np.ndarray:
+def _numpy_recall(vecs: np.ndarray, q: np.ndarray, floor: float = FLOOR) -> np.ndarray:
     """The bare baseline of vector recall: one matmul, top-k by argpartition, floor."""
     s = vecs @ q
     k = min(LIMIT, s.size)
