@@ -312,6 +312,7 @@ def _run(
             else {}
         ),
         embedder_errors=embedder_errors(files["probes"], emb),
+        recall_floors=recall_floors(config, stores or [("store", emb)]),
         providers={"failures": health, "limits": ran.limits},
     )
     table = metrics_from_run(out)
@@ -366,6 +367,20 @@ def write_embedder_comparison(out: Path, systems: Sequence[str]) -> None:
         [compare_runs(out, a, None, b, metrics=metrics) for a, b in pairs], ignore_index=True
     )
     frame.to_csv(out / "compare.csv", index=False, float_format="%.6f")
+
+
+def recall_floors(config: RunConfig, stores: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """The recall floor each store system used: the run's `recall.floor` when set, else
+    its embedder's own default (`RecallParams(floor=None)`), so a manifest read later
+    says which floor made the numbers even after an embedder's default moves. None: a
+    keyword-only system (no vector path, no floor)."""
+    from memkit.embed import default_floor_of
+
+    set_floor = dict(config.recall).get("floor")
+    return {
+        name: None if e is None else (set_floor if set_floor is not None else default_floor_of(e))
+        for name, e in stores
+    }
 
 
 def embedder_errors(probes: Sequence[Mapping[str, Any]], emb: Any) -> dict[str, Any]:

@@ -140,3 +140,20 @@ def test_sweep_figure_by_grid_shape():
     assert sweep_figure(_frame(list(plain2d), _rows(plain2d)), rec).startswith(PNG)
     flat = {"recall.floor": [0.1, 0.2, 0.3]}
     assert sweep_figure(_frame(list(flat), _rows(flat)), None) is None  # the report's own plot
+
+
+def test_the_manifest_records_the_floor_each_store_system_used(tiny, tmp_path):
+    """Each embedder has its own default floor (WordLlama 0.07, hashing 0.25): the
+    manifest says which one made the numbers, or the floor the run set for all."""
+    root, _ = tiny
+    args = ["--dataset", str(root), "--mode", "store", "--quiet"]
+    two = ["--embedder", "wordllama", "--embedder", "hashing"]
+    assert run_main([*args, *two, "--out", str(tmp_path / "a")]) == 0
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["recall_floors"] == {"store@wordllama": 0.07, "store@hashing": 0.25}
+    assert run_main([*args, *two, "--set", "floor=0.3", "--out", str(tmp_path / "b")]) == 0
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["recall_floors"] == {"store@wordllama": 0.3, "store@hashing": 0.3}
+    assert run_main([*args, "--embedder", "none", "--out", str(tmp_path / "c")]) == 0
+    manifest = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    assert manifest["recall_floors"] == {"store": None}
