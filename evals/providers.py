@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from evals.rows import AttemptRow
 from memkit.errors import ConfigError
 
 DEFAULT_MAX_FAILURE_SHARE = 0.5
@@ -173,7 +174,7 @@ def log_to(path: str | os.PathLike[str], *, litellm: bool = False) -> Iterator[N
 
 
 def failure_summary(
-    attempts: Iterable[Mapping[str, Any]],
+    attempts: Iterable[AttemptRow],
     threshold: float = DEFAULT_MAX_FAILURE_SHARE,
     stopped: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
@@ -181,17 +182,18 @@ def failure_summary(
     it fails the run (share above `threshold`, or the model was stopped)."""
     out: dict[str, dict[str, Any]] = {}
     for a in attempts:
-        s = out.setdefault(a["system"], {"attempts": 0, "failed": 0, "by_outcome": {}})
+        if a.system is None:
+            raise ConfigError(f"attempt {a.request_hash[:12]} names no system (not a run-file row)")
+        s = out.setdefault(a.system, {"attempts": 0, "failed": 0, "by_outcome": {}})
         if is_replay_miss(a):  # not the model's failure: the recording lacks the request
             missed = s.setdefault("not_recorded", [])
-            if a.get("request_hash") not in missed:
-                missed.append(a.get("request_hash"))
+            if a.request_hash not in missed:
+                missed.append(a.request_hash)
             continue
         s["attempts"] += 1
-        if a.get("raw_response") is None and a.get("outcome") != "ok":
+        if not a.answered and a.outcome != "ok":
             s["failed"] += 1
-            k = str(a.get("outcome"))
-            s["by_outcome"][k] = s["by_outcome"].get(k, 0) + 1
+            s["by_outcome"][a.outcome] = s["by_outcome"].get(a.outcome, 0) + 1
     for sys_, reason in (stopped or {}).items():
         out.setdefault(sys_, {"attempts": 0, "failed": 0, "by_outcome": {}})["stopped"] = reason
     for s in out.values():
@@ -205,9 +207,9 @@ def failure_summary(
     return out
 
 
-def is_replay_miss(row: Mapping[str, Any]) -> bool:
+def is_replay_miss(row: AttemptRow) -> bool:
     """An attempt a replay could not answer: its request is not in the recording."""
-    return row.get("outcome") == "replay_miss"
+    return row.outcome == "replay_miss"
 
 
 def banner_lines(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:

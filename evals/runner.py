@@ -64,7 +64,7 @@ from evals.plan import STORE, Unit, run_plan
 from evals.progress import Progress
 from evals.providers import banner_lines, failure_summary, log_to
 from evals.replay import CachingEmbedder, scopes_of
-from evals.rows import PassRow
+from evals.rows import AttemptRow, PassRow, ProbeRow, rows_of
 from evals.runfolder import (
     DIGITS,
     REPO,
@@ -295,7 +295,8 @@ def _run(
         write_jsonl(out / f"{k}.jsonl", files[k])
     pairs = list(getattr(ds, "pairs", ()) or ())
     write_json(out / "matcher.json", matcher_accuracy(pairs, config))
-    health = failure_summary(files["attempts"], config.max_failure_share, ran.stopped)
+    # the summaries read the files just written, typed (a malformed row is a RowError)
+    health = failure_summary(rows_of(out, AttemptRow), config.max_failure_share, ran.stopped)
     write_manifest(
         out,
         name=config.name,
@@ -311,7 +312,7 @@ def _run(
             if len(stores) > 1
             else {}
         ),
-        embedder_errors=embedder_errors(files["probes"], emb),
+        embedder_errors=embedder_errors(rows_of(out, ProbeRow), emb),
         recall_floors=recall_floors(config, stores or [("store", emb)]),
         providers={"failures": health, "limits": ran.limits},
     )
@@ -383,11 +384,11 @@ def recall_floors(config: RunConfig, stores: Sequence[tuple[str, Any]]) -> dict[
     }
 
 
-def embedder_errors(probes: Sequence[Mapping[str, Any]], emb: Any) -> dict[str, Any]:
+def embedder_errors(probes: Sequence[ProbeRow], emb: Any) -> dict[str, Any]:
     """How often the embedder failed: probes whose recall fell back to keywords because
     embedding the query raised, of all probes, and the last error seen this process."""
     return {
-        "probes": sum(1 for r in probes if r.get("fallback") == "embed_error"),
+        "probes": sum(1 for r in probes if r.fallback == "embed_error"),
         "probes_total": len(probes),
         "calls": getattr(emb, "errors", 0),
         "last": getattr(emb, "last_error", None),
