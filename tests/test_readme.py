@@ -25,19 +25,35 @@ def anchors(path: Path) -> set[str]:
     return out
 
 
-def test_readme_is_short_and_starts_with_the_two_commands():
-    text = README.read_text(encoding="utf-8")
-    assert len(text.splitlines()) <= MAX_LINES
+def readme_problems(text: str) -> list[str]:
+    """What keeps a README from being what a newcomer reads first ([] when nothing)."""
+    problems = []
+    if len(text.splitlines()) > MAX_LINES:
+        problems.append(f"{len(text.splitlines())} lines (max {MAX_LINES})")
     sections = re.findall(r"^## (.+)$", text, re.M)
-    assert sections[0] == "The two commands"
+    if not sections or sections[0] != "The two commands":
+        return [*problems, "the first section is not 'The two commands'"]
     first = text.split("## The two commands", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", first, re.S)[1].splitlines()
-    assert block[0].startswith("make eval") and block[1].startswith("make test")
+    block = re.search(r"```bash\n(.*?)```", first, re.S)
+    lines = block[1].splitlines() if block else []
+    if len(lines) < 2 or not (
+        lines[0].startswith("make eval") and lines[1].startswith("make test")
+    ):
+        problems.append("the two commands' block does not start with make eval, make test")
+    return problems
 
 
-def test_the_line_bound_is_checked_at_the_bound_and_past_it(tmp_path):
-    assert len(("x\n" * MAX_LINES).splitlines()) <= MAX_LINES
-    assert not len(("x\n" * (MAX_LINES + 1)).splitlines()) <= MAX_LINES
+def test_readme_is_short_and_starts_with_the_two_commands():
+    assert readme_problems(README.read_text(encoding="utf-8")) == []
+
+
+def test_the_readme_checks_hold_at_the_line_bound_and_fail_past_it():
+    top = "# memkit\n\n## The two commands\n\n```bash\nmake eval\nmake test\n```\n"
+    pad = MAX_LINES - len(top.splitlines())
+    assert readme_problems(top + "x\n" * pad) == []
+    assert readme_problems(top + "x\n" * (pad + 1)) == [f"{MAX_LINES + 1} lines (max {MAX_LINES})"]
+    assert readme_problems(top.replace("make eval\nmake test", "make test\nmake eval")) != []
+    assert readme_problems("# memkit\n\n## Using the library\n") != []
 
 
 @pytest.mark.parametrize(
