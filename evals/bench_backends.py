@@ -14,9 +14,11 @@ Measured:
   exactly instead (no index for the scope, or a possibly short answer);
   the build time under `memkit.store.pg_search.BUILD_SETTINGS` and the indexes' size;
 * a freshly spawned client answering 20 recalls: the seconds from opening the
-  store to its first answer (a cold open: SQLite loads the scope's matrix)
-  and its peak RSS (SQLite holds the matrix, beside the file's size; a
-  Postgres client holds no vectors);
+  store to its first answer (a cold open: SQLite maps the vector sidecar the
+  setup's first recall left beside the file, `memkit.store.sidecar`, for a
+  scope of 50,000+ rows, and loads smaller ones) and its peak RSS (SQLite
+  holds the matrix or its mapped pages, beside the file's size; a Postgres
+  client holds no vectors);
 * remembers/s with fold-in (half restatements of stored rows, half new;
   vectors precomputed, so the store's own cost is measured) from 1 process
   and from 4 processes writing at once into the same scope (all their

@@ -18,6 +18,7 @@ from memkit.embed import Embedder, normalize_rows
 from memkit.params import FoldParams, RedactionParams
 from memkit.redact import redact
 from memkit.store.index import Indexes, Write
+from memkit.store.sidecar import Sidecars
 
 
 def new_row_id() -> str:
@@ -44,6 +45,7 @@ class StoreBase:
         clock: Callable[[], float],
         fold: FoldParams,
         redaction: RedactionParams,
+        sidecars: Sidecars | None = None,
     ):
         self._conn = conn
         self.path = path
@@ -53,7 +55,7 @@ class StoreBase:
         self.redaction = redaction
         self._lock = threading.RLock()
         self._closed = False
-        self._ix = Indexes(conn, int(embedder.dim) if embedder is not None else 0)
+        self._ix = Indexes(conn, int(embedder.dim) if embedder is not None else 0, sidecars)
         self.new_id: Callable[[], str] = new_row_id
         """Row id factory; evaluations inject a deterministic one so replays reproduce."""
 

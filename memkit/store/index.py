@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -48,6 +48,7 @@ from memkit.embed import normalize_rows
 from memkit.store.gram_index import GramIndex
 from memkit.store.keyword_index import KeywordIndex
 from memkit.store.rows import nan
+from memkit.store.sidecar import Sidecars
 
 LOAD_CHUNK = 20_000
 """Rows a scope's matrix load reads at a time (`ScopeVectors.load`)."""
@@ -121,6 +122,38 @@ class ScopeVectors:
     for a drop. A write's vector goes into one column of `cols`, 256 cache lines
     apart, which cost `remember` ~10% at 100k rows; `flush` (the next recall)
     applies a run of them in one pass."""
+    mapped: bool = False
+    """`cols` is a read-only map of a sidecar (`memkit.store.sidecar`): it is copied
+    into memory (with headroom, `pos` built then) before the first change."""
+
+    @classmethod
+    def mapped_from(cls, fields: dict[str, Any]) -> ScopeVectors:
+        """Live rows read from a sidecar (`Sidecars.open`'s fields); `pos` waits for a change."""
+        n, dim = fields["n"], fields["dim"]
+        cols = fields["cols"] if n else np.zeros((dim, 0), dtype=np.float32)
+        names = ("rowid", "conf", "last_seen", "recency")
+        return cls(dim=dim, n=n, cols=cols, mapped=True, **{k: fields[k] for k in names})
+
+    def fields(self) -> dict[str, Any]:
+        """What a sidecar holds (`Sidecars.write`): the live rows' arrays."""
+        names = ("dim", "n", "cols", "rowid", "conf", "last_seen", "recency")
+        return {k: getattr(self, k) for k in names}
+
+    def _own(self) -> None:
+        """Copy a mapped matrix into memory before changing it (the map is read-only)."""
+        if not self.mapped:
+            return
+        n, cap = self.n, max(self.n + self.n // 4, 64)
+        cols = np.zeros((self.dim, cap), dtype=np.float32)
+        cols[:, :n] = self.cols[:, :n]
+        self.cols = cols
+        for name in ("rowid", "conf", "last_seen", "recency"):
+            old = getattr(self, name)
+            arr = np.zeros(cap, dtype=old.dtype)
+            arr[:n] = old[:n]
+            setattr(self, name, arr)
+        self.pos = dict(zip(self.rowid[:n].tolist(), range(n), strict=True))
+        self.mapped = False
 
     def flush(self) -> None:
         """Apply the queued writes in order: the matrix ends exactly as if each
@@ -137,6 +170,7 @@ class ScopeVectors:
     def _put_run(self, run: list[tuple[Any, ...]]) -> None:
         if not run:
             return
+        self._own()
         at: dict[int, tuple[Any, ...]] = {}  # column -> its last write
         for op in run:
             i = self.pos.get(op[0])
@@ -166,6 +200,7 @@ class ScopeVectors:
         return self.cols[:, : self.n].T
 
     def grow(self, need: int) -> None:
+        self._own()
         cap = self.cols.shape[1]
         if need <= cap:
             return
@@ -192,6 +227,7 @@ class ScopeVectors:
         self._put_run([(rowid, vec, conf, last_seen, created)])
 
     def drop(self, rowid: int) -> None:
+        self._own()
         i = self.pos.pop(rowid, None)
         if i is None:
             return
@@ -261,10 +297,12 @@ class ScopeVectors:
 class Indexes:
     """Every in-memory index of one connection, and how far they have caught up."""
 
-    def __init__(self, conn: Any, dim: int):
+    def __init__(self, conn: Any, dim: int, sidecars: Sidecars | None = None):
         self.conn = conn
         """A `memkit.store.sqlite_db` connection (SQLiteDb or PgDb)."""
         self.dim = dim
+        self.sidecars = sidecars
+        """Where big scopes' matrices are mapped from and left (a SQLite file; else None)."""
         self.vectors: dict[str, ScopeVectors] = {}
         self.grams: dict[tuple[str, str], GramIndex] = {}
         self.keywords: dict[str, KeywordIndex] = {}
@@ -365,13 +403,11 @@ class Indexes:
             self.forget(key)
             self.seen[key] = top
             return top
-        for _seq, rowid, scope, kind, content, tags, successor, conf, seen_at, made, emb in rows:
-            if successor is not None:
-                self.drop(scope, kind, rowid)
-                continue
-            vec = None if emb is None else normalize_rows(c.unvec(emb).copy())[0]
-            tag_list = json.loads(tags) if tags else []
-            self.put(LiveRow(scope, kind, rowid, content, tag_list, vec, conf, seen_at, made))
+        for p in patches(c, rows):
+            if isinstance(p, Drop):
+                self.drop(p.scope_id, p.kind, p.rowid)
+            else:
+                self.put(p)
         self.seen[key] = max([top, *(r[0] for r in rows)])
         return self.seen[key]
 
@@ -431,9 +467,44 @@ class Indexes:
         self.catch_up(scope_id)
         sv = self.vectors.get(scope_id)
         if sv is None:
-            sv = self.vectors[scope_id] = ScopeVectors.load(self.conn, scope_id, self.dim)
+            sv = self.vectors[scope_id] = self._load_vectors(scope_id)
         sv.flush()
         return sv
+
+    def _load_vectors(self, scope_id: str) -> ScopeVectors:
+        """The scope's matrix from its sidecar plus the rows changed since it was
+        made, else from the table (then left in a sidecar for the next process)."""
+        side, seen = self.sidecars, self.seen.get(self.key(scope_id), 0)
+        if side is None:
+            return ScopeVectors.load(self.conn, scope_id, self.dim)
+        got = side.open(self.conn, scope_id, seen)
+        if got is not None:
+            fields, made = got
+            rows = self.conn.execute(*changes_since(None, made)).fetchall() if made < seen else []
+            if len(rows) <= SYNC_MAX:
+                sv = ScopeVectors.mapped_from(fields)
+                for p in patches(self.conn, [r for r in rows if r[2] == scope_id]):
+                    if isinstance(p, LiveRow) and p.vec is not None:
+                        sv.queue.append((p.rowid, p.vec, p.confidence, p.last_seen, p.created))
+                    else:
+                        sv.queue.append((p.rowid,))
+                side.counts["used"] += 1
+                side.counts["delta_rows"] += len(sv.queue)
+                return sv
+        sv = ScopeVectors.load(self.conn, scope_id, self.dim)
+        side.write(self.conn, scope_id, sv.fields(), seen)
+        return sv
+
+
+def patches(conn: Any, rows: list[tuple[Any, ...]]) -> Iterator[LiveRow | Drop]:
+    """The patches of rows read by `changes_since`, in order."""
+    for _seq, rowid, scope, kind, content, tags, successor, conf, seen_at, made, emb in rows:
+        if successor is not None:
+            yield Drop(scope, kind, rowid)
+            continue
+        vec = None if emb is None else normalize_rows(conn.unvec(emb).copy())[0]
+        tag_list = json.loads(tags) if tags else []
+        yield LiveRow(scope, kind, rowid, content, tag_list, vec, conf, seen_at, made)
 
 
 def changes_since(key: str | None, seen: int) -> tuple[str, tuple[Any, ...]]:

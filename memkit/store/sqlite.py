@@ -17,6 +17,7 @@ from memkit import checks as ck
 from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RedactionParams
+from memkit.store import sidecar
 from memkit.store.index import Write
 from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
 from memkit.store.schema import SCHEMA_VERSION, check_own_file, migrate
@@ -48,6 +49,7 @@ class SQLiteStore(SQLStore):
         fold: FoldParams = FoldParams(),
         redaction: RedactionParams = RedactionParams(),
         read_only: bool = False,
+        vector_sidecar: int | None = sidecar.MIN_ROWS,
     ) -> SQLiteStore:
         """Open (creating and migrating) a store.
 
@@ -57,6 +59,10 @@ class SQLiteStore(SQLStore):
         `read_only=True` opens an existing store of this schema version and
         never writes to the file; anything else (missing, empty, foreign,
         corrupt, older or newer schema) is a ConfigError and the file is untouched.
+        `vector_sidecar` (memkit): a scope with at least this many live embedded
+        rows leaves its matrix in a file beside the database after a full load,
+        and later opens map it (`memkit.store.sidecar`); a read-only open maps
+        but never writes one; None: no sidecar is read or written.
         """
         if not isinstance(path, str | os.PathLike) or not str(path).strip():
             raise ConfigError(f"path={path!r:.80}: must be a non-blank str or path")
@@ -65,12 +71,15 @@ class SQLiteStore(SQLStore):
             raise ConfigError(f"clock={clock!r:.80}: must be callable")
         ck.check_type(fold, "fold", FoldParams)
         ck.check_type(redaction, "redaction", RedactionParams)
+        ck.check_optional_int(vector_sidecar, "vector_sidecar", lo=1)
         emb = get_embedder(embedder)
+        side = None
+        if vector_sidecar is not None and str(path) != ":memory:":
+            side = sidecar.Sidecars(str(path), writable=not read_only, min_rows=vector_sidecar)
+        opts: dict[str, Any] = {"embedder": emb, "clock": clock, "fold": fold}
+        opts.update(redaction=redaction, sidecars=side)
         if read_only:
-            conn = _connect_read_only(str(path), emb)
-            return cls(
-                conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction
-            )
+            return cls(_connect_read_only(str(path), emb), path=str(path), **opts)
         conn = sqlite3.connect(
             str(path),
             isolation_level=None,
@@ -98,7 +107,14 @@ class SQLiteStore(SQLStore):
         except BaseException:
             conn.close()
             raise
-        return cls(conn, path=str(path), embedder=emb, clock=clock, fold=fold, redaction=redaction)
+        return cls(conn, path=str(path), **opts)
+
+    @property
+    def sidecar_counts(self) -> dict[str, int]:
+        """(memkit) What the vector sidecars did in this process: used, rejected,
+        written, write_failed, delta_rows (rows applied on top of a map)."""
+        side = self._ix.sidecars
+        return {} if side is None else dict(side.counts)
 
     @staticmethod
     def _check_embedder(conn: SQLiteDb, emb: Embedder | None, path: str) -> None:
