@@ -30,7 +30,9 @@ burst of writes pays once (`BACKLOG` bounds the queue).
 Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.store.rank`);
 approximate search (vectors are exact brute force, no ANN; the gram index is
 exact); persistence (indexes are rebuilt from the table in each process, on a
-scope's first use); and memory bounds (a scope's index holds all its live rows).
+scope's first use; only a big scope's matrix is mapped from a file beside a
+SQLite database when one is there, `memkit.store.sidecar`); and memory bounds
+(a scope's index holds all its live rows).
 """
 
 from __future__ import annotations
@@ -143,17 +145,9 @@ class ScopeVectors:
         """Copy a mapped matrix into memory before changing it (the map is read-only)."""
         if not self.mapped:
             return
-        n, cap = self.n, max(self.n + self.n // 4, 64)
-        cols = np.zeros((self.dim, cap), dtype=np.float32)
-        cols[:, :n] = self.cols[:, :n]
-        self.cols = cols
-        for name in ("rowid", "conf", "last_seen", "recency"):
-            old = getattr(self, name)
-            arr = np.zeros(cap, dtype=old.dtype)
-            arr[:n] = old[:n]
-            setattr(self, name, arr)
-        self.pos = dict(zip(self.rowid[:n].tolist(), range(n), strict=True))
         self.mapped = False
+        self.pos = dict(zip(self.rowid[: self.n].tolist(), range(self.n), strict=True))
+        self._realloc(max(self.n + self.n // 4, 64))
 
     def flush(self) -> None:
         """Apply the queued writes in order: the matrix ends exactly as if each
@@ -204,14 +198,17 @@ class ScopeVectors:
         cap = self.cols.shape[1]
         if need <= cap:
             return
-        new = max(need, cap * 2, 64)
-        cols = np.zeros((self.dim, new), dtype=np.float32)
+        self._realloc(max(need, cap * 2, 64))
+
+    def _realloc(self, cap: int) -> None:
+        """Move the rows into new in-memory arrays of `cap` columns."""
+        cols = np.zeros((self.dim, cap), dtype=np.float32)
         if self.n:
             cols[:, : self.n] = self.cols[:, : self.n]
         self.cols = cols
         for name in ("rowid", "conf", "last_seen", "recency"):
             old = getattr(self, name)
-            arr = np.zeros(new, dtype=old.dtype)
+            arr = np.zeros(cap, dtype=old.dtype)
             arr[: self.n] = old[: self.n]
             setattr(self, name, arr)
 
