@@ -16,7 +16,7 @@ import pytest
 from memkit.errors import ConfigError
 from memkit.params import RecallParams
 from memkit.store.index import SYNC_MAX
-from memkit.store.sidecar import HEADER, sidecar_path
+from memkit.store.sidecar import HEADER, MAGIC, sidecar_path
 from memkit.store.sqlite import SQLiteStore
 
 DIM = 32
@@ -190,6 +190,8 @@ def test_a_corrupt_sidecar_is_refused(tmp_path, caplog):
     bad = bytearray(good)
     bad[20:30] = b"not json!!"
     _side(db).write_bytes(bytes(bad))
+    _refused(db, caplog, "unreadable header")
+    _side(db).write_bytes(MAGIC + b'{"n": -1}'.ljust(len(good) - len(MAGIC)))
     _refused(db, caplog, "unreadable header")
     bad = bytearray(good)
     bad[HEADER : HEADER + 4 * DIM * N] = bytes(4 * DIM * N)  # every vector zeroed

@@ -131,7 +131,7 @@ class Sidecars:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-        except OSError as e:
+        except (OSError, SidecarRejected) as e:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
             self.counts["write_failed"] += 1
@@ -147,7 +147,7 @@ def _meta(conn: Any) -> dict[str, str]:
 def _header_bytes(header: dict[str, Any]) -> bytes:
     raw = MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n"
     if len(raw) > HEADER:
-        raise OSError(f"sidecar header of {len(raw)} bytes (scope id too long for {HEADER})")
+        raise SidecarRejected(f"a header of {len(raw)} bytes (the scope id is too long)")
     return raw.ljust(HEADER, b" ")
 
 
@@ -158,14 +158,17 @@ def _read_header(path: str) -> dict[str, Any]:
         raise SidecarRejected("not a memkit vector sidecar, or a truncated header")
     try:
         header = json.loads(raw[len(MAGIC) :].decode())
-        for key, kind in (("scope_id", str), ("embedder_fingerprint", str)):
-            if not isinstance(header[key], kind):
-                raise TypeError(key)
-        for key in ("dim", "seq", "n"):
-            if not isinstance(header[key], int) or header[key] < 0:
-                raise TypeError(key)
-    except (ValueError, KeyError, TypeError) as e:
-        raise SidecarRejected(f"unreadable header ({e!r})") from None
+    except ValueError as e:
+        raise SidecarRejected(f"unreadable header ({e})") from None
+    ok = isinstance(header, dict) and all(
+        isinstance(header.get(k), str) for k in ("scope_id", "embedder_fingerprint")
+    )
+    ok = ok and all(
+        isinstance(header.get(k), int) and not isinstance(header[k], bool) and header[k] >= 0
+        for k in ("dim", "seq", "n")
+    )
+    if not ok:
+        raise SidecarRejected(f"unreadable header ({str(header)[:200]})")
     return dict(header)
 
 
