@@ -16,7 +16,7 @@ import pytest
 from memkit.errors import ConfigError
 from memkit.params import RecallParams
 from memkit.store.index import SYNC_MAX
-from memkit.store.sidecar import HEADER, MAGIC, sidecar_path
+from memkit.store.sidecar import HEADER, MAGIC, headroom, sidecar_path
 from memkit.store.sqlite import SQLiteStore
 
 DIM = 32
@@ -197,7 +197,7 @@ def test_a_corrupt_sidecar_is_refused(tmp_path, caplog):
     bad[HEADER : HEADER + 4 * DIM * N] = bytes(4 * DIM * N)  # every vector zeroed
     _side(db).write_bytes(bytes(bad))
     _refused(db, caplog, "differs from the database")
-    rowids = HEADER + 4 * DIM * N
+    rowids = HEADER + 4 * DIM * headroom(N)
     bad = bytearray(good)
     bad[rowids : rowids + 16] = bad[rowids + 8 : rowids + 16] + bad[rowids : rowids + 8]
     _side(db).write_bytes(bytes(bad))

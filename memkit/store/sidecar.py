@@ -4,7 +4,8 @@ A fresh process answering its first vector recall loads the scope's matrix
 from SQLite: at 1M rows that is a million rows handed over one by one (~6 s).
 After such a full load, a writable store leaves the matrix beside the file
 (`<db>.vectors-<scope digest>`): a header, the normalised vectors as stored
-in memory (dim x n float32, columns in rowid order), then the rowids,
+in memory (dim x n float32, columns in rowid order, each dimension's row
+followed by a quarter of headroom left as a hole in the file), then the rowids,
 confidences, last-seen times and recencies. The next process maps it and
 reads pages, not rows; the answers are the ones a full load gives, bit for bit.
 
@@ -71,9 +72,15 @@ def sidecar_path(db_path: str, scope_id: str) -> str:
     return f"{db_path}.vectors-{hashlib.sha256(scope_id.encode()).hexdigest()[:16]}"
 
 
+def headroom(n: int) -> int:
+    """Columns a sidecar of n rows holds: a quarter more, as a load allocates, so a
+    writer appends into its private copy of the map without copying the matrix."""
+    return max(n + n // 4, 64)
+
+
 def file_size(dim: int, n: int) -> int:
-    """The exact size of a sidecar of n rows of dim floats."""
-    return HEADER + 4 * dim * n + 8 * 4 * n
+    """The exact size of a sidecar of n rows of dim floats (the headroom is a hole)."""
+    return HEADER + 4 * dim * headroom(n) + 8 * 4 * n
 
 
 class Sidecars:
@@ -123,9 +130,10 @@ class Sidecars:
         try:
             with open(tmp, "wb") as f:
                 f.write(_header_bytes(header))
-                cols = fields["cols"]
+                cols, spare = fields["cols"], 4 * (headroom(n) - n)
                 for i in range(cols.shape[0]):
                     f.write(np.ascontiguousarray(cols[i, :n], dtype=np.float32).tobytes())
+                    f.seek(spare, os.SEEK_CUR)  # a hole: no disk, zeros when read
                 for name, dtype in (*_ARRAYS, ("recency", np.float64)):
                     f.write(np.ascontiguousarray(fields[name][:n], dtype=dtype).tobytes())
                 f.flush()
@@ -194,9 +202,10 @@ def _open(conn: Any, path: str, scope_id: str, top: int) -> tuple[dict[str, Any]
     size = os.path.getsize(path)
     if size != file_size(dim, n):
         raise SidecarRejected(f"{size} bytes, its header says {file_size(dim, n)} (truncated?)")
-    off = HEADER + 4 * dim * n
+    off = HEADER + 4 * dim * headroom(n)
     fields: dict[str, Any] = {"dim": dim, "n": n}
-    fields["cols"] = np.memmap(path, np.float32, "r", HEADER, (dim, n)) if n else None
+    # copy-on-write: a writer's changes stay in its own pages, never reach the file
+    fields["cols"] = np.memmap(path, np.float32, "c", HEADER, (dim, headroom(n)))
     with open(path, "rb") as f:
         f.seek(off)
         for name, dtype in (*_ARRAYS, ("recency", np.float64)):

@@ -46,14 +46,14 @@ class ScopeVectors:
     apart, which cost `remember` ~10% at 100k rows; `flush` (the next recall)
     applies a run of them in one pass."""
     mapped: bool = False
-    """`cols` is a read-only map of a sidecar (`memkit.store.sidecar`): it is copied
-    into memory (with headroom, `pos` built then) before the first change."""
+    """`cols` is a copy-on-write map of a sidecar (`memkit.store.sidecar`), with its
+    headroom: `pos` and room in the row arrays wait for the first change."""
 
     @classmethod
     def mapped_from(cls, fields: dict[str, Any]) -> ScopeVectors:
         """Live rows read from a sidecar (`Sidecars.open`'s fields); `pos` waits for a change."""
         n, dim = fields["n"], fields["dim"]
-        cols = fields["cols"] if n else np.zeros((dim, 0), dtype=np.float32)
+        cols = fields["cols"]
         names = ("rowid", "conf", "last_seen", "recency")
         return cls(dim=dim, n=n, cols=cols, mapped=True, **{k: fields[k] for k in names})
 
@@ -63,12 +63,13 @@ class ScopeVectors:
         return {k: getattr(self, k) for k in names}
 
     def _own(self) -> None:
-        """Copy a mapped matrix into memory before changing it (the map is read-only)."""
+        """Make a mapped scope changeable: the map's pages are copied as they are
+        written (copy-on-write), so only the row facts and `pos` are made here."""
         if not self.mapped:
             return
         self.mapped = False
         self.pos = dict(zip(self.rowid[: self.n].tolist(), range(self.n), strict=True))
-        self._realloc(max(self.n + self.n // 4, 64))
+        self._resize_facts(self.cols.shape[1])
 
     def flush(self) -> None:
         """Apply the queued writes in order: the matrix ends exactly as if each
@@ -127,6 +128,9 @@ class ScopeVectors:
         if self.n:
             cols[:, : self.n] = self.cols[:, : self.n]
         self.cols = cols
+        self._resize_facts(cap)
+
+    def _resize_facts(self, cap: int) -> None:
         for name in ("rowid", "conf", "last_seen", "recency"):
             old = getattr(self, name)
             arr = np.zeros(cap, dtype=old.dtype)
