@@ -231,6 +231,23 @@ def test_postgres_exact_recall_is_the_sqlite_answer(twin_stores, limit, params):
         assert _answer(got) == _answer(want)
 
 
+def test_an_hnsw_answer_that_holds_the_whole_scope_is_the_sqlite_answer(twin_stores, pg_dsn):
+    """ef_search above the scope's rows: the index returns every row, and the scores
+    (vectors read in binary, cosines in the client's float32) are SQLite's bits."""
+    lite, pg, q, rng = twin_stores
+    emb = TableEmbedder(dim=DIM)
+    with PostgresStore.open(
+        pg_dsn, embedder=emb, clock=pg.clock, ann="hnsw", hnsw_min_rows=1, ef_search=400
+    ) as ann:
+        for query in (q, rng.normal(size=DIM), -q):
+            for limit in (1, 8, 70):
+                params = RecallParams(floor=-1.0)
+                want = lite.recall("s", "zzz", limit, params, query_embedding=query)
+                got = ann.recall("s", "zzz", limit, params, query_embedding=query)
+                assert _answer(got) == _answer(want)
+        assert ann.ann_counts == {"ann": 9, "exact_fallback": 0}
+
+
 # --- HNSW build settings, commit durability, batched writes --------------------------------
 
 

@@ -112,9 +112,12 @@ class PgDb:
         self._changes: list[tuple[Any, ...]] | None = None
         self._reserved: list[int] = []
 
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+    def execute(self, sql: str, args: Sequence[Any] = (), binary: bool = False) -> Any:
+        """`sql` with `?` placeholders; `binary`: results in Postgres's binary form
+        (what vector reads want: a vector arrives as its float32 bytes, not text
+        for the client to parse, ~60 us a 256-d row)."""
         with _text_errors():
-            return self.conn.execute(_pg_sql(sql), args)
+            return self.conn.execute(_pg_sql(sql), args, binary=binary)
 
     def begin_write(self, scope_id: str | None, since: int | None = None, reserve: int = 0) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
@@ -508,6 +511,7 @@ class PostgresStore(SQLStore):
             f"SELECT rowid, confidence, last_seen_at, created_at, embedding FROM {LIVE} "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC LIMIT ?",
             (scope_id, max(int(cap), 0)),
+            binary=True,
         ).fetchall()
         return rows
 
@@ -546,6 +550,7 @@ class PostgresStore(SQLStore):
             f"FROM {base} OFFSET 0) c WHERE dist <= ? ORDER BY dist, rowid"
             + ("" if limit is None else " LIMIT ?"),
             (q, *args, 1.0 - lowest, *(() if limit is None else (limit,))),
+            binary=True,
         ).fetchall()
         return rows
 
@@ -580,7 +585,7 @@ class PostgresStore(SQLStore):
         with c.pipeline(), c.transaction():  # one round trip
             c.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
             c.execute("SET LOCAL enable_sort = off")  # the scope's index, never a sort
-            cur = c.execute(pg_ann.nearest_sql(c, scope_id, d), (q, ef))
+            cur = c.execute(pg_ann.nearest_sql(c, scope_id, d), (q, ef), binary=True)
         rows = cur.fetchall()
         cos, rowid, conf, last_seen, recency = candidate_arrays(rows, q)
         hits = self._ranked(scope_id, cos, rowid, conf, last_seen, recency, limit, params)
