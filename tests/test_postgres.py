@@ -62,6 +62,23 @@ def test_unknown_ann_is_a_config_error(pg_dsn):
         PostgresStore.open(pg_dsn, embedder=None, ann="ivf")
 
 
+@pytest.mark.parametrize("ef", [0, 1_001, 1.5, True, "100"])
+def test_an_ef_search_pgvector_refuses_is_a_config_error_at_open(ef):
+    with pytest.raises(ConfigError, match="ef_search"):
+        PostgresStore.open("postgresql://nowhere.invalid/x", embedder=None, ef_search=ef)
+
+
+@pytest.mark.parametrize("ef", [1, 1_000])
+def test_ef_search_at_pgvectors_bounds_answers(ann_table, ef):
+    dsn, queries, clock = ann_table
+    emb = TableEmbedder(dim=DIM)
+    with PostgresStore.open(
+        dsn, embedder=emb, clock=clock, ann="hnsw", hnsw_min_rows=50, ef_search=ef
+    ) as ann:
+        got = ann.recall("big", "q", 8, RecallParams(floor=-1.0), query_embedding=queries[0])
+        assert len(got) == 8 and ann.ann_counts["ann"] == 1
+
+
 # --- HNSW: never silently short ------------------------------------------------------
 
 

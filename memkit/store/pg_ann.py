@@ -36,6 +36,19 @@ from memkit.errors import ConfigError
 HNSW_MIN_ROWS = 5_000
 """Embedded live rows from which a scope gets its own HNSW index (`open(hnsw_min_rows=)`)."""
 
+EF_SEARCH_MAX = 1_000
+"""pgvector's upper bound of `hnsw.ef_search` (its lower one is 1)."""
+
+
+def check_ef_search(ef_search: Any) -> None:
+    """ConfigError unless `ef_search` is an int pgvector accepts (1..`EF_SEARCH_MAX`):
+    checked at open, not at the first recall's `SET LOCAL`."""
+    if isinstance(ef_search, bool) or not isinstance(ef_search, int):
+        raise ConfigError(f"ef_search={ef_search!r}: want an int")
+    if not 1 <= ef_search <= EF_SEARCH_MAX:
+        raise ConfigError(f"ef_search={ef_search}: want 1..{EF_SEARCH_MAX} (pgvector's bounds)")
+
+
 PREFIX = "memories_hnsw_"
 CACHE_MAX = 10_000
 """Scopes whose index name a client remembers (the cache is cleared past it)."""

@@ -340,6 +340,7 @@ class PostgresStore(SQLStore):
         if ann not in _ANN_KINDS:
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
         build_session(build_settings)  # checked before connecting
+        pg_ann.check_ef_search(ef_search)
         if isinstance(hnsw_min_rows, bool) or not isinstance(hnsw_min_rows, int):
             raise ConfigError(f"hnsw_min_rows={hnsw_min_rows!r}: want an int")
         if not isinstance(synchronous_commit, bool):
@@ -582,10 +583,16 @@ class PostgresStore(SQLStore):
         if q.shape[0] != d or not self._ann.has_index(c, scope_id, d):
             return None
         ef = max(self.ef_search, limit)
-        with c.pipeline(), c.transaction():  # one round trip
-            c.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-            c.execute("SET LOCAL enable_sort = off")  # the scope's index, never a sort
-            cur = c.execute(pg_ann.nearest_sql(c, scope_id, d), (q, ef), binary=True)
+        try:  # one round trip (psycopg's transaction() would wait on BEGIN and COMMIT)
+            with _pipeline(c):
+                c.execute("BEGIN")
+                c.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+                c.execute("SET LOCAL enable_sort = off")  # the scope's index, never a sort
+                cur = c.execute(pg_ann.nearest_sql(c, scope_id, d), (q, ef), binary=True)
+                c.execute("COMMIT")
+        except BaseException:
+            self._conn.end_write(False)  # a failed statement left the transaction open
+            raise
         rows = cur.fetchall()
         cos, rowid, conf, last_seen, recency = candidate_arrays(rows, q)
         hits = self._ranked(scope_id, cos, rowid, conf, last_seen, recency, limit, params)
