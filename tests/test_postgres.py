@@ -291,9 +291,31 @@ def test_hnsw_build_runs_under_its_settings_and_reports_them(pg_dsn):
             "built": False,
             "seconds": 0,
             "settings": {},
+            "concurrently": True,
             "index_bytes": 0,
             "scopes": {},
         }  # 50 rows: under the bound, no index
+
+
+def test_a_plain_build_is_a_choice_that_serves_recall_like_a_concurrent_one(ann_table):
+    dsn, queries, clock = ann_table
+    emb = TableEmbedder(dim=DIM)
+    with PostgresStore.open(
+        dsn, embedder=emb, clock=clock, ann="hnsw", hnsw_min_rows=50, build_concurrently=False
+    ) as ann:
+        assert ann.hnsw_build["built"] and ann.hnsw_build["concurrently"] is False
+        got = ann.recall("small", "q", 8, RecallParams(floor=-1.0), query_embedding=queries[0])
+        assert len(got) == 8 and ann.ann_counts == {"ann": 1, "exact_fallback": 0}
+        ann.drop_hnsw()
+        assert ann.build_hnsw(concurrently=True)["concurrently"] is True
+        with pytest.raises(ConfigError, match="concurrently='no'"):
+            ann.build_hnsw(concurrently="no")
+
+
+@pytest.mark.parametrize("bad", [0, "plain", None])
+def test_build_concurrently_must_be_a_bool(bad):
+    with pytest.raises(ConfigError, match="build_concurrently"):
+        PostgresStore.open("postgresql://nowhere.invalid/x", embedder=None, build_concurrently=bad)
 
 
 def test_reembed_of_an_hnsw_store_rebuilds_the_index_under_its_build_settings(pg_dsn):

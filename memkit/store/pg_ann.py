@@ -97,11 +97,15 @@ def _state(conn: Any, name: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
-def build(conn: Any, scope_id: str, dim: int, settings: Mapping[str, str]) -> dict[str, Any]:
+def build(
+    conn: Any, scope_id: str, dim: int, settings: Mapping[str, str], concurrently: bool = True
+) -> dict[str, Any]:
     """Build the scope's index unless a valid one exists (an invalid leftover of a
     failed build is dropped first), in this session under `settings` (reset
     after); what happened: built, seconds, index_bytes. `conn` is an autocommit
-    psycopg connection (CREATE INDEX CONCURRENTLY runs outside a transaction)."""
+    psycopg connection (CREATE INDEX CONCURRENTLY runs outside a transaction).
+    `concurrently=False`: a plain CREATE INDEX, which blocks every writer of the
+    table (all scopes) until it is done, for a store nobody writes meanwhile."""
     import psycopg
 
     name = index_name(scope_id, dim)
@@ -118,8 +122,9 @@ def build(conn: Any, scope_id: str, dim: int, settings: Mapping[str, str]) -> di
                 except psycopg.Error as e:
                     raise ConfigError(f"build_settings {key}={value!r}: {e}") from None
                 done.append(key)
+            how = "CONCURRENTLY " if concurrently else ""
             conn.execute(
-                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw "
+                f"CREATE INDEX {how}IF NOT EXISTS {name} ON memories USING hnsw "
                 f"((embedding::vector({int(dim)})) vector_cosine_ops) "
                 f"WHERE {scope_predicate(conn, scope_id)}"
             )

@@ -320,6 +320,7 @@ class PostgresStore(SQLStore):
         build_settings: Mapping[str, str | int] | None = None,
         synchronous_commit: bool = True,
         hnsw_min_rows: int = pg_ann.HNSW_MIN_ROWS,
+        build_concurrently: bool = True,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
@@ -333,6 +334,8 @@ class PostgresStore(SQLStore):
         read-only transactions (nothing is created, migrated or recorded).
         `build_settings` are server settings for the session that builds the
         HNSW indexes, over `BUILD_SETTINGS` (a value of None drops a default).
+        `build_concurrently=False` builds them with a plain CREATE INDEX, which
+        blocks every writer of the store during the build (`build_hnsw`).
         `synchronous_commit=False` sets it off for this connection: a commit
         returns before its WAL reaches disk (a server crash may lose the last
         commits, never consistency); the default keeps the server's setting.
@@ -343,6 +346,8 @@ class PostgresStore(SQLStore):
         pg_ann.check_ef_search(ef_search)
         if isinstance(hnsw_min_rows, bool) or not isinstance(hnsw_min_rows, int):
             raise ConfigError(f"hnsw_min_rows={hnsw_min_rows!r}: want an int")
+        if not isinstance(build_concurrently, bool):
+            raise ConfigError(f"build_concurrently={build_concurrently!r}: want True or False")
         if not isinstance(synchronous_commit, bool):
             raise ConfigError(f"synchronous_commit={synchronous_commit!r}: want True or False")
         emb = get_embedder(embedder)
@@ -384,7 +389,7 @@ class PostgresStore(SQLStore):
             )
             store._build_settings = build_settings
             if ann == "hnsw" and not read_only:
-                store.hnsw_build = store.build_hnsw(build_settings)
+                store.hnsw_build = store.build_hnsw(build_settings, build_concurrently)
         except BaseException:
             conn.close()
             raise
@@ -398,18 +403,25 @@ class PostgresStore(SQLStore):
             self._dim = int(row[0])
         return self._dim
 
-    def build_hnsw(self, build_settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def build_hnsw(
+        self, build_settings: Mapping[str, Any] | None = None, concurrently: bool = True
+    ) -> dict[str, Any]:
         """Build the HNSW index of every scope that has `hnsw_min_rows` embedded live
-        rows and none yet (`memkit.store.pg_ann`; concurrently: writers go on), under
-        `BUILD_SETTINGS` with `build_settings` over them. What it did: `built`
-        (any), total `seconds` and `index_bytes`, the `settings`, and per scope
-        its rows and its own report. Call again after a scope has grown."""
+        rows and none yet (`memkit.store.pg_ann`), under `BUILD_SETTINGS` with
+        `build_settings` over them: concurrently (writers go on), or with
+        `concurrently=False` a plain build that blocks every writer of the store
+        until it is done (for a store nobody writes meanwhile, e.g. right after
+        `bulk_load`: faster, docs/postgres-scale.md). What it did: `built` (any),
+        total `seconds` and `index_bytes`, the `settings`, `concurrently`, and
+        per scope its rows and its own report. Call again after a scope has grown."""
+        if not isinstance(concurrently, bool):
+            raise ConfigError(f"concurrently={concurrently!r}: want True or False")
         settings = build_session(build_settings)
         d = self._embedding_dim()
         c = self._conn.conn
         with self._lock:
             scopes = {
-                scope: {"rows": n, **pg_ann.build(c, scope, d, settings)}
+                scope: {"rows": n, **pg_ann.build(c, scope, d, settings, concurrently)}
                 for scope, n in pg_ann.large_scopes(c, self.hnsw_min_rows)
             }
             self._ann.forget()
@@ -418,6 +430,7 @@ class PostgresStore(SQLStore):
             "built": built,
             "seconds": sum(r["seconds"] for r in scopes.values()),
             "settings": dict(settings) if built else {},
+            "concurrently": concurrently,
             "index_bytes": sum(r["index_bytes"] for r in scopes.values()),
             "scopes": scopes,
         }
