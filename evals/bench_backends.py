@@ -59,7 +59,17 @@ from typing import Any
 
 import numpy as np
 
-from evals.bench_data import DIM, LIMIT, percentiles, synthetic_texts, unit_vectors
+from evals.bench_data import (
+    DIM,
+    LIMIT,
+    VECTOR_SOURCES,
+    corpus_stats,
+    embedded,
+    percentiles,
+    perturbed,
+    synthetic_texts,
+    unit_vectors,
+)
 
 SCOPE = "bench"
 SMALL = "bench-1pct"
@@ -68,12 +78,15 @@ SMALL_FROM = 10_000
 
 
 class _Table:
-    """The bench embedder: answers from vectors computed before timing starts."""
+    """The bench embedder: answers from vectors computed before timing starts
+    (`floor`: the recall floor of the embedder they came from, as `default_floor`)."""
 
     name, dim = f"bench-{DIM}", DIM
 
-    def __init__(self, texts: list[str], vecs: np.ndarray):
+    def __init__(self, texts: list[str], vecs: np.ndarray, floor: float | None = None):
         self._t = dict(zip(texts, vecs, strict=True))
+        if floor is not None:
+            self.default_floor = floor
 
     def embed(self, texts):
         return np.stack([self._t[t] for t in texts])
@@ -229,13 +242,59 @@ def bare_rate(url: str, batches: list[list[str]], vec: str, locked: bool = False
     return sum(len(b) for b in batches) / wall
 
 
-def _recalls(store, scope: str, qs: np.ndarray) -> tuple[list[list[str]], list[float]]:
-    ids, times = [], []
+def _recalls(
+    store, scope: str, qs: np.ndarray
+) -> tuple[list[list[tuple[str, float]]], list[float]]:
+    """Each query's (id, score) hits, and its seconds."""
+    hits, times = [], []
     for q in qs:
         t = time.perf_counter()
-        ids.append([h.id for h in store.recall(scope, "q", LIMIT, query_embedding=q)])
+        got = store.recall(scope, "q", LIMIT, query_embedding=q)
         times.append(time.perf_counter() - t)
-    return ids, times
+        hits.append([(h.id, h.score) for h in got])
+    return hits, times
+
+
+def recall_with_ties(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> float:
+    """recall@k of `got` against the exact answer `want` ((id, score) each, best first):
+    the share of `want` that `got` found, where a hit that is not in `want` but
+    scores at least `want`'s last score counts (a tie at the k-th score: exact
+    kept one of the tied rows, the index another, equally right). An empty
+    exact answer is matched by an empty one (1.0) and by nothing else (0.0)."""
+    if not want:
+        return 1.0 if not got else 0.0
+    ids, kth = {i for i, _ in want}, want[-1][1]
+    found = sum(1 for i, score in got if i in ids or score >= kth)
+    return min(found, len(want)) / len(want)
+
+
+def _queries(
+    vectors: str, texts: list[str], vecs: np.ndarray, k: int, rng: random.Random, nrng
+) -> np.ndarray:
+    """`k` query vectors near stored rows: `random`, a stored vector plus noise;
+    `wordllama`, the embedding of a stored text reworded (`perturbed`)."""
+    if vectors == "wordllama":
+        return embedded([perturbed(rng, texts[rng.randrange(len(texts))]) for _ in range(k)])
+    return vecs[nrng.integers(0, len(vecs), k)] + 0.05 * unit_vectors(nrng, k)
+
+
+def _ann_recalls(ann: Any, scopes: list[tuple[Any, ...]], ef: int, log) -> dict:
+    """HNSW recall at one ef_search on each (key, scope, queries, exact hits):
+    p50/p95, recall@8 against the exact hits (ties counted, `recall_with_ties`)
+    and how many recalls were answered exactly instead."""
+    out: dict = {"ef_search": ef}
+    for key, scope, qq, want in scopes:
+        before = ann.ann_counts["exact_fallback"]
+        got, times = _recalls(ann, scope, qq)
+        hit = [recall_with_ties(g, w) for g, w in zip(got, want, strict=True)]
+        out[f"{key}_p50"], out[f"{key}_p95"] = percentiles(times)
+        out[f"{key}_recall8"] = float(np.mean(hit))
+        out[f"{key}_fallbacks"] = ann.ann_counts["exact_fallback"] - before
+        log(
+            f"  hnsw {scope} ef_search {ef}: p50 {out[f'{key}_p50']:.2f} ms, recall@8 "
+            f"{out[f'{key}_recall8']:.3f}, exact instead {out[f'{key}_fallbacks']}/{len(qq)}"
+        )
+    return out
 
 
 def _load() -> str:
@@ -273,6 +332,40 @@ def _bench_writes(backend, url, emb, batch_texts, writes, vec0, row, log) -> Non
         )
 
 
+def _corpus(vectors: str, n: int, writes: int, row: dict, log):
+    """The bench's texts and vectors (setup, not measured): the big scope's, the 1 %
+    scope's, the write batches', and the embedder answering from them."""
+    rng, nrng = random.Random(n), np.random.default_rng(n)
+    m = n // 100 if n >= SMALL_FROM else 0
+    texts, small_texts = synthetic_texts(rng, n), synthetic_texts(random.Random(-7 - n), m)
+    new = synthetic_texts(random.Random(-n), 5 * writes)
+    pick = rng.sample(range(n), 5 * writes)
+    batch_texts = [f"{texts[i]} again" if k % 2 else new[k] for k, i in enumerate(pick)]
+    t = time.perf_counter()
+    if vectors == "wordllama":
+        vecs, small_vecs, batch_vecs = embedded(texts), embedded(small_texts), embedded(batch_texts)
+        floor: float | None = _wordllama_floor()
+    else:
+        vecs, small_vecs = unit_vectors(nrng, n), unit_vectors(nrng, m)
+        batch_vecs, floor = unit_vectors(nrng, len(batch_texts)), None
+    row["setup_vectors_s"] = time.perf_counter() - t
+    row |= corpus_stats(texts, vecs)
+    log(
+        f"  {vectors} vectors for {n:,} rows: {row['setup_vectors_s']:.1f} s (setup), "
+        f"{row['distinct_texts']:,} distinct texts, {row['distinct_vectors']:,} distinct vectors"
+    )
+    emb = _Table(
+        texts + small_texts + batch_texts, np.vstack([vecs, small_vecs, batch_vecs]), floor
+    )
+    return texts, vecs, small_texts, small_vecs, batch_texts, emb, rng, nrng
+
+
+def _wordllama_floor() -> float:
+    from memkit.embed import WORDLLAMA_FLOOR
+
+    return WORDLLAMA_FLOOR
+
+
 def bench_backend(
     backend: str,
     url: str,
@@ -280,23 +373,18 @@ def bench_backend(
     queries: int,
     writes: int,
     log,
-    ef_search: int = 100,
+    ef_search: int | list[int] = 100,
     build_settings: dict[str, str] | None = None,
+    vectors: str = "random",
+    hnsw_build: str = "concurrent",
 ) -> dict:
     from memkit.store import open_store
 
-    rng, nrng = random.Random(n), np.random.default_rng(n)
-    texts, vecs = synthetic_texts(rng, n), unit_vectors(nrng, n)
-    m = n // 100 if n >= SMALL_FROM else 0
-    small_texts, small_vecs = synthetic_texts(random.Random(-7 - n), m), unit_vectors(nrng, m)
-    new = synthetic_texts(random.Random(-n), 5 * writes)
-    pick = rng.sample(range(n), 5 * writes)
-    batch_texts = [f"{texts[i]} again" if k % 2 else new[k] for k, i in enumerate(pick)]
-    emb = _Table(
-        texts + small_texts + batch_texts,
-        np.vstack([vecs, small_vecs, unit_vectors(nrng, len(batch_texts))]),
+    row: dict = {"backend": backend, "rows": n, "vectors": vectors}
+    texts, vecs, small_texts, small_vecs, batch_texts, emb, rng, nrng = _corpus(
+        vectors, n, writes, row, log
     )
-    row: dict = {"backend": backend, "rows": n, "small_rows": m}
+    m = row["small_rows"] = len(small_texts)
     store = open_store(url, embedder=emb)
     t = time.perf_counter()
     store.bulk_load(SCOPE, texts, vecs)
@@ -304,16 +392,15 @@ def bench_backend(
         store.bulk_load(SMALL, small_texts, small_vecs)
     row["setup_load_s"] = time.perf_counter() - t
     log(f"  {backend} {n:,}: setup (not measured): bulk load {row['setup_load_s']:.1f} s")
-    qs = vecs[nrng.integers(0, n, queries)] + 0.05 * unit_vectors(nrng, queries)
-    sq = small_vecs[nrng.integers(0, max(m, 1), queries)] if m else qs  # (qs: unused)
-    sq = sq + 0.05 * unit_vectors(nrng, queries) if m else qs
+    qs = _queries(vectors, texts, vecs, queries, rng, nrng)
+    sq = _queries(vectors, small_texts, small_vecs, queries, rng, nrng) if m else qs
     t = time.perf_counter()
     store.recall(SCOPE, "q", LIMIT, query_embedding=qs[0])  # loads the matrix
     row["index_load_s"] = time.perf_counter() - t
     exact, times = _recalls(store, SCOPE, qs)
     row["exact_p50"], row["exact_p95"] = percentiles(times)
     log(f"  {backend} {n:,}: exact recall p50 {row['exact_p50']:.2f} ms")
-    small_exact: list[list[str]] = []
+    small_exact: list[list[tuple[str, float]]] = []
     if m:
         small_exact, times = _recalls(store, SMALL, sq)
         row["small_exact_p50"], row["small_exact_p95"] = percentiles(times)
@@ -327,28 +414,31 @@ def bench_backend(
         f"peak RSS {row['client_rss_mb']:.0f} MB"
     )
     if backend == "postgres":
+        efs = [ef_search] if isinstance(ef_search, int) else list(ef_search)
         ann: Any = open_store(  # a PostgresStore
-            url, embedder=emb, ann="hnsw", ef_search=ef_search, build_settings=build_settings
+            url,
+            embedder=emb,
+            ann="hnsw",
+            ef_search=efs[0],
+            build_settings=build_settings,
+            build_concurrently=hnsw_build == "concurrent",
         )
         b = ann.hnsw_build
         row["hnsw_build_s"] = b["seconds"]
         row["hnsw_index_mb"] = b["index_bytes"] / 2**20
-        row["ef_search"] = ef_search
-        log(f"  hnsw build {b['seconds']:.1f} s under {b['settings']}, {len(b['scopes'])} scope(s)")
+        row["hnsw_build_mode"] = hnsw_build
+        log(
+            f"  hnsw build ({hnsw_build}) {b['seconds']:.1f} s under {b['settings']}, "
+            f"{len(b['scopes'])} scope(s)"
+        )
         scopes = [("hnsw", SCOPE, qs, exact)] + (
             [("small_hnsw", SMALL, sq, small_exact)] if m else []
         )
-        for key, scope, qq, want in scopes:
-            before = dict(ann.ann_counts)
-            got, times = _recalls(ann, scope, qq)
-            hit = [len(set(g) & set(w)) / max(len(w), 1) for g, w in zip(got, want, strict=True)]
-            row[f"{key}_p50"], row[f"{key}_p95"] = percentiles(times)
-            row[f"{key}_recall8"] = float(np.mean(hit))
-            row[f"{key}_fallbacks"] = ann.ann_counts["exact_fallback"] - before["exact_fallback"]
-            log(
-                f"  hnsw {scope}: p50 {row[f'{key}_p50']:.2f} ms, recall@8 "
-                f"{row[f'{key}_recall8']:.3f}, exact instead {row[f'{key}_fallbacks']}/{len(qq)}"
-            )
+        row["ef_sweep"] = []
+        for ef in efs:
+            ann.ef_search = ef
+            row["ef_sweep"].append(_ann_recalls(ann, scopes, ef, log))
+        row |= row["ef_sweep"][0]  # the first ef_search is the main table's
         ann.drop_hnsw()  # writes are measured as on a store without ANN (docstring)
         ann.close()
     if writes > 0:  # (--writes 0: recall only, e.g. a 1M-row part)
@@ -406,7 +496,42 @@ def render(rows: list[dict]) -> str:
             f"| {_one(r, 'bare_4', ',.0f')} | {_one(r, 'bare_4_locked', ',.0f')} "
             f"| {r.get('load', '–')} |"
         )
-    return "\n".join(lines)
+    sweep = render_sweep(rows)
+    return "\n".join(lines) + (f"\n\n{sweep}" if sweep else "")
+
+
+def render_sweep(rows: list[dict]) -> str:
+    """The HNSW rows by vector source and ef_search ('' when no row has one)."""
+    lines = [
+        "| live rows | vectors | distinct texts / vectors | build | build s / index MB "
+        "| ef_search | HNSW p50 / p95 ms | recall@8 | exact instead | 1 % HNSW p50 / p95 ms "
+        "| 1 % recall@8 | 1 % exact instead | load 1/5/15 |",
+        "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        for e in r.get("ef_sweep", []):
+            lines.append(
+                f"| {r['rows']:,} | {r.get('vectors', 'random')} "
+                f"| {_one(r, 'distinct_texts', ',d')} / {_one(r, 'distinct_vectors', ',d')} "
+                f"| {r.get('hnsw_build_mode', '–')} "
+                f"| {r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f} | {e['ef_search']} "
+                f"| {_pair(e, 'hnsw')} | {_one(e, 'hnsw_recall8', '.3f')} "
+                f"| {_one(e, 'hnsw_fallbacks', 'd')} | {_pair(e, 'small_hnsw')} "
+                f"| {_one(e, 'small_hnsw_recall8', '.3f')} "
+                f"| {_one(e, 'small_hnsw_fallbacks', 'd')} | {r.get('load', '–')} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _ints(text: str) -> list[int]:
+    """'40,100,200' -> [40, 100, 200] (an argparse type)."""
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want comma-separated integers") from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"{text!r}: want at least one integer")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -421,7 +546,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--writes", type=int, default=500, help="remembers per process (0: recall only)"
     )
-    ap.add_argument("--ef-search", type=int, default=100, help="HNSW ef_search (default 100)")
+    ap.add_argument(
+        "--ef-search",
+        type=_ints,
+        default=[100],
+        help="HNSW ef_search, or several (40,100,200) measured on the same indexes; "
+        "the first is the main table's (default 100)",
+    )
+    ap.add_argument(
+        "--vectors",
+        choices=VECTOR_SOURCES,
+        default="random",
+        help="random unit vectors, or the texts embedded with WordLlama (a real "
+        "embedder's geometry; queries are reworded stored texts)",
+    )
+    ap.add_argument(
+        "--hnsw-build",
+        choices=("concurrent", "plain"),
+        default="concurrent",
+        help="CREATE INDEX CONCURRENTLY (writers go on) or plain (blocks writers; faster)",
+    )
     ap.add_argument(
         "--maintenance-work-mem",
         default=None,
@@ -452,7 +596,18 @@ def main(argv: list[str] | None = None) -> int:
                 mwm = args.maintenance_work_mem
                 build = None if mwm is None else {"maintenance_work_mem": mwm}
                 rows.append(
-                    bench_backend(backend, url, n, q, args.writes, log, args.ef_search, build)
+                    bench_backend(
+                        backend,
+                        url,
+                        n,
+                        q,
+                        args.writes,
+                        log,
+                        args.ef_search,
+                        build,
+                        args.vectors,
+                        args.hnsw_build,
+                    )
                 )
                 if args.json:
                     Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")

@@ -43,6 +43,42 @@ def low_diversity_texts(rng: random.Random, n: int) -> list[str]:
     ]
 
 
+def perturbed(rng: random.Random, text: str) -> str:
+    """A query like a stored text, reworded: one word dropped, or one word replaced
+    by a common word (a paraphrase-like query, not a vector-space noise copy)."""
+    words = text.split()
+    i = rng.randrange(len(words))
+    if len(words) > 1 and rng.random() < 0.5:
+        del words[i]
+    else:
+        words[i] = rng.choice([w for w in COMMON if w != words[i]])
+    return " ".join(words)
+
+
+VECTOR_SOURCES = ("random", "wordllama")
+"""Where a bench's vectors come from: `random`, uniform random unit vectors (no
+neighbourhood structure: HNSW's greedy walk has nothing to follow, its recall
+is a floor); `wordllama`, the texts embedded with the default embedder
+(`memkit.embed`, its bundled weights), so the corpus has a real embedder's geometry."""
+
+
+def embedded(texts: list[str]) -> np.ndarray:
+    """`texts` embedded with the default embedder (WordLlama, 256-d, offline)."""
+    from memkit.embed import WordLlamaEmbedder
+
+    return WordLlamaEmbedder(dim=DIM).embed(texts)
+
+
+def corpus_stats(texts: list[str], vecs: np.ndarray) -> dict[str, int]:
+    """How distinct a corpus is: distinct texts and distinct vectors (WordLlama
+    averages token vectors, so a reordering of the same words is the same vector;
+    a corpus of duplicates would make recall@8 meaningless)."""
+    return {
+        "distinct_texts": len(set(texts)),
+        "distinct_vectors": len({v.tobytes() for v in np.ascontiguousarray(vecs)}),
+    }
+
+
 def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     x = rng.standard_normal((n, DIM)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)

@@ -3,7 +3,12 @@ row measured (a recall-only part, `--writes 0`, leaves the write cells empty).""
 
 from __future__ import annotations
 
-from evals import bench_backends
+import random
+
+import numpy as np
+import pytest
+
+from evals import bench_backends, bench_data
 
 
 def _row(backend: str, writes: bool) -> dict:
@@ -39,7 +44,7 @@ def _row(backend: str, writes: bool) -> dict:
 
 def test_tables_have_as_many_cells_per_row_as_their_header_with_or_without_writes():
     rows = [_row("sqlite", True), _row("postgres", False)]
-    recall, writes = bench_backends.render(rows).split("\n\n")
+    recall, writes = bench_backends.render(rows).split("\n\n")  # no ef sweep: two tables
     for table in (recall, writes):
         assert len({line.count("|") for line in table.splitlines()}) == 1
     assert (
@@ -48,3 +53,78 @@ def test_tables_have_as_many_cells_per_row_as_their_header_with_or_without_write
     assert "| 300.0 / 1900 | 0.30 / 60 | – | 0.5/0.7/1.0 |" in recall
     assert writes.splitlines()[-1].startswith("| postgres | 1,000,000 | – | – | – |")
     assert writes.splitlines()[-2].startswith("| sqlite | 1,000,000 | 250 | 300 | 2,000 | – |")
+
+
+def test_recall_with_ties_counts_a_tie_at_the_kth_score_and_nothing_below_it():
+    want = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
+    assert bench_backends.recall_with_ties(want, want) == 1.0
+    # "x" ties the last exact score: exact kept "c", the index "x", equally right
+    assert bench_backends.recall_with_ties([("a", 0.9), ("b", 0.8), ("x", 0.7)], want) == 1.0
+    # just below the last exact score: a miss
+    assert bench_backends.recall_with_ties([("a", 0.9), ("b", 0.8), ("x", 0.6999)], want) == 2 / 3
+    assert bench_backends.recall_with_ties([("a", 0.9)], want) == 1 / 3  # short
+    assert bench_backends.recall_with_ties([], []) == 1.0
+    assert bench_backends.recall_with_ties([("a", 0.9)], []) == 0.0
+
+
+def test_a_perturbed_text_is_a_one_word_rewording():
+    rng = random.Random(3)
+    for text in [*bench_data.synthetic_texts(random.Random(1), 200), "one"]:
+        q = bench_data.perturbed(rng, text)
+        a, b = text.split(), q.split()
+        assert q != text
+        assert len(b) == len(a) - 1 or (
+            len(b) == len(a) and sum(x != y for x, y in zip(a, b, strict=True)) == 1
+        )
+
+
+def test_corpus_stats_count_distinct_texts_and_vectors():
+    texts = ["a b", "b a", "a b", "c"]
+    vecs = bench_data.embedded(texts)  # WordLlama averages tokens: "a b" and "b a" agree
+    assert vecs.shape == (4, bench_data.DIM) and vecs.dtype == np.float32
+    assert bench_data.corpus_stats(texts, vecs) == {"distinct_texts": 3, "distinct_vectors": 2}
+
+
+def _sweep_row() -> dict:
+    e = {"ef_search": 40, "hnsw_p50": 1.5, "hnsw_p95": 2.0, "hnsw_recall8": 0.96}
+    e |= {"hnsw_fallbacks": 0, "small_hnsw_p50": 1.0, "small_hnsw_p95": 1.2}
+    e |= {"small_hnsw_recall8": 1.0, "small_hnsw_fallbacks": 3}
+    row = _row("postgres", False) | {"vectors": "wordllama", "hnsw_build_mode": "plain"}
+    row |= {"distinct_texts": 999_990, "distinct_vectors": 999_000}
+    return row | {"ef_sweep": [e, e | {"ef_search": 100}]}
+
+
+def test_the_ef_sweep_table_has_a_row_per_ef_search():
+    tables = bench_backends.render([_row("sqlite", True), _sweep_row()]).split("\n\n")
+    assert len(tables) == 3
+    sweep = tables[2]
+    lines = sweep.splitlines()
+    assert len({line.count("|") for line in lines}) == 1 and len(lines) == 4
+    assert lines[2].startswith(
+        "| 1,000,000 | wordllama | 999,990 / 999,000 | plain | 300.0 / 1900 | 40 | 1.50 / 2.00 "
+        "| 0.960 | 0 | 1.00 / 1.20 | 1.000 | 3 |"
+    )
+    assert "| 100 |" in lines[3]
+
+
+@pytest.mark.parametrize("bad", ["", "40,x", ","])
+def test_ef_search_list_refuses_what_is_not_integers(bad):
+    with pytest.raises(SystemExit):
+        bench_backends.main(["--ef-search", bad, "--sizes", ""])
+
+
+def test_the_wordllama_corpus_bench_runs_at_a_tiny_size(pg_dsn):
+    """The bench end to end on Postgres with embedded texts, reworded queries, two
+    ef_search values and a plain build (recall only): every recall number is in range."""
+    logged: list[str] = []
+    row = bench_backends.bench_backend(
+        "postgres", pg_dsn, 300, 5, 0, logged.append, [40, 100], None, "wordllama", "plain"
+    )
+    assert row["vectors"] == "wordllama" and row["distinct_texts"] == 300
+    assert row["hnsw_build_mode"] == "plain" and [e["ef_search"] for e in row["ef_sweep"]] == [
+        40,
+        100,
+    ]
+    for e in row["ef_sweep"]:  # 300 rows: under hnsw_min_rows, answered exactly, counted
+        assert e["hnsw_recall8"] == 1.0 and e["hnsw_fallbacks"] == 5
+    assert any("wordllama vectors for 300 rows" in line for line in logged)
