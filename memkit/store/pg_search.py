@@ -84,8 +84,8 @@ def candidate_arrays(
     cosines are its bits; None or another dimension is a zero row (cosine 0)."""
     dim = q.shape[0]
     cols = np.zeros((dim, len(rows)), dtype=np.float32)
-    vecs = [None if r[4] is None else to_numpy(r[4]) for r in rows]
-    ok = [j for j, v in enumerate(vecs) if v is not None and v.shape == (dim,)]
+    vecs = {j: to_numpy(r[4]) for j, r in enumerate(rows) if r[4] is not None}
+    ok = [j for j, v in vecs.items() if v.shape == (dim,)]
     if ok:  # one normalisation of the stacked rows: each row's bits as alone (tested)
         cols[:, ok] = normalize_rows(np.stack([vecs[j] for j in ok])).T
     mat = np.ascontiguousarray(cols.T) if row_major else cols.T
