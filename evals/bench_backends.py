@@ -1,7 +1,9 @@
 """`memkit bench store --backend postgres`: the two backends side by side, one run.
 
-For each size (live rows in one scope, 256-d random unit vectors, synthetic
-texts as in `evals.bench_store`) and each backend (SQLite file, Postgres).
+For each size (live rows in one scope, synthetic texts as in
+`evals.bench_store`, 256-d vectors from `--vectors`: random unit vectors, or
+the texts embedded with WordLlama, `evals.bench_data.VECTOR_SOURCES`) and
+each backend (SQLite file, Postgres).
 Setup, not measured: the rows are bulk-loaded (`bulk_load`, one COPY on
 Postgres), plus a second scope of 1 % as many rows in the same table (from
 10,000 rows up), so a small scope inside a big table is measured too.
@@ -10,9 +12,11 @@ Measured:
   in-process matrix; Postgres: searched in the database), on the big scope
   and on the 1 % scope; on Postgres also through the HNSW indexes (`ann="hnsw"`:
   one per scope with `hnsw_min_rows` rows, `memkit.store.pg_ann`), each scope's
-  recall@8 against the exact top 8 and how many recalls were answered
-  exactly instead (no index for the scope, or a possibly short answer);
-  the build time under `memkit.store.pg_search.BUILD_SETTINGS` and the indexes' size;
+  recall@8 against the exact top 8 (a hit tied with the exact 8th score
+  counts: `recall_with_ties`) at each `--ef-search` on the same indexes, and
+  how many recalls were answered exactly instead (no index for the scope, or
+  a possibly short answer); the build time (`--hnsw-build`: concurrent or
+  plain) under `memkit.store.pg_search.BUILD_SETTINGS` and the indexes' size;
 * a freshly spawned client answering 20 recalls: the seconds from opening the
   store to its first answer (a cold open: SQLite maps the vector sidecar the
   setup's first recall left beside the file, `memkit.store.sidecar`, for a
@@ -33,7 +37,8 @@ Measured:
   scope's writers must do: fold-in decides and writes under the scope's lock,
   so their commits, each waiting for its WAL flush, cannot share a flush).
 Every row carries the load average when it finished. Queries are noisy
-copies of stored vectors. Postgres runs on a private `pgserver` in a
+copies of stored vectors (`random`) or embeddings of stored texts reworded by
+one word (`wordllama`). Postgres runs on a private `pgserver` in a
 temporary directory (stopped at the end; `shared_buffers` raised to
 `--pg-shared-buffers`, as a server holding these indexes would be
 configured) unless `--pg-dsn` names one; its commits are durable
