@@ -64,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from evals import bench_ann
 from evals.bench_data import (
     DIM,
     LIMIT,
@@ -71,7 +72,6 @@ from evals.bench_data import (
     corpus_stats,
     embedded,
     percentiles,
-    perturbed,
     synthetic_texts,
     unit_vectors,
 )
@@ -247,61 +247,6 @@ def bare_rate(url: str, batches: list[list[str]], vec: str, locked: bool = False
     return sum(len(b) for b in batches) / wall
 
 
-def _recalls(
-    store, scope: str, qs: np.ndarray
-) -> tuple[list[list[tuple[str, float]]], list[float]]:
-    """Each query's (id, score) hits, and its seconds."""
-    hits, times = [], []
-    for q in qs:
-        t = time.perf_counter()
-        got = store.recall(scope, "q", LIMIT, query_embedding=q)
-        times.append(time.perf_counter() - t)
-        hits.append([(h.id, h.score) for h in got])
-    return hits, times
-
-
-def recall_with_ties(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> float:
-    """recall@k of `got` against the exact answer `want` ((id, score) each, best first):
-    the share of `want` that `got` found, where a hit that is not in `want` but
-    scores at least `want`'s last score counts (a tie at the k-th score: exact
-    kept one of the tied rows, the index another, equally right). An empty
-    exact answer is matched by an empty one (1.0) and by nothing else (0.0)."""
-    if not want:
-        return 1.0 if not got else 0.0
-    ids, kth = {i for i, _ in want}, want[-1][1]
-    found = sum(1 for i, score in got if i in ids or score >= kth)
-    return min(found, len(want)) / len(want)
-
-
-def _queries(
-    vectors: str, texts: list[str], vecs: np.ndarray, k: int, rng: random.Random, nrng
-) -> np.ndarray:
-    """`k` query vectors near stored rows: `random`, a stored vector plus noise;
-    `wordllama`, the embedding of a stored text reworded (`perturbed`)."""
-    if vectors == "wordllama":
-        return embedded([perturbed(rng, texts[rng.randrange(len(texts))]) for _ in range(k)])
-    return vecs[nrng.integers(0, len(vecs), k)] + 0.05 * unit_vectors(nrng, k)
-
-
-def _ann_recalls(ann: Any, scopes: list[tuple[Any, ...]], ef: int, log) -> dict:
-    """HNSW recall at one ef_search on each (key, scope, queries, exact hits):
-    p50/p95, recall@8 against the exact hits (ties counted, `recall_with_ties`)
-    and how many recalls were answered exactly instead."""
-    out: dict = {"ef_search": ef}
-    for key, scope, qq, want in scopes:
-        before = ann.ann_counts["exact_fallback"]
-        got, times = _recalls(ann, scope, qq)
-        hit = [recall_with_ties(g, w) for g, w in zip(got, want, strict=True)]
-        out[f"{key}_p50"], out[f"{key}_p95"] = percentiles(times)
-        out[f"{key}_recall8"] = float(np.mean(hit))
-        out[f"{key}_fallbacks"] = ann.ann_counts["exact_fallback"] - before
-        log(
-            f"  hnsw {scope} ef_search {ef}: p50 {out[f'{key}_p50']:.2f} ms, recall@8 "
-            f"{out[f'{key}_recall8']:.3f}, exact instead {out[f'{key}_fallbacks']}/{len(qq)}"
-        )
-    return out
-
-
 def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -397,17 +342,17 @@ def bench_backend(
         store.bulk_load(SMALL, small_texts, small_vecs)
     row["setup_load_s"] = time.perf_counter() - t
     log(f"  {backend} {n:,}: setup (not measured): bulk load {row['setup_load_s']:.1f} s")
-    qs = _queries(vectors, texts, vecs, queries, rng, nrng)
-    sq = _queries(vectors, small_texts, small_vecs, queries, rng, nrng) if m else qs
+    qs = bench_ann.queries(vectors, texts, vecs, queries, rng, nrng)
+    sq = bench_ann.queries(vectors, small_texts, small_vecs, queries, rng, nrng) if m else qs
     t = time.perf_counter()
     store.recall(SCOPE, "q", LIMIT, query_embedding=qs[0])  # loads the matrix
     row["index_load_s"] = time.perf_counter() - t
-    exact, times = _recalls(store, SCOPE, qs)
+    exact, times = bench_ann.recalls(store, SCOPE, qs)
     row["exact_p50"], row["exact_p95"] = percentiles(times)
     log(f"  {backend} {n:,}: exact recall p50 {row['exact_p50']:.2f} ms")
     small_exact: list[list[tuple[str, float]]] = []
     if m:
-        small_exact, times = _recalls(store, SMALL, sq)
+        small_exact, times = bench_ann.recalls(store, SMALL, sq)
         row["small_exact_p50"], row["small_exact_p95"] = percentiles(times)
         log(f"  1 % scope ({m:,} rows): exact recall p50 {row['small_exact_p50']:.2f} ms")
     store.close()
@@ -442,7 +387,7 @@ def bench_backend(
         row["ef_sweep"] = []
         for ef in efs:
             ann.ef_search = ef
-            row["ef_sweep"].append(_ann_recalls(ann, scopes, ef, log))
+            row["ef_sweep"].append(bench_ann.ann_recalls(ann, scopes, ef, log))
         row |= row["ef_sweep"][0]  # the first ef_search is the main table's
         ann.drop_hnsw()  # writes are measured as on a store without ANN (docstring)
         ann.close()

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from evals import bench_backends, bench_data
+from evals import bench_ann, bench_backends, bench_data
 
 
 def _row(backend: str, writes: bool) -> dict:
@@ -57,14 +57,14 @@ def test_tables_have_as_many_cells_per_row_as_their_header_with_or_without_write
 
 def test_recall_with_ties_counts_a_tie_at_the_kth_score_and_nothing_below_it():
     want = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
-    assert bench_backends.recall_with_ties(want, want) == 1.0
+    assert bench_ann.recall_with_ties(want, want) == 1.0
     # "x" ties the last exact score: exact kept "c", the index "x", equally right
-    assert bench_backends.recall_with_ties([("a", 0.9), ("b", 0.8), ("x", 0.7)], want) == 1.0
+    assert bench_ann.recall_with_ties([("a", 0.9), ("b", 0.8), ("x", 0.7)], want) == 1.0
     # just below the last exact score: a miss
-    assert bench_backends.recall_with_ties([("a", 0.9), ("b", 0.8), ("x", 0.6999)], want) == 2 / 3
-    assert bench_backends.recall_with_ties([("a", 0.9)], want) == 1 / 3  # short
-    assert bench_backends.recall_with_ties([], []) == 1.0
-    assert bench_backends.recall_with_ties([("a", 0.9)], []) == 0.0
+    assert bench_ann.recall_with_ties([("a", 0.9), ("b", 0.8), ("x", 0.6999)], want) == 2 / 3
+    assert bench_ann.recall_with_ties([("a", 0.9)], want) == 1 / 3  # short
+    assert bench_ann.recall_with_ties([], []) == 1.0
+    assert bench_ann.recall_with_ties([("a", 0.9)], []) == 0.0
 
 
 def test_a_perturbed_text_is_a_one_word_rewording():
