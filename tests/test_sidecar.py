@@ -239,3 +239,20 @@ def test_a_failed_write_is_counted_and_logged_not_raised(tmp_path, caplog):
     assert "not written" in caplog.text
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
     assert _side(db).is_dir() and os.listdir(_side(db)) == []
+
+
+def test_a_scope_shrunk_under_the_bound_loses_its_sidecar(tmp_path):
+    db = tmp_path / "shrunk.db"
+    _build(db, n=MIN)
+    _write_sidecar(db)
+    with SQLiteStore.open(str(db), embedder=Emb(), clock=clock, vector_sidecar=MIN) as s:
+        top = s.recall("s", "q", 1, ALL, query_embedding=_queries()[0])[0]
+        s.retract("s", top.id)
+    assert _answers(db, read_only=True, vector_sidecar=MIN)[1] == {"used": 1, "delta_rows": 1}
+    assert _side(db).is_file()  # a read-only open leaves it
+    # more than SYNC_MAX changes since: a full load, now of MIN - 1 rows
+    with SQLiteStore.open(str(db), embedder=Emb(), clock=clock, vector_sidecar=MIN) as s:
+        s.bulk_load("other", [f"o {i}" for i in range(SYNC_MAX + 1)], np.ones((SYNC_MAX + 1, DIM)))
+    got, counts = _answers(db, vector_sidecar=MIN)
+    assert counts == {"removed": 1} and len(got[0]) == MIN - 1
+    assert not _side(db).exists()

@@ -91,7 +91,8 @@ class Sidecars:
         self.writable = writable
         self.min_rows = min_rows
         self.counts: Counter[str] = Counter()
-        """used, rejected, written, write_failed, delta_rows (rows applied on top of a map)."""
+        """used, rejected, written, write_failed, removed, delta_rows (rows applied
+        on top of a map)."""
 
     def path(self, scope_id: str) -> str:
         return sidecar_path(self.db_path, scope_id)
@@ -111,14 +112,19 @@ class Sidecars:
             return None
 
     def write(self, conn: Any, scope_id: str, fields: dict[str, Any], seq: int) -> None:
-        """Leave the scope's arrays (n rows, as of change number `seq`) beside the database."""
-        n = int(fields["n"])
-        if not self.writable or n < self.min_rows:
+        """Leave the scope's arrays (n rows, as of change number `seq`) beside the
+        database; a scope now under `min_rows` loses an old sidecar (it would be
+        read and passed over on every load)."""
+        n, path = int(fields["n"]), self.path(scope_id)
+        if not self.writable:
             return
         meta = _meta(conn)
-        if "reembed_to" in meta or "embedder_fingerprint" not in meta:
+        if n < self.min_rows or "reembed_to" in meta or "embedder_fingerprint" not in meta:
+            if os.path.isfile(path):
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+                    self.counts["removed"] += 1
             return
-        path = self.path(scope_id)
         tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
         header = {
             "scope_id": scope_id,

@@ -112,7 +112,7 @@ class SQLiteStore(SQLStore):
     @property
     def sidecar_counts(self) -> dict[str, int]:
         """(memkit) What the vector sidecars did in this process: used, rejected,
-        written, write_failed, delta_rows (rows applied on top of a map)."""
+        written, write_failed, removed, delta_rows (rows applied on top of a map)."""
         side = self._ix.sidecars
         return {} if side is None else dict(side.counts)
 
