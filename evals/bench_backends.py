@@ -323,7 +323,7 @@ def bench_backend(
     queries: int,
     writes: int,
     log,
-    ef_search: int | list[int] = 100,
+    ef_search: int | list[int] | None = None,
     build_settings: dict[str, str] | None = None,
     vectors: str = "random",
     hnsw_build: str = "concurrent",
@@ -364,12 +364,12 @@ def bench_backend(
         f"peak RSS {row['client_rss_mb']:.0f} MB"
     )
     if backend == "postgres":
-        efs = [ef_search] if isinstance(ef_search, int) else list(ef_search)
-        ann: Any = open_store(  # a PostgresStore
+        efs = [ef_search] if isinstance(ef_search, int) else list(ef_search or [])
+        ann: Any = open_store(  # a PostgresStore (None: the store's default ef_search)
             url,
             embedder=emb,
             ann="hnsw",
-            ef_search=efs[0],
+            **({"ef_search": efs[0]} if efs else {}),
             build_settings=build_settings,
             build_concurrently=hnsw_build == "concurrent",
         )
@@ -385,7 +385,7 @@ def bench_backend(
             [("small_hnsw", SMALL, sq, small_exact)] if m else []
         )
         row["ef_sweep"] = []
-        for ef in efs:
+        for ef in efs or [ann.ef_search]:
             ann.ef_search = ef
             row["ef_sweep"].append(bench_ann.ann_recalls(ann, scopes, ef, log))
         row |= row["ef_sweep"][0]  # the first ef_search is the main table's
@@ -499,9 +499,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--ef-search",
         type=_ints,
-        default=[100],
+        default=None,
         help="HNSW ef_search, or several (40,100,200) measured on the same indexes; "
-        "the first is the main table's (default 100)",
+        "the first is the main table's (default: the store's, 200)",
     )
     ap.add_argument(
         "--vectors",

@@ -315,7 +315,7 @@ class PostgresStore(SQLStore):
         fold: FoldParams = FoldParams(),
         redaction: RedactionParams = RedactionParams(),
         ann: str | None = None,
-        ef_search: int = 100,
+        ef_search: int = pg_ann.EF_SEARCH,
         read_only: bool = False,
         build_settings: Mapping[str, str | int] | None = None,
         synchronous_commit: bool = True,
