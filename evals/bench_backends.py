@@ -327,7 +327,10 @@ def bench_backend(
     build_settings: dict[str, str] | None = None,
     vectors: str = "random",
     hnsw_build: str = "concurrent",
+    recall: bool = True,
 ) -> dict:
+    """One backend at one size (see the module docstring); `recall=False` measures
+    the writes only (`--skip-recall`: no recall, fresh client or HNSW build)."""
     from memkit.store import open_store
 
     row: dict = {"backend": backend, "rows": n, "vectors": vectors}
@@ -342,6 +345,11 @@ def bench_backend(
         store.bulk_load(SMALL, small_texts, small_vecs)
     row["setup_load_s"] = time.perf_counter() - t
     log(f"  {backend} {n:,}: setup (not measured): bulk load {row['setup_load_s']:.1f} s")
+    if not recall:
+        store.close()
+        _bench_writes(backend, url, emb, batch_texts, writes, vecs[0], row, log)
+        row["load"] = _load()
+        return row
     qs = bench_ann.queries(vectors, texts, vecs, queries, rng, nrng)
     sq = bench_ann.queries(vectors, small_texts, small_vecs, queries, rng, nrng) if m else qs
     t = time.perf_counter()
@@ -497,6 +505,11 @@ def main(argv: list[str] | None = None) -> int:
         "--writes", type=int, default=500, help="remembers per process (0: recall only)"
     )
     ap.add_argument(
+        "--skip-recall",
+        action="store_true",
+        help="measure the writes only (no recall, fresh client or HNSW build)",
+    )
+    ap.add_argument(
         "--ef-search",
         type=_ints,
         default=None,
@@ -545,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
                 url = f"{tmp}/s{n}.db" if backend == "sqlite" else _fresh_pg(base)
                 mwm = args.maintenance_work_mem
                 build = None if mwm is None else {"maintenance_work_mem": mwm}
+                recall = not args.skip_recall
                 rows.append(
                     bench_backend(
                         backend,
@@ -557,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
                         build,
                         args.vectors,
                         args.hnsw_build,
+                        recall,
                     )
                 )
                 if args.json:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -49,6 +49,7 @@ import numpy as np
 from memkit.embed import normalize_rows
 from memkit.store.gram_index import GramIndex
 from memkit.store.keyword_index import KeywordIndex
+from memkit.store.rows import COLS, Row
 from memkit.store.sidecar import Sidecars
 from memkit.store.vectors import ScopeVectors
 
@@ -182,14 +183,19 @@ class Indexes:
             del self.grams[key]
 
     def catch_up(
-        self, scope_id: str, top: int | None = None, changes: list[tuple[Any, ...]] | None = None
+        self,
+        scope_id: str,
+        top: int | None = None,
+        changes: list[tuple[Any, ...]] | None = None,
+        applied: list[Row] | None = None,
     ) -> int:
         """Apply rows other connections changed (in the scope's numbering) since we
         last looked; return the highest change_seq now reflected. `top` is the
         highest committed number when the caller knows it (a write, under its
         lock: then this is every change, and the writer's rows take the next);
         `changes`, the rows of `changes_since` when the caller read them already
-        (in the same round trip as the lock, `Write`)."""
+        (in the same round trip as the lock, `Write`). The rows applied one by one
+        are appended to `applied` (none when the indexes were dropped instead)."""
         c = self.conn
         key = self.key(scope_id)
         if top is None:
@@ -206,7 +212,9 @@ class Indexes:
             self.forget(key)
             self.seen[key] = top
             return top
-        for p in patches(c, rows):
+        for r, p in patches(c, rows, lambda scope: scope in self.vectors):
+            if applied is not None:
+                applied.append(r)
             if isinstance(p, Drop):
                 self.drop(p.scope_id, p.kind, p.rowid)
             else:
@@ -286,7 +294,9 @@ class Indexes:
             rows = self.conn.execute(*changes_since(None, made)).fetchall() if made < seen else []
             if len(rows) <= SYNC_MAX:
                 sv = ScopeVectors.mapped_from(fields)
-                for p in patches(self.conn, [r for r in rows if r[2] == scope_id]):
+                for r, p in patches(self.conn, rows, lambda scope: scope == scope_id):
+                    if r.scope_id != scope_id:
+                        continue
                     if isinstance(p, LiveRow) and p.vec is not None:
                         sv.queue.append((p.rowid, p.vec, p.confidence, p.last_seen, p.created))
                     else:
@@ -299,26 +309,36 @@ class Indexes:
         return sv
 
 
-def patches(conn: Any, rows: list[tuple[Any, ...]]) -> Iterator[LiveRow | Drop]:
-    """The patches of rows read by `changes_since`, in order."""
-    for _seq, rowid, scope, kind, content, tags, successor, conf, seen_at, made, emb in rows:
-        if successor is not None:
-            yield Drop(scope, kind, rowid)
+def patches(
+    conn: Any, rows: list[tuple[Any, ...]], vectors: Callable[[str], bool]
+) -> Iterator[tuple[Row, LiveRow | Drop]]:
+    """Each row read by `changes_since`, in order, with its patch. A vector is
+    parsed only for a scope where `vectors(scope_id)` (one whose vectors are
+    held: never on Postgres); other patches carry None."""
+    for change in rows:
+        r = Row._make(change[1:-1])
+        if not r.live:
+            yield r, Drop(r.scope_id, r.kind, r.rowid)
             continue
-        vec = None if emb is None else normalize_rows(conn.unvec(emb).copy())[0]
-        tag_list = json.loads(tags) if tags else []
-        yield LiveRow(scope, kind, rowid, content, tag_list, vec, conf, seen_at, made)
+        emb = change[-1]
+        vec = None
+        if emb is not None and vectors(r.scope_id):
+            vec = normalize_rows(conn.unvec(emb).copy())[0]
+        yield r, LiveRow(
+            r.scope_id, r.kind, r.rowid, r.content, r.tag_list, vec, r.confidence,
+            r.last_seen_at, r.created_at,
+        )  # fmt: skip
 
 
 def changes_since(key: str | None, seen: int) -> tuple[str, tuple[Any, ...]]:
     """The statement (and arguments) reading the rows changed after `seen` in a
-    numbering (the file: None; or a scope), in order, one more than `SYNC_MAX`."""
+    numbering (the file: None; or a scope), in order, one more than `SYNC_MAX`:
+    (change_seq, the `Row`'s columns, embedding)."""
     where, args = ("change_seq > ?", (seen,)) if key is None else (
         "scope_id = ? AND change_seq > ?", (key, seen)
     )  # fmt: skip
     return (
-        "SELECT change_seq, rowid, scope_id, kind, content, tags, superseded_by, confidence, "
-        f"last_seen_at, created_at, embedding FROM memories WHERE {where} "
+        f"SELECT change_seq, {COLS}, embedding FROM memories WHERE {where} "
         "ORDER BY change_seq LIMIT ?",
         (*args, SYNC_MAX + 1),
     )
@@ -342,15 +362,19 @@ class Write:
         self._top = 0
         self._patches: list[LiveRow | Drop | Reload] = []
         self._touched: set[str] = set()
+        self._entered_at = 0
+        self._caught_up: list[Row] = []
 
     def __enter__(self) -> Write:
         self._lock.acquire()
         try:
             ix = self._indexes
             since = ix.since(self.scope_id) if self.conn.per_scope else None
+            self._entered_at = ix.seen.get(ix.key(self.scope_id), 0)
             top = self.conn.begin_write(self.scope_id, since=since, reserve=self.rows)
             try:
-                self._top = ix.catch_up(self.scope_id, top, self.conn.take_changes())
+                changes = self.conn.take_changes()
+                self._top = ix.catch_up(self.scope_id, top, changes, self._caught_up)
                 self.seq = self._top + 1
             except BaseException:
                 self.conn.end_write(False)
@@ -417,6 +441,21 @@ class Write:
         """After commit, drop the scope's indexes (a bulk write: cheaper to reload)."""
         self._patches.append(Reload(scope_id))
         self._touched.add(scope_id)
+
+    def changed_since(self, seen: int, kind: str, index: GramIndex) -> list[Row] | None:
+        """The rows of this write's scope and `kind` that other writers changed after
+        `seen` (its numbering's change number when `index`, the (scope, kind)
+        trigram index, answered a question before the lock), as they are now;
+        None when that is not known: the indexes moved on or were reloaded
+        since, or this write changed rows already."""
+        ix = self._indexes
+        if (
+            self._entered_at != seen
+            or self._patches
+            or ix.grams.get((self.scope_id, kind)) is not index
+        ):
+            return None
+        return [r for r in self._caught_up if r.scope_id == self.scope_id and r.kind == kind]
 
     def similar(
         self, scope_id: str, kind: str, grams: frozenset[str], threshold: float

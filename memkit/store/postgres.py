@@ -95,9 +95,10 @@ def _text_errors() -> Iterator[None]:
 
 
 @contextmanager
-def _pipeline(conn: Any) -> Iterator[None]:
-    with _text_errors(), conn.pipeline():
-        yield
+def _pipeline(conn: Any) -> Iterator[Any]:
+    """A psycopg pipeline (yielded) whose text errors are ConfigErrors."""
+    with _text_errors(), conn.pipeline() as p:
+        yield p
 
 
 class PgDb:
@@ -111,6 +112,8 @@ class PgDb:
         self.conn = conn
         self._changes: list[tuple[Any, ...]] | None = None
         self._reserved: list[int] = []
+        self._batch: Any = None
+        """The pipeline of the open `batch`, if any."""
 
     def execute(self, sql: str, args: Sequence[Any] = (), binary: bool = False) -> Any:
         """`sql` with `?` placeholders; `binary`: results in Postgres's binary form
@@ -167,21 +170,31 @@ class PgDb:
             return out
         return [int(r[0]) for r in self._nextval(n).fetchall()] if n > 0 else []
 
-    def batch(self) -> Any:
+    @contextmanager
+    def batch(self) -> Iterator[None]:
         """A pipeline: statements are sent without waiting for their results; a
-        read (or the end of the batch) waits for everything sent before it."""
-        return _pipeline(self.conn)
+        read (or the end of the batch) waits for everything sent before it. A
+        write's COMMIT inside it travels with the statements before it (`end_write`)."""
+        outer = self._batch
+        with _pipeline(self.conn) as p:
+            self._batch = p
+            try:
+                yield
+            finally:
+                self._batch = outer
 
     def end_write(self, commit: bool) -> None:
-        if commit:
-            self.conn.execute("COMMIT")
-            return
+        """COMMIT or ROLLBACK, done when this returns: inside a `batch` the statements
+        still queued go with it, in one round trip."""
         import psycopg
 
         try:
-            self.conn.execute("ROLLBACK")
+            with _text_errors():
+                self.conn.execute("COMMIT" if commit else "ROLLBACK")
+                if self._batch is not None:
+                    self._batch.sync()
         except psycopg.OperationalError:
-            if not self.conn.broken:  # a dead connection has rolled back already
+            if commit or not self.conn.broken:  # a dead connection has rolled back already
                 raise
 
     def drop_ann_indexes(self) -> None:

@@ -21,6 +21,7 @@ from memkit.errors import ConfigError, NotFound
 from memkit.params import DAY
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase, new_row_id
+from memkit.store.gram_index import GramIndex
 from memkit.store.index import Indexes, LiveRow, Write
 from memkit.store.rows import Row
 from memkit.text import jaccard, trigrams
@@ -39,6 +40,33 @@ class _Item(NamedTuple):
     tags: list[str]
     source_run_id: str | None
     grams: frozenset[str]
+
+
+class _Foresight(NamedTuple):
+    """Fold-in candidates read before the write lock (`Writes._foresee`)."""
+
+    seen: int
+    """The scope's numbering's change number the candidates reflect."""
+    gram_index: GramIndex
+    """The (scope, kind) trigram index that answered (a reload makes them stale)."""
+    rows: dict[int, tuple[Row, float]]
+
+
+def best_fold(
+    candidates: Iterable[tuple[Row, float]], now: float, window: float, threshold: float
+) -> Row | None:
+    """The row to fold into among (row, similarity) candidates (SPEC §3.3): seen
+    within `window` seconds of `now`, similarity at or above `threshold`, the
+    highest (similarity, last seen, rowid); None when none qualifies."""
+    best: Row | None = None
+    best_key = None
+    for r, sim in candidates:
+        if r.last_seen_at is None or not (now - r.last_seen_at) < window or sim < threshold:
+            continue
+        key = (sim, r.last_seen_at, r.rowid)
+        if best_key is None or key > best_key:
+            best, best_key = r, key
+    return best
 
 
 class _Committed:
@@ -105,7 +133,6 @@ class Writes(StoreBase):
         window = self.fold.window_days * DAY
         if not grams and t > 0:
             return None  # pg_trgm similarity of an empty set is 0
-        sims: dict[int, float] | None = None
         if t <= 0:
             cutoff = now - window - 1.0  # loose SQL bound; the exact test is below
             rows = sql.rows(
@@ -113,25 +140,62 @@ class Writes(StoreBase):
                 "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL AND last_seen_at > ?",
                 (scope_id, kind, cutoff),
             )
-        else:
-            sims = w.similar(scope_id, kind, grams, t)
-            rows = [
-                r
-                for r in sql.by_rowid(w.conn, sims).values()
-                if r.scope_id == scope_id and r.kind == kind and r.live
-            ]
-        best: Row | None = None
-        best_key = None
-        for r in rows:
-            if r.last_seen_at is None or not (now - r.last_seen_at) < window:
-                continue
-            sim = jaccard(grams, trigrams(r.content)) if sims is None else sims[r.rowid]
-            if sim < t:
-                continue
-            key = (sim, r.last_seen_at, r.rowid)
-            if best_key is None or key > best_key:
-                best, best_key = r, key
-        return best
+            return best_fold(
+                [(r, jaccard(grams, trigrams(r.content))) for r in rows], now, window, t
+            )
+        return best_fold(self._candidates(w, scope_id, kind, grams).values(), now, window, t)
+
+    def _candidates(
+        self, w: Write | _Committed, scope_id: str, kind: str, grams: frozenset[str]
+    ) -> dict[int, tuple[Row, float]]:
+        """{rowid: (row, similarity)} of the live rows of (scope, kind) at or above
+        the threshold (> 0), as `w` sees them (one round trip: the rows' facts)."""
+        sims = w.similar(scope_id, kind, grams, self.fold.threshold)
+        return {
+            r.rowid: (r, sims[r.rowid])
+            for r in sql.by_rowid(w.conn, sims).values()
+            if r.scope_id == scope_id and r.kind == kind and r.live
+        }
+
+    def _foresee(self, scope_id: str, item: _Item) -> _Foresight | None:
+        """`remember`'s fold-in candidates read before the scope's write lock: the
+        costly part of the decision (the trigram index's answer and a round trip
+        for the rows' facts) leaves the time other writers wait. Under the lock
+        `_decide` brings them up to date with the rows changed since. None when
+        there is nothing to read ahead (threshold <= 0 scans in SQL; no grams)."""
+        t = self.fold.threshold
+        if t <= 0 or not item.grams:
+            return None
+        self._ix.catch_up(scope_id)
+        view = _Committed(self._conn, self._ix)
+        rows = self._candidates(view, scope_id, item.kind, item.grams)
+        ix = self._ix
+        return _Foresight(
+            ix.seen.get(ix.key(scope_id), 0), ix.grams_of(scope_id, item.kind, t), rows
+        )
+
+    def _decide(
+        self, w: Write, ahead: _Foresight | None, scope_id: str, item: _Item, now: float
+    ) -> Row | None:
+        """`_fold_target` under the write lock, from the candidates read ahead when
+        they can be brought up to date: a row changed since is scored again on
+        its content now (added, replaced or, when no longer live or similar
+        enough, removed); every other candidate's facts are as read. The same
+        answer as `_fold_target` at this moment, which decides otherwise."""
+        t = self.fold.threshold
+        changed = (
+            None if ahead is None else w.changed_since(ahead.seen, item.kind, ahead.gram_index)
+        )
+        if ahead is None or changed is None:
+            return self._fold_target(w, scope_id, item.kind, item.grams, now)
+        rows = dict(ahead.rows)
+        for r in changed:
+            sim = jaccard(item.grams, trigrams(r.content)) if r.live else -1.0
+            if sim >= t:
+                rows[r.rowid] = (r, sim)
+            else:
+                rows.pop(r.rowid, None)
+        return best_fold(rows.values(), now, self.fold.window_days * DAY, t)
 
     def remember(
         self,
@@ -190,11 +254,14 @@ class Writes(StoreBase):
             return out
         with self._lock:  # not under the write lock: other processes' writers go on
             self._ix.warm_grams(scope_id, {it.kind for it in items}, self.fold.threshold)
-        with self._write(scope_id, len(items)) as w, w.conn.batch():
+            # one item: its candidates are read now (a batch folds into its own rows)
+            ahead = self._foresee(scope_id, items[0]) if len(items) == 1 else None
+        # the batch holds the statements and the COMMIT (`end_write`): one round trip
+        with self._lock, self._conn.batch(), self._write(scope_id, len(items)) as w:
             reserved = iter(w.conn.reserve_rowids(len(items)))
             for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())
-                target = self._fold_target(w, scope_id, it.kind, it.grams, now)
+                target = self._decide(w, ahead, scope_id, it, now)
                 created: float | None
                 if target is None:
                     mid = self.new_id()

@@ -1,0 +1,133 @@
+"""`remember` reads its fold-in candidates before the scope's write lock and brings
+them up to date under it (docs/postgres-scale.md, "Writes"). Another client's write
+that lands in between must decide exactly as if `remember` had read everything
+under the lock: these tests put one there, on both backends (`store_url`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memkit.params import FoldParams
+from memkit.store import open_store
+from memkit.store.index import Write
+from memkit.text import jaccard, trigrams
+
+SCOPE = "scope"
+FACT = "The staging database is reachable at db.staging.internal:5432 from the office network"
+OTHER = "record 1f3a9c0e5b7d2468ace13579bdf02468ace1"
+# At THRESHOLD 0.9: NEAR and NEARER both fold FACT (0.923 and 0.946) but not each
+# other (0.875); FAR folds into NEAR (0.963) but not FACT into it (0.889).
+THRESHOLD = 0.9
+NEAR = "Our staging database is reachable at db.staging.internal:5432 from the office network now"
+NEARER = "The staging database is reachable at db.staging.internal:5433 from the office network"
+FAR = (
+    "Our staging database is reachable at db.staging.internal:5432 from the office network now too"
+)
+
+
+def test_the_texts_are_as_the_tests_need_them():
+    sim = lambda x, y: jaccard(trigrams(x), trigrams(y))  # noqa: E731
+    assert THRESHOLD <= sim(FACT, NEAR) < sim(FACT, NEARER)
+    assert sim(NEAR, NEARER) < THRESHOLD <= sim(NEAR, FAR)
+    assert sim(FACT, FAR) < THRESHOLD
+
+
+@pytest.fixture
+def stores(store_url):
+    """Two clients of one store: `a` writes, `b` writes in between."""
+    fold = FoldParams(threshold=THRESHOLD)
+    a = open_store(store_url, embedder=None, fold=fold)
+    b = open_store(store_url, embedder=None, fold=fold)
+    a.remember(SCOPE, OTHER)  # both load their fold-in indexes first
+    b.remember(SCOPE, OTHER)
+    yield a, b
+    a.close()
+    b.close()
+
+
+@pytest.fixture
+def between(monkeypatch):
+    """`between(action)`: the next write transaction runs `action` (another client's
+    write) first, after `remember` read its candidates and before it takes the lock."""
+    pending: list = []
+    enter = Write.__enter__
+
+    def entering(self):
+        while pending:
+            pending.pop()()
+        return enter(self)
+
+    monkeypatch.setattr(Write, "__enter__", entering)
+    return pending.append
+
+
+def _live(store, content):
+    return [m for m in store.live(SCOPE) if m.content == content]
+
+
+def test_a_row_written_in_between_is_folded_into(stores, between):
+    a, b = stores
+    written = []
+    between(lambda: written.append(b.remember(SCOPE, FACT)))
+    got = a.remember(SCOPE, FACT)
+    assert written and not written[0].folded
+    assert got.folded and got.id == written[0].id
+    (row,) = _live(a, FACT)
+    assert row.seen_count == 2
+
+
+def test_a_more_similar_row_written_in_between_wins_over_the_one_read_ahead(stores, between):
+    a, b = stores
+    near = a.remember(SCOPE, NEAR)
+    written = []
+    between(lambda: written.append(b.remember(SCOPE, NEARER)))
+    got = a.remember(SCOPE, FACT)
+    assert not written[0].folded
+    assert got.folded and got.id == written[0].id != near.id
+    assert sorted(m.content for m in a.live(SCOPE)) == sorted([OTHER, NEAR, FACT])
+
+
+def test_the_target_read_ahead_retracted_in_between_is_not_folded_into(stores, between):
+    a, b = stores
+    first = a.remember(SCOPE, FACT)
+    between(lambda: b.retract(SCOPE, first.id))
+    got = a.remember(SCOPE, FACT)
+    assert not got.folded and got.id != first.id
+    assert [m.id for m in _live(a, FACT)] == [got.id]
+
+
+def test_the_target_read_ahead_folded_into_in_between_keeps_its_new_facts(stores, between):
+    a, b = stores
+    first = a.remember(SCOPE, FACT, confidence=0.5)
+    between(lambda: b.remember(SCOPE, FACT, confidence=0.9))
+    got = a.remember(SCOPE, FACT, confidence=0.6)
+    assert got.folded and got.id == first.id
+    (row,) = _live(a, FACT)
+    assert row.seen_count == 3
+    assert row.confidence == pytest.approx(0.9)  # max over all three, not the 0.5 read ahead
+
+
+def test_the_target_read_ahead_restated_far_from_the_text_in_between_is_not_folded_into(
+    stores, between
+):
+    a, b = stores
+    near = a.remember(SCOPE, NEAR)
+    written = []
+    between(lambda: written.append(b.remember(SCOPE, FAR)))
+    got = a.remember(SCOPE, FACT)
+    assert written[0].folded and written[0].id == near.id  # NEAR's row now says FAR
+    assert not got.folded
+    assert sorted(m.content for m in a.live(SCOPE)) == sorted([OTHER, FAR, FACT])
+
+
+def test_a_client_that_caught_up_in_between_decides_under_the_lock(stores, between):
+    a, b = stores
+
+    def b_writes_and_a_catches_up():
+        b.remember(SCOPE, FACT)
+        a.fold_target(SCOPE, "anything")  # moves a's indexes past what it read ahead
+
+    between(b_writes_and_a_catches_up)
+    got = a.remember(SCOPE, FACT)
+    assert got.folded
+    assert len(_live(a, FACT)) == 1
