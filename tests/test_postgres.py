@@ -248,6 +248,50 @@ def test_postgres_exact_recall_is_the_sqlite_answer(twin_stores, limit, params):
         assert _answer(got) == _answer(want)
 
 
+@pytest.fixture
+def crowded_twins(tmp_path, pg_dsn):
+    """SQLite and Postgres with 600 rows all near `q` (cosines ~0.85-1.0), every one
+    at confidence 0.7 or below and of several ages: the page of nearest rows never
+    settles the answer alone, and the scope's own weight bound decides what is read."""
+    rng = np.random.default_rng(5)
+    q = np.eye(DIM, dtype=np.float32)[0]
+    vecs = q + rng.uniform(0.05, 0.6, (600, 1)) * rng.normal(size=(600, DIM)) / np.sqrt(DIM)
+    clock = Clock()
+    stores = []
+    for url in (str(tmp_path / "crowd.db"), pg_dsn):
+        s = open_store(url, embedder=TableEmbedder(dim=DIM), clock=clock)
+        for k, conf in enumerate((0.7, 0.5, 0.65)):
+            part = vecs[k * 200 : (k + 1) * 200]
+            stamps = [clock() - (k * 40 + i % 7) * DAY for i in range(200)]
+            s.bulk_load(
+                "s", [f"c{k} {i}" for i in range(200)], part, confidence=conf, timestamps=stamps
+            )
+        stores.append(s)
+    yield (*stores, q, rng)
+    for s in stores:
+        s.close()
+
+
+@pytest.mark.parametrize("limit", [1, 8, 70])
+@pytest.mark.parametrize(
+    "params",
+    [
+        RecallParams(),
+        RecallParams(recency_share=1.0),
+        RecallParams(recency_share=0.0),
+        RecallParams(floor=-1.0),
+    ],
+)
+def test_exact_recall_bounded_by_the_scopes_own_weights_is_the_sqlite_answer(
+    crowded_twins, limit, params
+):
+    lite, pg, q, rng = crowded_twins
+    for query in (q, q + 0.02 * rng.normal(size=DIM), q + 0.1 * rng.normal(size=DIM)):
+        want = lite.recall("s", "zzz", limit, params, query_embedding=query)
+        got = pg.recall("s", "zzz", limit, params, query_embedding=query)
+        assert _answer(got) == _answer(want)
+
+
 def test_an_hnsw_answer_that_holds_the_whole_scope_is_the_sqlite_answer(twin_stores, pg_dsn):
     """ef_search above the scope's rows: the index returns every row, and the scores
     (vectors read in binary, cosines in the client's float32) are SQLite's bits."""

@@ -181,3 +181,39 @@ def test_cosine_needed_just_inside_the_weight_range_still_bounds():
     assert rank.cosine_needed(-0.5, RecallParams(recency_share=0.999)) == pytest.approx(
         -0.5 / (0.6 * 0.001)
     )
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
+def test_weight_max_bounds_the_weights_of_every_row_under_the_maxima(share):
+    """cosine x weight_max bounds the score of any row whose confidence and stamp are
+    at most the maxima given; the row holding both maxima reaches it."""
+    p = RecallParams(floor=-1.0, recency_share=share)
+    rng = np.random.default_rng(4)
+    n, now = 5_000, 1e9
+    conf = rng.uniform(-0.5, 0.8, n)
+    stamps = now - rng.choice([0.0, 1.0, 30.0, 365.0, np.nan], n) * DAY
+    c_max, ts_max = float(conf.max()), float(np.nanmax(stamps))
+    w = rank.weight_max(c_max, ts_max, now, p)
+    got = rank.rank_vector(np.ones(n), conf, stamps, stamps, np.arange(n), now, p)
+    assert got.score.max() <= w
+    top = rank.rank_vector(np.ones(1), [c_max], [ts_max], [ts_max], [0], now, p)
+    assert top.score[0] == pytest.approx(w)
+    assert rank.weight_max(0.7, float("nan"), now, p) == pytest.approx(0.7 * (1.0 - share))
+    assert rank.cosine_needed(0.35, p, w) == pytest.approx(0.35 / w) if w > 0 else True
+
+
+@pytest.mark.parametrize(
+    ("share", "c_max", "ts_max"),
+    [(-0.01, 0.7, 0.0), (1.01, 0.7, 0.0), (0.3, float("nan"), 0.0), (0.3, 0.7, float("inf"))],
+)
+def test_weight_max_is_none_where_no_bound_follows(share, c_max, ts_max):
+    assert rank.weight_max(c_max, ts_max, 1e9, RecallParams(recency_share=share)) is None
+
+
+def test_cosine_needed_takes_the_weight_bound_for_scores_at_or_above_zero_only():
+    p = RecallParams()
+    assert rank.cosine_needed(0.49, p, 0.7) == pytest.approx(0.7)
+    assert rank.cosine_needed(0.0, p, 0.7) == 0.0
+    assert rank.cosine_needed(-0.1, p, 0.7) == rank.cosine_needed(-0.1, p)  # generic below 0
+    assert rank.cosine_needed(0.49, p, 0.0) == rank.cosine_needed(0.49, p)  # no usable bound
+    assert rank.cosine_needed(0.49, p, None) == pytest.approx(0.49)

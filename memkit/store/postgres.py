@@ -518,8 +518,13 @@ class PostgresStore(SQLStore):
                     last = 1.0 - float(page[-1][5])
                     if need is None:
                         page = self._nearest(base, args, q, d, lo, None)
-                    elif last + COSINE_SLACK >= need:
-                        page = self._nearest(base, args, q, d, max(lo, need - COSINE_SLACK), None)
+                    elif last + COSINE_SLACK >= need:  # bound it by the scope's own weights
+                        w = self._weight_max(base, args, params)
+                        tight = self._cosine_needed(q, [*rows, *page], limit, params, w)
+                        need = need if tight is None else max(need, tight)
+                        if last + COSINE_SLACK >= need:
+                            lowest = max(lo, need - COSINE_SLACK)
+                            page = self._nearest(base, args, q, d, lowest, None)
                 rows += page
         if not rows:
             return []
@@ -548,15 +553,29 @@ class PostgresStore(SQLStore):
         rows: Sequence[tuple[Any, ...]],
         limit: int,
         params: RecallParams,
+        weight: float | None = None,
     ) -> float | None:
-        """`rank.cosine_needed` of the limit-th score among `rows` (None: fewer survive)."""
+        """`rank.cosine_needed` of the limit-th score among `rows` (None: fewer survive),
+        for rows whose weights reach at most `weight` (None: any weights)."""
         cos, rowid, conf, last_seen, recency = candidate_arrays(rows, q)
         now = float(self.clock())
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, limit)
         if ranked.score.size < limit:
             return None
         kth = float(ranked.score[limit - 1])
-        return rank.cosine_needed(kth - SCORE_SLACK * max(1.0, abs(kth)), params)
+        return rank.cosine_needed(kth - SCORE_SLACK * max(1.0, abs(kth)), params, weight)
+
+    def _weight_max(self, base: str, args: tuple[Any, ...], params: RecallParams) -> float | None:
+        """`rank.weight_max` of the candidates (their highest confidence and recency
+        timestamp, one aggregate): a page of bench rows at confidence 0.7 no
+        longer reads every row down to 0.7 of its limit-th cosine."""
+        c_max, ts_max = self._conn.execute(
+            f"SELECT max(confidence), max(coalesce(last_seen_at, created_at)) FROM {base}", args
+        ).fetchone()
+        if c_max is None or (ts_max is not None and np.isnan(ts_max)):
+            return None  # no rows, or a NaN stamp that hides the others' maximum
+        ts = float("nan") if ts_max is None else float(ts_max)
+        return rank.weight_max(float(c_max), ts, float(self.clock()), params)
 
     def _nearest(
         self,

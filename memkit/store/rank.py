@@ -145,16 +145,39 @@ def keyword_limit(limit: int, params: RecallParams = RecallParams()) -> int:
     return limit
 
 
-def cosine_needed(score: float, params: RecallParams = RecallParams()) -> float | None:
+def weight_max(
+    confidence_max_seen: float, recency_ts_max: float, now: float, params: RecallParams
+) -> float | None:
+    """The largest confidence weight x recency factor (SPEC §4.1) of any row whose
+    confidence is at most `confidence_max_seen` and whose recency timestamp is at
+    most `recency_ts_max` (NaN: no row is dated): a scope's own bound on how much
+    a row's weights can lift its cosine. None when the factor is not monotone in
+    them (`recency_share` outside 0..1) or a maximum is not finite."""
+    share = params.recency_share
+    if not 0.0 <= share <= 1.0 or not np.isfinite(confidence_max_seen):
+        return None
+    if np.isinf(recency_ts_max):
+        return None
+    cw = float(confidence_weight(np.array([confidence_max_seen]), params)[0])
+    dec = float(decay(np.array([now - recency_ts_max]), params.half_life_days)[0])
+    return cw * ((1.0 - share) + share * dec)
+
+
+def cosine_needed(
+    score: float, params: RecallParams = RecallParams(), weight: float | None = None
+) -> float | None:
     """The lowest cosine at which a row can still score `score` or more, whatever
     its confidence and age (SPEC §4.1's score is cosine x a confidence weight
-    x a recency weight, each within its clamp). A store that reads candidates in
-    descending cosine may stop below it. None when no such bound follows from
-    `params` (a weight range that reaches 0 or below, or is not finite): then
-    every row above the floor is a candidate."""
+    x a recency weight, each within its clamp), or, given `weight` (`weight_max`
+    of the rows in question), whatever their weights up to it. A store that
+    reads candidates in descending cosine may stop below it. None when no such
+    bound follows from `params` (a weight range that reaches 0 or below, or is
+    not finite): then every row above the floor is a candidate."""
     raw = [params.confidence_min, params.confidence_max, params.recency_share, score]
     if not np.all(np.isfinite(raw)):
         return None
+    if weight is not None and score >= 0 and np.isfinite(weight) and weight > 0:
+        return score / weight
     lo_w = min(params.confidence_min, params.confidence_max)
     hi_w = max(params.confidence_min, params.confidence_max)
     share = params.recency_share
