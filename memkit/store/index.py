@@ -198,16 +198,20 @@ class Indexes:
         are appended to `applied` (none when the indexes were dropped instead)."""
         c = self.conn
         key = self.key(scope_id)
-        if top is None:
-            top = c.top(key)
         seen = self.seen.get(key, 0)
+        if top is None and changes is None and self._loaded(key):
+            top, changes = c.top_and_changes(key, seen, self.holds_vectors(key))
+        elif top is None:
+            top = c.top(key)
         if top == seen:
             return top
         if top < seen or not self._loaded(key):
             self.forget(key)
             self.seen[key] = top
             return top
-        rows = changes if changes is not None else c.execute(*changes_since(key, seen)).fetchall()
+        if changes is None:
+            changes = c.execute(*changes_since(key, seen, self.holds_vectors(key))).fetchall()
+        rows = changes
         if len(rows) > SYNC_MAX:
             self.forget(key)
             self.seen[key] = top
@@ -221,6 +225,11 @@ class Indexes:
                 self.put(p)
         self.seen[key] = max([top, *(r[0] for r in rows)])
         return self.seen[key]
+
+    def holds_vectors(self, key: str | None) -> bool:
+        """Whether a numbering's catch-up needs the changed rows' vectors (a scope's
+        matrix is loaded: never on Postgres, which searches vectors in the database)."""
+        return bool(self.vectors) if key is None else key in self.vectors
 
     def since(self, scope_id: str) -> int | None:
         """How far the scope's numbering is caught up, when its indexes are loaded
@@ -330,15 +339,16 @@ def patches(
         )  # fmt: skip
 
 
-def changes_since(key: str | None, seen: int) -> tuple[str, tuple[Any, ...]]:
+def changes_since(key: str | None, seen: int, vectors: bool = True) -> tuple[str, tuple[Any, ...]]:
     """The statement (and arguments) reading the rows changed after `seen` in a
     numbering (the file: None; or a scope), in order, one more than `SYNC_MAX`:
-    (change_seq, the `Row`'s columns, embedding)."""
+    (change_seq, the `Row`'s columns, embedding; NULL unless `vectors`)."""
     where, args = ("change_seq > ?", (seen,)) if key is None else (
         "scope_id = ? AND change_seq > ?", (key, seen)
     )  # fmt: skip
     return (
-        f"SELECT change_seq, {COLS}, embedding FROM memories WHERE {where} "
+        f"SELECT change_seq, {COLS}, {'embedding' if vectors else 'NULL'} FROM memories "
+        f"WHERE {where} "
         "ORDER BY change_seq LIMIT ?",
         (*args, SYNC_MAX + 1),
     )
@@ -371,7 +381,9 @@ class Write:
             ix = self._indexes
             since = ix.since(self.scope_id) if self.conn.per_scope else None
             self._entered_at = ix.seen.get(ix.key(self.scope_id), 0)
-            top = self.conn.begin_write(self.scope_id, since=since, reserve=self.rows)
+            top = self.conn.begin_write(
+                self.scope_id, since, self.rows, ix.holds_vectors(ix.key(self.scope_id))
+            )
             try:
                 changes = self.conn.take_changes()
                 self._top = ix.catch_up(self.scope_id, top, changes, self._caught_up)

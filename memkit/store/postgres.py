@@ -122,11 +122,14 @@ class PgDb:
         with _text_errors():
             return self.conn.execute(_pg_sql(sql), args, binary=binary)
 
-    def begin_write(self, scope_id: str | None, since: int | None = None, reserve: int = 0) -> int:
+    def begin_write(
+        self, scope_id: str | None, since: int | None = None, reserve: int = 0, vectors: bool = True
+    ) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
         lock); the scope's highest committed change number. One round trip: BEGIN,
         the lock and, after it, the scope's rows changed after `since` (for
-        `take_changes`) and `reserve` rowids (for `reserve_rowids`)."""
+        `take_changes`; with their vectors when `vectors`) and `reserve` rowids
+        (for `reserve_rowids`)."""
         self._changes, self._reserved = None, []
         try:
             with _text_errors(), self.conn.pipeline():
@@ -139,7 +142,9 @@ class PgDb:
                     "DO UPDATE SET seq = scopes.seq + 1 RETURNING seq",
                     (scope_id,),
                 )
-                changed = None if since is None else self.execute(*changes_since(scope_id, since))
+                changed = None
+                if since is not None:
+                    changed = self.execute(*changes_since(scope_id, since, vectors))
                 ids = self._nextval(reserve) if reserve > 0 else None
             (seq,) = cur.fetchone()
             if changed is not None and int(seq) - 1 != since:
@@ -205,6 +210,16 @@ class PgDb:
     def integrity_problems() -> list[str]:
         """Always []: Postgres checks its own pages (no amcheck here)."""
         return []
+
+    def top_and_changes(
+        self, scope_id: str | None, since: int, vectors: bool
+    ) -> tuple[int, list[tuple[Any, ...]]]:
+        """`top`, and the rows of `changes_since` read after it, in one round trip."""
+        with _pipeline(self.conn):
+            top = self.execute("SELECT seq FROM scopes WHERE scope_id = ?", (scope_id,))
+            changed = self.execute(*changes_since(scope_id, since, vectors))
+        row = top.fetchone()
+        return (0 if row is None else int(row[0])), changed.fetchall()
 
     def top(self, scope_id: str | None) -> int:
         """The scope's highest committed change number."""

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from memkit.store.index import changes_since
+
 
 class SQLiteDb(sqlite3.Connection):
     """A SQLite connection with the engine-specific parts the store needs."""
@@ -42,10 +44,12 @@ class SQLiteDb(sqlite3.Connection):
     per_scope = False
     """Change numbers count across the file: one write lock serves every scope."""
 
-    def begin_write(self, scope_id: str | None, since: int | None = None, reserve: int = 0) -> int:
+    def begin_write(
+        self, scope_id: str | None, since: int | None = None, reserve: int = 0, vectors: bool = True
+    ) -> int:
         """Start a write holding the file's write lock; the highest committed
-        change number (the write stamps the next one). `since` and `reserve` are
-        for a connection with round trips to save (Postgres); unused here."""
+        change number (the write stamps the next one). `since`, `reserve` and
+        `vectors` are for a connection with round trips to save (Postgres); unused here."""
         self.execute("BEGIN IMMEDIATE")
         try:
             return self.top(scope_id)
@@ -78,6 +82,13 @@ class SQLiteDb(sqlite3.Connection):
         """What `PRAGMA integrity_check` finds wrong with the file ([] when sound)."""
         found = [r[0] for r in self.execute("PRAGMA integrity_check").fetchall()]
         return [] if found == ["ok"] else found
+
+    def top_and_changes(
+        self, scope_id: str | None, since: int, vectors: bool
+    ) -> tuple[int, list[tuple[Any, ...]]]:
+        """`top`, then the rows of `changes_since` (a round trip saves nothing here)."""
+        top = self.top(scope_id)
+        return top, self.execute(*changes_since(None, since, vectors)).fetchall()
 
     def top(self, scope_id: str | None) -> int:
         """The highest committed change number (of the file: `scope_id` is unused)."""
