@@ -51,8 +51,10 @@ def queries(
 
 def ann_recalls(ann: Any, scopes: list[tuple[Any, ...]], ef: int, log) -> dict:
     """HNSW recall at one ef_search on each (key, scope, queries, exact hits):
-    p50/p95, recall@8 against the exact hits (ties counted, `recall_with_ties`)
-    and how many recalls were answered exactly instead."""
+    p50/p95, recall@8 against the exact hits (ties counted, `recall_with_ties`),
+    recall@1 (the same rule on each answer's first hit: was the best row found,
+    the one a reworded query is about) and how many recalls were answered exactly
+    instead."""
     out: dict = {"ef_search": ef}
     for key, scope, qq, want in scopes:
         before = ann.ann_counts["exact_fallback"]
@@ -60,9 +62,13 @@ def ann_recalls(ann: Any, scopes: list[tuple[Any, ...]], ef: int, log) -> dict:
         hit = [recall_with_ties(g, w) for g, w in zip(got, want, strict=True)]
         out[f"{key}_p50"], out[f"{key}_p95"] = percentiles(times)
         out[f"{key}_recall8"] = float(np.mean(hit))
+        out[f"{key}_recall1"] = float(
+            np.mean([recall_with_ties(g[:1], w[:1]) for g, w in zip(got, want, strict=True)])
+        )
         out[f"{key}_fallbacks"] = ann.ann_counts["exact_fallback"] - before
         log(
             f"  hnsw {scope} ef_search {ef}: p50 {out[f'{key}_p50']:.2f} ms, recall@8 "
-            f"{out[f'{key}_recall8']:.3f}, exact instead {out[f'{key}_fallbacks']}/{len(qq)}"
+            f"{out[f'{key}_recall8']:.3f}, recall@1 {out[f'{key}_recall1']:.3f}, "
+            f"exact instead {out[f'{key}_fallbacks']}/{len(qq)}"
         )
     return out

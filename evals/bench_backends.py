@@ -462,9 +462,10 @@ def render_sweep(rows: list[dict]) -> str:
     """The HNSW rows by vector source and ef_search ('' when no row has one)."""
     lines = [
         "| live rows | vectors | distinct texts / vectors | build | build s / index MB "
-        "| ef_search | HNSW p50 / p95 ms | recall@8 | exact instead | 1 % HNSW p50 / p95 ms "
-        "| 1 % recall@8 | 1 % exact instead | load 1/5/15 |",
-        "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| ef_search | HNSW p50 / p95 ms | recall@8 | recall@1 | exact instead "
+        "| 1 % HNSW p50 / p95 ms | 1 % recall@8 | 1 % exact instead | load 1/5/15 |",
+        "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- |",
     ]
     for r in rows:
         for e in r.get("ef_sweep", []):
@@ -474,6 +475,7 @@ def render_sweep(rows: list[dict]) -> str:
                 f"| {r.get('hnsw_build_mode', '–')} "
                 f"| {r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f} | {e['ef_search']} "
                 f"| {_pair(e, 'hnsw')} | {_one(e, 'hnsw_recall8', '.3f')} "
+                f"| {_one(e, 'hnsw_recall1', '.3f')} "
                 f"| {_one(e, 'hnsw_fallbacks', 'd')} | {_pair(e, 'small_hnsw')} "
                 f"| {_one(e, 'small_hnsw_recall8', '.3f')} "
                 f"| {_one(e, 'small_hnsw_fallbacks', 'd')} | {r.get('load', '–')} |"

@@ -67,6 +67,29 @@ def test_recall_with_ties_counts_a_tie_at_the_kth_score_and_nothing_below_it():
     assert bench_ann.recall_with_ties([("a", 0.9)], []) == 0.0
 
 
+def test_recall_at_1_is_the_tie_rule_on_each_answers_first_hit():
+    """recall@1 (`ann_recalls`): the answer's first hit against the exact first,
+    with a tie at the exact best score counted, averaged over the queries."""
+
+    class Answers:
+        def __init__(self, answers):
+            self.answers = iter(answers)
+            self.ann_counts = {"exact_fallback": 0}
+
+        def recall(self, scope, query, limit, query_embedding):
+            return [type("Hit", (), {"id": i, "score": s}) for i, s in next(self.answers)]
+
+    want = [[("a", 0.9), ("b", 0.8)], [("c", 0.7), ("d", 0.6)], [("e", 0.5), ("f", 0.4)]]
+    got = [
+        [("a", 0.9), ("x", 0.1)],  # the best found: 1
+        [("y", 0.7), ("c", 0.7)],  # a tie at the best exact score: 1
+        [("f", 0.4), ("e", 0.5)],  # the best row found, but second: 0
+    ]
+    out = bench_ann.ann_recalls(Answers(got), [("k", "s", [0, 1, 2], want)], 40, lambda _: None)
+    assert out["k_recall1"] == pytest.approx(2 / 3)
+    assert out["k_recall8"] == pytest.approx((1 / 2 + 1 + 1) / 3)
+
+
 def test_a_perturbed_text_is_a_one_word_rewording():
     rng = random.Random(3)
     for text in [*bench_data.synthetic_texts(random.Random(1), 200), "one"]:
@@ -87,6 +110,7 @@ def test_corpus_stats_count_distinct_texts_and_vectors():
 
 def _sweep_row() -> dict:
     e = {"ef_search": 40, "hnsw_p50": 1.5, "hnsw_p95": 2.0, "hnsw_recall8": 0.96}
+    e |= {"hnsw_recall1": 0.98}
     e |= {"hnsw_fallbacks": 0, "small_hnsw_p50": 1.0, "small_hnsw_p95": 1.2}
     e |= {"small_hnsw_recall8": 1.0, "small_hnsw_fallbacks": 3}
     row = _row("postgres", False) | {"vectors": "wordllama", "hnsw_build_mode": "plain"}
@@ -102,7 +126,7 @@ def test_the_ef_sweep_table_has_a_row_per_ef_search():
     assert len({line.count("|") for line in lines}) == 1 and len(lines) == 4
     assert lines[2].startswith(
         "| 1,000,000 | wordllama | 999,990 / 999,000 | plain | 300.0 / 1900 | 40 | 1.50 / 2.00 "
-        "| 0.960 | 0 | 1.00 / 1.20 | 1.000 | 3 |"
+        "| 0.960 | 0.980 | 0 | 1.00 / 1.20 | 1.000 | 3 |"
     )
     assert "| 100 |" in lines[3]
 
@@ -126,5 +150,6 @@ def test_the_wordllama_corpus_bench_runs_at_a_tiny_size(pg_dsn):
         100,
     ]
     for e in row["ef_sweep"]:  # 300 rows: under hnsw_min_rows, answered exactly, counted
-        assert e["hnsw_recall8"] == 1.0 and e["hnsw_fallbacks"] == 5
+        assert e["hnsw_recall8"] == 1.0 and e["hnsw_recall1"] == 1.0
+        assert e["hnsw_fallbacks"] == 5
     assert any("wordllama vectors for 300 rows" in line for line in logged)
