@@ -10,8 +10,10 @@ Postgres), plus a second scope of 1 % as many rows in the same table (from
 Measured:
 * recall p50/p95 (ms) with a precomputed query embedding, exact (SQLite: the
   in-process matrix; Postgres: searched in the database), on the big scope
-  and on the 1 % scope; on Postgres also through the HNSW indexes (`ann="hnsw"`:
-  one per scope with `hnsw_min_rows` rows, `memkit.store.pg_ann`), each scope's
+  and on the 1 % scope (after the big scope's, on the same connection, so a
+  plan the server kept from them would show: docs/postgres-scale.md); on
+  Postgres also through the HNSW indexes (`ann="hnsw"`: one per scope with
+  `hnsw_min_rows` rows, `memkit.store.pg_ann`), each scope's
   recall@8 against the exact top 8 (a hit tied with the exact 8th score
   counts: `recall_with_ties`) at each `--ef-search` on the same indexes, and
   how many recalls were answered exactly instead (no index for the scope, or
@@ -359,7 +361,7 @@ def bench_backend(
     row["exact_p50"], row["exact_p95"] = percentiles(times)
     log(f"  {backend} {n:,}: exact recall p50 {row['exact_p50']:.2f} ms")
     small_exact: list[list[tuple[str, float]]] = []
-    if m:
+    if m:  # after the big scope's, same connection: a plan kept from those would show
         small_exact, times = bench_ann.recalls(store, SMALL, sq)
         row["small_exact_p50"], row["small_exact_p95"] = percentiles(times)
         log(f"  1 % scope ({m:,} rows): exact recall p50 {row['small_exact_p50']:.2f} ms")
