@@ -41,9 +41,9 @@ Measured:
 Every row carries the load average when it finished. Queries are noisy
 copies of stored vectors (`random`) or embeddings of stored texts reworded by
 one word (`wordllama`). Postgres runs on a private `pgserver` in a
-temporary directory (stopped at the end; `shared_buffers` raised to
-`--pg-shared-buffers`, as a server holding these indexes would be
-configured) unless `--pg-dsn` names one; its commits are durable
+temporary directory (`evals.pg_local`: stopped at the end, on an error or a
+signal; `shared_buffers` raised to `--pg-shared-buffers`, as a server
+holding these indexes would be configured) unless `--pg-dsn` names one; its commits are durable
 (`synchronous_commit` on) while SQLite runs WAL with `synchronous = NORMAL`
 (no fsync per commit), which is most of the gap in write rates. Absolute
 numbers move with the machine's load.
@@ -59,8 +59,6 @@ import random
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +75,7 @@ from evals.bench_data import (
     synthetic_texts,
     unit_vectors,
 )
+from evals.pg_local import local_postgres
 
 SCOPE = "bench"
 SMALL = "bench-1pct"
@@ -97,34 +96,6 @@ class _Table:
 
     def embed(self, texts):
         return np.stack([self._t[t] for t in texts])
-
-
-@contextmanager
-def local_postgres(dsn: str | None, shared_buffers: str | None = None) -> Iterator[str]:
-    """`dsn`, or a private pgserver in a temporary directory, stopped afterwards
-    (restarted once with `shared_buffers` when given)."""
-    if dsn:
-        yield dsn
-        return
-    import pgserver
-    import psycopg
-
-    server = pgserver.get_server(tempfile.mkdtemp(prefix="memkit-pg-"), cleanup_mode="delete")
-    try:
-        uri = server.get_uri()
-        with psycopg.connect(uri, autocommit=True) as c:
-            c.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            if shared_buffers:
-                c.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
-        if shared_buffers:
-            from pgserver import _commands
-
-            _commands.pg_ctl(  # type: ignore[attr-defined]  # made at import, per binary
-                ["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user
-            )
-        yield uri
-    finally:
-        server.cleanup()
 
 
 def _fresh_pg(base: str) -> str:

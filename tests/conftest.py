@@ -70,7 +70,7 @@ def pg_server_dsn():
     if pg_opted_out():
         pytest.skip("Postgres half opted out (MEMKIT_TEST_PG=0)")
     given = os.environ.get("MEMKIT_TEST_PG_DSN")
-    from evals.bench_backends import local_postgres  # missing pgserver fails, never skips
+    from evals.pg_local import local_postgres  # missing pgserver fails, never skips
 
     with local_postgres(given) as dsn:  # a private server is stopped even when tests fail
         if not given:
@@ -217,8 +217,6 @@ def _drop_schema(base: str, schema: str) -> None:
 
 def process_gone(pid: int) -> bool:
     """True once `pid` has exited: no /proc entry, or a zombie (it runs nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    from evals.pg_local import pid_alive
+
+    return not pid_alive(pid)
