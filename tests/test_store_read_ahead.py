@@ -131,3 +131,50 @@ def test_a_client_that_caught_up_in_between_decides_under_the_lock(stores, betwe
     got = a.remember(SCOPE, FACT)
     assert got.folded
     assert len(_live(a, FACT)) == 1
+
+
+# Rows other clients committed before `remember` starts: its trigram index answers
+# as it stands (behind them), and the catch-up read in the same round trip as the
+# candidates' facts scores them again.
+
+
+def test_a_row_committed_before_remember_starts_is_folded_into(stores):
+    a, b = stores
+    first = b.remember(SCOPE, FACT)  # a's index has not seen it
+    got = a.remember(SCOPE, FACT)
+    assert got.folded and got.id == first.id
+    (row,) = _live(a, FACT)
+    assert row.seen_count == 2
+
+
+def test_a_candidate_retracted_before_remember_starts_is_not_folded_into(stores):
+    a, b = stores
+    first = a.remember(SCOPE, FACT)  # in a's index
+    b.retract(SCOPE, first.id)
+    got = a.remember(SCOPE, FACT)
+    assert not got.folded and got.id != first.id
+
+
+def test_a_candidate_restated_out_of_reach_before_remember_starts_is_not_folded_into(stores):
+    a, b = stores
+    near = a.remember(SCOPE, NEAR)  # a's index holds NEAR's wording
+    assert b.remember(SCOPE, FAR).id == near.id  # the row now says FAR
+    assert not a.remember(SCOPE, FACT).folded
+
+
+def test_a_more_similar_row_committed_before_remember_starts_wins(stores):
+    a, b = stores
+    near = a.remember(SCOPE, NEAR)
+    nearer = b.remember(SCOPE, NEARER)
+    got = a.remember(SCOPE, FACT)
+    assert got.folded and got.id == nearer.id != near.id
+
+
+def test_a_catch_up_that_reloads_the_index_still_finds_the_row(stores):
+    from memkit.store.index import SYNC_MAX
+
+    a, b = stores
+    b.bulk_load(SCOPE, [f"{OTHER} {i}" for i in range(SYNC_MAX + 1)])  # a's catch-up reloads
+    first = b.remember(SCOPE, FACT)
+    got = a.remember(SCOPE, FACT)
+    assert got.folded and got.id == first.id

@@ -200,7 +200,7 @@ class Indexes:
         key = self.key(scope_id)
         seen = self.seen.get(key, 0)
         if top is None and changes is None and self._loaded(key):
-            top, changes = c.top_and_changes(key, seen, self.holds_vectors(key))
+            top, changes, _ = c.top_and_changes(key, seen, self.holds_vectors(key))
         elif top is None:
             top = c.top(key)
         if top == seen:
@@ -225,6 +225,17 @@ class Indexes:
                 self.put(p)
         self.seen[key] = max([top, *(r[0] for r in rows)])
         return self.seen[key]
+
+    def catch_up_reading(
+        self, scope_id: str, then: tuple[str, Sequence[Any]], applied: list[Row]
+    ) -> list[tuple[Any, ...]]:
+        """`catch_up` (the rows applied one by one appended to `applied`), and the
+        rows of the statement `then`, read after the changes in the same round trip."""
+        key = self.key(scope_id)
+        seen = self.seen.get(key, 0)
+        top, changes, got = self.conn.top_and_changes(key, seen, self.holds_vectors(key), then)
+        self.catch_up(scope_id, top, changes, applied)
+        return got
 
     def holds_vectors(self, key: str | None) -> bool:
         """Whether a numbering's catch-up needs the changed rows' vectors (a scope's

@@ -66,6 +66,11 @@ from memkit.types import Recalled
 
 _ANN_KINDS = (None, "hnsw")
 _STORE_LOCK = 0x6D656D656D62  # advisory key of the store-wide write (recording the embedder)
+_NEXTVAL = (
+    "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) "
+    "FROM generate_series(1, ?) ORDER BY 1"
+)
+"""`?` rowids from the table's identity sequence, ascending."""
 
 
 def _new_id() -> str:
@@ -115,12 +120,18 @@ class PgDb:
         self._batch: Any = None
         """The pipeline of the open `batch`, if any."""
 
-    def execute(self, sql: str, args: Sequence[Any] = (), binary: bool = False) -> Any:
+    def execute(
+        self, sql: str, args: Sequence[Any] = (), binary: bool = False, per_run: bool = False
+    ) -> Any:
         """`sql` with `?` placeholders; `binary`: results in Postgres's binary form
         (what vector reads want: a vector arrives as its float32 bytes, not text
-        for the client to parse, ~60 us a 256-d row)."""
+        for the client to parse, ~60 us a 256-d row). `per_run`: never prepared,
+        so the server plans each run for its arguments (`PostgresStore._scoped`);
+        other statements are prepared after a few runs and keep a generic plan."""
         with _text_errors():
-            return self.conn.execute(_pg_sql(sql), args, binary=binary)
+            return self.conn.execute(
+                _pg_sql(sql), args, binary=binary, prepare=False if per_run else None
+            )
 
     def begin_write(
         self, scope_id: str | None, since: int | None = None, reserve: int = 0, vectors: bool = True
@@ -137,19 +148,18 @@ class PgDb:
                 if scope_id is None:
                     self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
                     return 0
-                cur = self.execute(
+                cur = self.execute(  # the rowids in the same statement: one fewer to send
                     "INSERT INTO scopes (scope_id, seq) VALUES (?, 1) ON CONFLICT (scope_id) "
-                    "DO UPDATE SET seq = scopes.seq + 1 RETURNING seq",
-                    (scope_id,),
+                    f"DO UPDATE SET seq = scopes.seq + 1 RETURNING seq, ARRAY({_NEXTVAL})",
+                    (scope_id, max(int(reserve), 0)),
                 )
                 changed = None
                 if since is not None:
                     changed = self.execute(*changes_since(scope_id, since, vectors))
-                ids = self._nextval(reserve) if reserve > 0 else None
-            (seq,) = cur.fetchone()
+            seq, ids = cur.fetchone()
             if changed is not None and int(seq) - 1 != since:
                 self._changes = changed.fetchall()
-            self._reserved = [] if ids is None else [int(r[0]) for r in ids.fetchall()]
+            self._reserved = [int(i) for i in ids]
             return int(seq) - 1
         except BaseException:
             self.end_write(False)
@@ -161,11 +171,7 @@ class PgDb:
         return out
 
     def _nextval(self, n: int) -> Any:
-        return self.execute(
-            "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) "
-            "FROM generate_series(1, ?) ORDER BY 1",
-            (n,),
-        )
+        return self.execute(_NEXTVAL, (n,))
 
     def reserve_rowids(self, n: int) -> list[int]:
         """`n` rowids from the table's identity sequence, ascending (as inserts one by
@@ -212,14 +218,21 @@ class PgDb:
         return []
 
     def top_and_changes(
-        self, scope_id: str | None, since: int, vectors: bool
-    ) -> tuple[int, list[tuple[Any, ...]]]:
-        """`top`, and the rows of `changes_since` read after it, in one round trip."""
+        self,
+        scope_id: str | None,
+        since: int,
+        vectors: bool,
+        then: tuple[str, Sequence[Any]] | None = None,
+    ) -> tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """`top`, the rows of `changes_since` read after it, and the rows of the
+        statement `then` read after those ([] without one), in one round trip."""
         with _pipeline(self.conn):
             top = self.execute("SELECT seq FROM scopes WHERE scope_id = ?", (scope_id,))
             changed = self.execute(*changes_since(scope_id, since, vectors))
+            more = None if then is None else self.execute(*then)
         row = top.fetchone()
-        return (0 if row is None else int(row[0])), changed.fetchall()
+        got = [] if more is None else more.fetchall()
+        return (0 if row is None else int(row[0])), changed.fetchall(), got
 
     def top(self, scope_id: str | None) -> int:
         """The scope's highest committed change number."""
@@ -391,13 +404,6 @@ class PostgresStore(SQLStore):
         except psycopg.Error as e:
             raise ConfigError(f"cannot connect to Postgres store {safe_dsn(dsn)!r}: {e}") from e
         try:
-            # A scope's share of the table decides its plan (a 10,000-row scope: its
-            # btree; a 1M-row scope: a scan). psycopg prepares a statement after 5
-            # runs and the server may then keep one generic plan for every scope:
-            # after 50 exact recalls of a 1M-row scope, the 1 %-scope's bound
-            # aggregate scanned the whole table (~225 ms against ~15 ms). Each run
-            # is planned for its own scope instead.
-            conn.execute("SET plan_cache_mode = force_custom_plan")
             db = PgDb(conn)
             if read_only:
                 _check_readable(conn, dsn)
@@ -552,16 +558,26 @@ class PostgresStore(SQLStore):
             return []
         return self._ranked(scope_id, *candidate_arrays(rows, q), limit, params)
 
+    def _scoped(self, sql: str, args: Sequence[Any], binary: bool = False) -> Any:
+        """A recall statement over one scope, planned for its own arguments. A scope's
+        share of the table decides its plan (a 10,000-row scope: its btree; a
+        1M-row scope: a scan); a prepared statement may keep one generic plan for
+        every scope: after 50 exact recalls of a 1M-row scope, the 1 %-scope's
+        bound aggregate scanned the whole table (~225 ms against ~15 ms). Only
+        these statements: writes keep their prepared generic plans (planning
+        each of a write's statements again cost the server CPU every write)."""
+        return self._conn.execute(sql, args, binary, per_run=True)
+
     def _capped(self, scope_id: str, cap: int | None) -> list[tuple[Any, ...]] | None:
         """With a candidate cap below the scope's embedded live rows, the `cap` most
         recently confirmed of them in the SQLite store's order (SPEC §4.1; the
         client holds at most `cap` vectors, for this recall only); else None."""
         if cap is None:
             return None
-        (n,) = self._conn.execute(f"SELECT count(*) FROM {LIVE}", (scope_id,)).fetchone()
+        (n,) = self._scoped(f"SELECT count(*) FROM {LIVE}", (scope_id,)).fetchone()
         if cap >= n:
             return None
-        rows: list[tuple[Any, ...]] = self._conn.execute(
+        rows: list[tuple[Any, ...]] = self._scoped(
             f"SELECT rowid, confidence, last_seen_at, created_at, embedding FROM {LIVE} "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC LIMIT ?",
             (scope_id, max(int(cap), 0)),
@@ -591,7 +607,7 @@ class PostgresStore(SQLStore):
         """`rank.weight_max` of the candidates (their highest confidence and recency
         timestamp, one aggregate): a page of bench rows at confidence 0.7 no
         longer reads every row down to 0.7 of its limit-th cosine."""
-        c_max, ts_max = self._conn.execute(
+        c_max, ts_max = self._scoped(
             f"SELECT max(confidence), max(coalesce(last_seen_at, created_at)) FROM {base}", args
         ).fetchone()
         if c_max is None or (ts_max is not None and np.isnan(ts_max)):
@@ -611,7 +627,7 @@ class PostgresStore(SQLStore):
         """Candidates with pgvector cosine >= `lowest`, nearest first (`limit` of them,
         or all): (rowid, confidence, last_seen_at, created_at, embedding, distance).
         A zero stored vector's distance is NaN, which no bound admits."""
-        rows: list[tuple[Any, ...]] = self._conn.execute(
+        rows: list[tuple[Any, ...]] = self._scoped(
             "SELECT rowid, confidence, last_seen_at, created_at, embedding, dist FROM ("
             "SELECT rowid, confidence, last_seen_at, created_at, embedding, CASE WHEN "
             f"vector_dims(embedding) = {int(d)} THEN embedding <=> ?::vector END AS dist "
@@ -630,7 +646,7 @@ class PostgresStore(SQLStore):
         where = "" if degenerate else (
             f"WHERE vector_dims(embedding) <> {int(d)} OR vector_norm(embedding) = 0"
         )  # fmt: skip
-        rows: list[tuple[Any, ...]] = self._conn.execute(
+        rows: list[tuple[Any, ...]] = self._scoped(
             "SELECT rowid, confidence, last_seen_at, created_at, NULL, NULL FROM ("
             f"SELECT * FROM {base} OFFSET 0) c {where} "
             "ORDER BY last_seen_at DESC NULLS LAST, rowid DESC" + (" LIMIT ?" if limit > 0 else ""),

@@ -84,11 +84,17 @@ def by_rowid(conn: Conn, rowids: Iterable[int]) -> dict[int, Row]:
     ids = [int(x) for x in rowids]
     out: dict[int, Row] = {}
     for i in range(0, len(ids), CHUNK):
-        chunk = ids[i : i + CHUNK]
-        ph = ",".join("?" * len(chunk))
-        for r in rows(conn, f"WHERE rowid IN ({ph})", chunk):
+        for r in map(Row._make, conn.execute(*by_rowid_statement(ids[i : i + CHUNK]))):
             out[r.rowid] = r
     return out
+
+
+def by_rowid_statement(rowids: Sequence[int]) -> tuple[str, tuple[Any, ...]]:
+    """The statement of `by_rowid` for at most `CHUNK` rowids (none: it reads no row)."""
+    if not rowids:
+        return f"SELECT {COLS} FROM memories WHERE 0 = 1", ()
+    ph = ",".join("?" * len(rowids))
+    return f"SELECT {COLS} FROM memories WHERE rowid IN ({ph})", tuple(int(x) for x in rowids)
 
 
 def live_row(conn: Conn, scope_id: str, memory_id: str) -> Row | None:

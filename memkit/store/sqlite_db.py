@@ -84,11 +84,17 @@ class SQLiteDb(sqlite3.Connection):
         return [] if found == ["ok"] else found
 
     def top_and_changes(
-        self, scope_id: str | None, since: int, vectors: bool
-    ) -> tuple[int, list[tuple[Any, ...]]]:
-        """`top`, then the rows of `changes_since` (a round trip saves nothing here)."""
+        self,
+        scope_id: str | None,
+        since: int,
+        vectors: bool,
+        then: tuple[str, Sequence[Any]] | None = None,
+    ) -> tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """`top`, then the rows of `changes_since`, then those of `then` ([] without
+        one): a round trip saves nothing here."""
         top = self.top(scope_id)
-        return top, self.execute(*changes_since(None, since, vectors)).fetchall()
+        changed = self.execute(*changes_since(None, since, vectors)).fetchall()
+        return top, changed, [] if then is None else self.execute(*then).fetchall()
 
     def top(self, scope_id: str | None) -> int:
         """The highest committed change number (of the file: `scope_id` is unused)."""

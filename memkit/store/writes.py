@@ -162,40 +162,73 @@ class Writes(StoreBase):
         costly part of the decision (the trigram index's answer and a round trip
         for the rows' facts) leaves the time other writers wait. Under the lock
         `_decide` brings them up to date with the rows changed since. None when
-        there is nothing to read ahead (threshold <= 0 scans in SQL; no grams)."""
+        there is nothing to read ahead (threshold <= 0 scans in SQL; no grams).
+
+        One round trip: the index answers as it stands, then the catch-up's rows
+        and the candidates' facts are read together, and the rows the catch-up
+        applied are scored again (`_refreshed`), as under the lock. When the
+        catch-up reloads the index, its candidates are asked again."""
         t = self.fold.threshold
         if t <= 0 or not item.grams:
             return None
-        self._ix.catch_up(scope_id)
-        view = _Committed(self._conn, self._ix)
-        rows = self._candidates(view, scope_id, item.kind, item.grams)
         ix = self._ix
+        gi = ix.grams.get((scope_id, item.kind))
+        rows: dict[int, tuple[Row, float]] | None = None
+        if gi is not None and gi.floor <= t and ix.since(scope_id) is not None:
+            sims = gi.similar(item.grams, t)
+            if len(sims) <= sql.CHUNK:
+                applied: list[Row] = []
+                facts = ix.catch_up_reading(scope_id, sql.by_rowid_statement(list(sims)), applied)
+                if ix.grams.get((scope_id, item.kind)) is gi:
+                    rows = {
+                        r.rowid: (r, sims[r.rowid])
+                        for r in map(Row._make, facts)
+                        if r.scope_id == scope_id and r.kind == item.kind and r.live
+                    }
+                    rows = self._refreshed(rows, applied, scope_id, item)
+        if rows is None:
+            self._ix.catch_up(scope_id)
+            rows = self._candidates(_Committed(self._conn, ix), scope_id, item.kind, item.grams)
         return _Foresight(
             ix.seen.get(ix.key(scope_id), 0), ix.grams_of(scope_id, item.kind, t), rows
         )
+
+    def _refreshed(
+        self,
+        rows: dict[int, tuple[Row, float]],
+        changed: Iterable[Row],
+        scope_id: str,
+        item: _Item,
+    ) -> dict[int, tuple[Row, float]]:
+        """Candidates brought up to date with rows changed since they were read: a
+        changed row of (scope, kind) is scored again on its content now (added,
+        replaced or, when no longer live or similar enough, removed)."""
+        t = self.fold.threshold
+        out = dict(rows)
+        for r in changed:
+            if r.scope_id != scope_id or r.kind != item.kind:
+                continue
+            sim = jaccard(item.grams, trigrams(r.content)) if r.live else -1.0
+            if sim >= t:
+                out[r.rowid] = (r, sim)
+            else:
+                out.pop(r.rowid, None)
+        return out
 
     def _decide(
         self, w: Write, ahead: _Foresight | None, scope_id: str, item: _Item, now: float
     ) -> Row | None:
         """`_fold_target` under the write lock, from the candidates read ahead when
-        they can be brought up to date: a row changed since is scored again on
-        its content now (added, replaced or, when no longer live or similar
-        enough, removed); every other candidate's facts are as read. The same
-        answer as `_fold_target` at this moment, which decides otherwise."""
-        t = self.fold.threshold
+        they can be brought up to date (`_refreshed`); every other candidate's
+        facts are as read. The same answer as `_fold_target` at this moment,
+        which decides otherwise."""
         changed = (
             None if ahead is None else w.changed_since(ahead.seen, item.kind, ahead.gram_index)
         )
         if ahead is None or changed is None:
             return self._fold_target(w, scope_id, item.kind, item.grams, now)
-        rows = dict(ahead.rows)
-        for r in changed:
-            sim = jaccard(item.grams, trigrams(r.content)) if r.live else -1.0
-            if sim >= t:
-                rows[r.rowid] = (r, sim)
-            else:
-                rows.pop(r.rowid, None)
-        return best_fold(rows.values(), now, self.fold.window_days * DAY, t)
+        rows = self._refreshed(ahead.rows, changed, scope_id, item)
+        return best_fold(rows.values(), now, self.fold.window_days * DAY, self.fold.threshold)
 
     def remember(
         self,
