@@ -444,3 +444,23 @@ def test_a_batch_whose_late_item_postgres_refuses_writes_nothing(pg_dsn):
         out = s.remember_many("s", ["first new fact", "first new fact!", "third"])
         assert [r.folded for r in out] == [False, True, False]
         assert len(s.live("s")) == 3
+
+
+def test_per_run_statements_are_never_prepared_and_others_keep_a_generic_plan(pg_dsn):
+    """Writes keep the server's prepared generic plans (planning a write's statements
+    on every run cost server CPU); the exact recall's scoped statements (`per_run`)
+    are planned for each scope's own arguments, never from a cached plan."""
+    from memkit.store.postgres import PgDb
+
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        db = PgDb(c)
+        for i in range(20):  # psycopg prepares after 5 runs; the server goes generic after 5 more
+            db.execute("SELECT ? + 1 AS written", (i,)).fetchall()
+            db.execute("SELECT ? + 2 AS scoped", (i,), per_run=True).fetchall()
+        prepared = c.execute(
+            "SELECT statement, generic_plans FROM pg_prepared_statements"
+        ).fetchall()
+    assert not [s for s, _ in prepared if "scoped" in s]
+    assert [g for s, g in prepared if "written" in s] and all(
+        g > 0 for s, g in prepared if "written" in s
+    )

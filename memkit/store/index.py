@@ -235,7 +235,7 @@ class Indexes:
         seen = self.seen.get(key, 0)
         top, changes, got = self.conn.top_and_changes(key, seen, self.holds_vectors(key), then)
         self.catch_up(scope_id, top, changes, applied)
-        return got
+        return list(got)
 
     def holds_vectors(self, key: str | None) -> bool:
         """Whether a numbering's catch-up needs the changed rows' vectors (a scope's
