@@ -6,6 +6,7 @@ are applied, and every answer is the one a store without it gives, bit for bit."
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from pathlib import Path
@@ -16,7 +17,14 @@ import pytest
 from memkit.errors import ConfigError
 from memkit.params import RecallParams
 from memkit.store.index import SYNC_MAX
-from memkit.store.sidecar import HEADER, MAGIC, headroom, sidecar_path
+from memkit.store.sidecar import (
+    HEADER,
+    MAGIC,
+    SidecarWriteFailed,
+    file_size,
+    headroom,
+    sidecar_path,
+)
 from memkit.store.sqlite import SQLiteStore
 
 DIM = 32
@@ -256,3 +264,94 @@ def test_a_scope_shrunk_under_the_bound_loses_its_sidecar(tmp_path):
     got, counts = _answers(db, vector_sidecar=MIN)
     assert counts == {"removed": 1} and len(got[0]) == MIN - 1
     assert not _side(db).exists()
+
+
+# --- on demand: `SQLiteStore.write_sidecar`, `memkit store sidecar` -----------------------
+
+
+def test_a_sidecar_written_on_demand_replaces_a_corrupt_one_and_is_mapped(tmp_path):
+    db = tmp_path / "demand.db"
+    _build(db)
+    want = _answers(db, vector_sidecar=None)[0]
+    _side(db).write_bytes(b"not a sidecar")
+    with SQLiteStore.open(str(db), embedder=None, clock=clock, vector_sidecar=MIN) as s:
+        rep = s.write_sidecar("s")
+        assert s.sidecar_counts == {"written": 1}  # from the table: the old file is not read
+    assert rep["scope"] == "s" and rep["path"] == str(_side(db)) and rep["rows"] == N
+    assert rep["bytes"] == file_size(DIM, N) == _side(db).stat().st_size
+    got, counts = _answers(db, read_only=True, vector_sidecar=MIN)
+    assert counts == {"used": 1, "delta_rows": 0} and got == want
+
+
+def test_on_demand_the_row_bound_writes_at_min_rows_and_refuses_one_below(tmp_path):
+    db = tmp_path / "bound.db"
+    _build(db, n=MIN)
+    with SQLiteStore.open(str(db), embedder=None, vector_sidecar=MIN) as s:
+        assert s.write_sidecar("s")["rows"] == MIN
+    kept = _side(db).read_bytes()
+    with (
+        SQLiteStore.open(str(db), embedder=None, vector_sidecar=MIN + 1) as s,
+        pytest.raises(ConfigError, match=f"{MIN} live embedded rows, under the bound of"),
+    ):
+        s.write_sidecar("s")
+    assert _side(db).read_bytes() == kept  # a refusal keeps the file there
+
+
+def test_on_demand_an_open_without_sidecars_or_an_unknown_scope_is_a_config_error(tmp_path):
+    db = tmp_path / "none.db"
+    _build(db, n=10)
+    for opts, match in (
+        ({"vector_sidecar": None}, "keeps no vector sidecars"),
+        ({"read_only": True, "vector_sidecar": 1}, "read-only"),
+    ):
+        with (
+            SQLiteStore.open(str(db), embedder=None, **opts) as s,
+            pytest.raises(ConfigError, match=match),
+        ):
+            s.write_sidecar("s")
+    with (
+        SQLiteStore.open(":memory:", embedder=None) as s,
+        pytest.raises(ConfigError, match="keeps no vector sidecars"),
+    ):
+        s.write_sidecar("s")
+    with (
+        SQLiteStore.open(str(db), embedder=None, vector_sidecar=1) as s,
+        pytest.raises(ConfigError, match="'t' is not in"),
+    ):
+        s.write_sidecar("t")
+    assert not _side(db).exists()
+
+
+def test_on_demand_a_failed_write_raises_and_leaves_no_temporary_file(tmp_path):
+    db = tmp_path / "fail.db"
+    _build(db, n=10)
+    _side(db).mkdir()  # the rename onto it fails, as a full disk would fail the write
+    with (
+        SQLiteStore.open(str(db), embedder=None, vector_sidecar=1) as s,
+        pytest.raises(SidecarWriteFailed, match="not written"),
+    ):
+        s.write_sidecar("s")
+    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_memkit_store_sidecar_writes_the_file_and_refuses_bad_input_loudly(tmp_path, capsys):
+    from memkit.cli import main
+
+    db = tmp_path / "cli.db"
+    _build(db, n=MIN)
+    assert main(["store", "sidecar", "--db", str(db), "--scope", "s", "--min-rows", "1"]) == 0
+    assert f"{MIN:,} rows of scope s" in capsys.readouterr().out
+    assert _side(db).stat().st_size == file_size(DIM, MIN)
+    args = ["store", "sidecar", "--db", str(db), "--scope", "s", "--json"]
+    assert main([*args, "--min-rows", str(MIN)]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == MIN
+    for bad, err in (
+        ([*args, "--min-rows", str(MIN + 1)], "under the bound"),
+        ([*args, "--min-rows", "0"], "vector_sidecar"),
+        (["store", "sidecar", "--db", str(db), "--scope", "t"], "'t' is not in"),
+        (["store", "sidecar", "--db", str(tmp_path / "no.db"), "--scope", "s"], "no.db"),
+        (["store", "sidecar", "--db", "postgresql://x/y", "--scope", "s"], "SQLite's"),
+    ):
+        assert main(bad) == 2
+        assert err in capsys.readouterr().err
+    assert not (tmp_path / "no.db").exists()

@@ -24,8 +24,9 @@ from typing import Any
 
 from memkit.errors import ConfigError, MemkitError, MissingExtra, did_you_mean
 from memkit.params import RecallParams
-from memkit.store.backends import open_store
+from memkit.store.backends import is_postgres_url, open_store, sqlite_path
 from memkit.store.rules import SQLStore
+from memkit.store.sidecar import MIN_ROWS
 from memkit.text import terminal_safe as safe
 from memkit.types import KINDS, Memory
 
@@ -154,11 +155,14 @@ def _history(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="memkit store",
-        description="Inspect a memkit store (stats, recall, history: read-only), copy it, or "
-        "re-embed it with another embedder.",
+        description="Inspect a memkit store (stats, recall, history: read-only), copy it, "
+        "re-embed it with another embedder, or write a SQLite scope's vector sidecar.",
     )
     sub = ap.add_subparsers(
-        dest="sub", metavar="{stats,recall,history,copy}", required=True, help="what to show"
+        dest="sub",
+        metavar="{stats,recall,history,copy,reembed,sidecar}",
+        required=True,
+        help="what to do",
     )
 
     def command(
@@ -213,6 +217,18 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder", required=True, help="the new embedder: wordllama, minilm, hashing[-D], ..."
     )
     p.add_argument("--batch", type=int, default=256, help="memories per transaction (default 256)")
+    p = command(
+        "sidecar",
+        "write a SQLite scope's vector sidecar now, from the table (docs/behaviour.md)",
+        _sidecar,
+    )
+    p.add_argument("--scope", required=True, help="the scope whose matrix to write")
+    p.add_argument(
+        "--min-rows",
+        type=int,
+        default=MIN_ROWS,
+        help=f"refuse a scope with fewer live embedded rows (default {MIN_ROWS:,})",
+    )
     return ap
 
 
@@ -252,8 +268,27 @@ def _reembed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sidecar(args: argparse.Namespace) -> int:
+    from memkit.store.sqlite import SQLiteStore
+
+    if is_postgres_url(args.db):
+        raise ConfigError("vector sidecars are SQLite's: a Postgres store searches in the server")
+    with _open(args.db, with_embedder=False) as store:  # a memkit file, never a new one
+        _check_scope(store, args.scope)
+    with SQLiteStore.open(sqlite_path(args.db), embedder=None, vector_sidecar=args.min_rows) as s:
+        rep = s.write_sidecar(args.scope)
+    if args.json:
+        print(json.dumps(rep, indent=2))
+    else:
+        print(
+            f"{safe(rep['path'])}: {rep['rows']:,} rows of scope {safe(args.scope)}, "
+            f"{rep['bytes'] / 2**20:.1f} MiB, written in {rep['seconds']:.2f} s"
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """inspect a store: stats, recall, history, copy; reembed it"""
+    """inspect a store: stats, recall, history, copy; reembed it; write a vector sidecar"""
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         code: int = args.fn(args)

@@ -324,8 +324,22 @@ class Indexes:
                 side.counts["used"] += 1
                 side.counts["delta_rows"] += len(sv.queue)
                 return sv
+        return self._load_and_leave(scope_id, seen)
+
+    def rewrite_sidecar(self, scope_id: str) -> ScopeVectors:
+        """The scope's matrix loaded from the table and left in its sidecar now
+        (`Sidecars.write`, strict), replacing any file there; it serves this
+        connection from then on."""
+        self.catch_up(scope_id)
+        sv = self._load_and_leave(scope_id, self.seen.get(self.key(scope_id), 0), strict=True)
+        self.vectors[scope_id] = sv
+        return sv
+
+    def _load_and_leave(self, scope_id: str, seen: int, strict: bool = False) -> ScopeVectors:
+        """The scope's matrix from the table, left in its sidecar as of `seen`."""
+        assert self.sidecars is not None
         sv = ScopeVectors.load(self.conn, scope_id, self.dim)
-        side.write(self.conn, scope_id, sv.fields(), seen)
+        self.sidecars.write(self.conn, scope_id, sv.fields(), seen, strict)
         return sv
 
 

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from memkit.embed import normalize_rows
-from memkit.errors import MemkitError
+from memkit.errors import ConfigError, MemkitError
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,11 @@ _ARRAYS = (("rowid", np.int64), ("conf", np.float64), ("last_seen", np.float64))
 
 class SidecarRejected(MemkitError):
     """A sidecar that is not provably the database's as of its change number."""
+
+
+class SidecarWriteFailed(MemkitError):
+    """A sidecar asked for on demand (`SQLiteStore.write_sidecar`) could not be
+    written (e.g. the disk is full); the file there before is untouched."""
 
 
 def sidecar_path(db_path: str, scope_id: str) -> str:
@@ -111,15 +116,22 @@ class Sidecars:
             log.warning("memkit: vector sidecar %s not used: %s", path, e)
             return None
 
-    def write(self, conn: Any, scope_id: str, fields: dict[str, Any], seq: int) -> None:
+    def write(
+        self, conn: Any, scope_id: str, fields: dict[str, Any], seq: int, strict: bool = False
+    ) -> None:
         """Leave the scope's arrays (n rows, as of change number `seq`) beside the
         database; a scope now under `min_rows` loses an old sidecar (it would be
-        read and passed over on every load)."""
+        read and passed over on every load). `strict` (asked for on demand):
+        what would skip the write is a ConfigError (the old file kept) and a
+        failed write a SidecarWriteFailed, instead of logged and counted."""
         n, path = int(fields["n"]), self.path(scope_id)
         if not self.writable:
             return
         meta = _meta(conn)
-        if n < self.min_rows or "reembed_to" in meta or "embedder_fingerprint" not in meta:
+        why = _unwritable(meta, n, self.min_rows)
+        if why:
+            if strict:
+                raise ConfigError(f"scope {scope_id!r}: no vector sidecar written: {why}")
             if os.path.isfile(path):
                 with contextlib.suppress(OSError):
                     os.remove(path)
@@ -149,6 +161,8 @@ class Sidecars:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
             self.counts["write_failed"] += 1
+            if strict:
+                raise SidecarWriteFailed(f"vector sidecar {path!r} not written: {e}") from e
             log.warning("memkit: vector sidecar %s not written: %s", path, e)
             return
         self.counts["written"] += 1
@@ -156,6 +170,17 @@ class Sidecars:
 
 def _meta(conn: Any) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def _unwritable(meta: dict[str, str], n: int, min_rows: int) -> str:
+    """Why a scope of n live embedded rows gets no sidecar ("": it does)."""
+    if n < min_rows:
+        return f"{n} live embedded rows, under the bound of {min_rows}"
+    if "reembed_to" in meta:
+        return "a reembed is unfinished"
+    if "embedder_fingerprint" not in meta:
+        return "no embedder fingerprint recorded"
+    return ""
 
 
 def _header_bytes(header: dict[str, Any]) -> bytes:

@@ -116,6 +116,36 @@ class SQLiteStore(SQLStore):
         side = self._ix.sidecars
         return {} if side is None else dict(side.counts)
 
+    def write_sidecar(self, scope_id: str) -> dict[str, Any]:
+        """(memkit) Load the scope's matrix from the table and leave it in its vector
+        sidecar now, replacing any file there (`memkit store sidecar`): e.g. before
+        cold readers start, or after the file was deleted. ConfigError when this
+        open writes no sidecar (read-only, `:memory:`, `vector_sidecar=None`), the
+        scope is not in the store, it holds fewer live embedded rows than
+        `vector_sidecar`, or a reembed is unfinished (the old file is then kept);
+        SidecarWriteFailed when the file cannot be written. Returns the scope,
+        path, rows, bytes and seconds."""
+        ck.check_scope(scope_id)
+        side = self._ix.sidecars
+        if side is None:
+            raise ConfigError(f"{self.path!r}: this open keeps no vector sidecars")
+        if not side.writable:
+            raise ConfigError(f"{self.path!r}: a read-only open writes no vector sidecar")
+        with self._lock:
+            if scope_id not in self.scopes():
+                raise ConfigError(f"scope {scope_id!r} is not in {self.path!r}")
+            t = time.perf_counter()
+            sv = self._ix.rewrite_sidecar(scope_id)
+            seconds = time.perf_counter() - t
+        path = side.path(scope_id)
+        return {
+            "scope": scope_id,
+            "path": path,
+            "rows": sv.n,
+            "bytes": os.path.getsize(path),
+            "seconds": seconds,
+        }
+
     @staticmethod
     def _check_embedder(conn: SQLiteDb, emb: Embedder | None, path: str) -> None:
         record_embedder(conn, emb, path)
