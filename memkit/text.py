@@ -203,6 +203,14 @@ def trigrams(s: str) -> frozenset[str]:
     return frozenset().union(*map(_word_trigrams, _words_alnum(s.lower())))
 
 
+@functools.lru_cache(maxsize=256)
+def recent_trigrams(s: str) -> frozenset[str]:
+    """`trigrams` of the last texts asked: a row another writer committed is
+    indexed by a writer's catch-up and then scored again by its fold-in
+    decision (`memkit.store.writes`), which takes its set once."""
+    return trigrams(s)
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     """|A∩B| / |A∪B|; 0 when both are empty (as pg_trgm)."""
     if not a or not b:

@@ -6,7 +6,7 @@ import math
 from unittest.mock import patch
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import memkit.store.gram_index as gram_index
@@ -258,6 +258,8 @@ def test_bulk_build_answers_like_one_put_per_row():
     hot=st.integers(0, 30),
     seed=st.integers(0, 2**16),
 )
+@example(nslots=3_200, total=99, min_hits=2, hot=5, seed=1)  # sorted: 99 * 32 < 3,200
+@example(nslots=3_200, total=100, min_hits=2, hot=5, seed=1)  # the bound: bincount
 def test_count_at_least_equals_a_plain_count_on_every_path(nslots, total, min_hits, hot, seed):
     """The sorted runs (few postings) and bincount (many) agree with a plain count."""
     from collections import Counter

@@ -95,6 +95,14 @@ class Reload:
     scope_id: str
 
 
+Statement = tuple[str, Sequence[Any]]
+"""A statement with `?` placeholders, and its arguments."""
+
+TopAndChanges = tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]
+"""What a connection's `top_and_changes` reads: the scope's highest committed
+change number, the rows changed since, and the rows of the statement after them."""
+
+
 # --- the indexes of one connection ----------------------------------------------------
 
 
@@ -227,7 +235,7 @@ class Indexes:
         return self.seen[key]
 
     def catch_up_reading(
-        self, scope_id: str, then: tuple[str, Sequence[Any]], applied: list[Row]
+        self, scope_id: str, then: Statement, applied: list[Row]
     ) -> list[tuple[Any, ...]]:
         """`catch_up` (the rows applied one by one appended to `applied`), and the
         rows of the statement `then`, read after the changes in the same round trip."""

@@ -50,7 +50,7 @@ from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
 from memkit.store import pg_ann, rank
-from memkit.store.index import changes_since
+from memkit.store.index import Statement, TopAndChanges, changes_since
 from memkit.store.pg_schema import SCHEMA_VERSION, migrate
 from memkit.store.pg_search import (
     COSINE_SLACK,
@@ -218,12 +218,8 @@ class PgDb:
         return []
 
     def top_and_changes(
-        self,
-        scope_id: str | None,
-        since: int,
-        vectors: bool,
-        then: tuple[str, Sequence[Any]] | None = None,
-    ) -> tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        self, scope_id: str | None, since: int, vectors: bool, then: Statement | None = None
+    ) -> TopAndChanges:
         """`top`, the rows of `changes_since` read after it, and the rows of the
         statement `then` read after those ([] without one), in one round trip."""
         with _pipeline(self.conn):

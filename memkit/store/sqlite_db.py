@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from memkit.store.index import changes_since
+from memkit.store.index import Statement, TopAndChanges, changes_since
 
 
 class SQLiteDb(sqlite3.Connection):
@@ -84,12 +84,8 @@ class SQLiteDb(sqlite3.Connection):
         return [] if found == ["ok"] else found
 
     def top_and_changes(
-        self,
-        scope_id: str | None,
-        since: int,
-        vectors: bool,
-        then: tuple[str, Sequence[Any]] | None = None,
-    ) -> tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        self, scope_id: str | None, since: int, vectors: bool, then: Statement | None = None
+    ) -> TopAndChanges:
         """`top`, then the rows of `changes_since`, then those of `then` ([] without
         one): a round trip saves nothing here."""
         top = self.top(scope_id)

@@ -24,7 +24,7 @@ from memkit.store.base import StoreBase, new_row_id
 from memkit.store.gram_index import GramIndex
 from memkit.store.index import Indexes, LiveRow, Write
 from memkit.store.rows import Row
-from memkit.text import jaccard, trigrams
+from memkit.text import jaccard, recent_trigrams, trigrams
 from memkit.types import Memory, RememberResult
 
 ITEM_FIELDS: tuple[str, ...] = ("content", "kind", "confidence", "tags", "source_run_id")
@@ -208,7 +208,7 @@ class Writes(StoreBase):
         for r in changed:
             if r.scope_id != scope_id or r.kind != item.kind:
                 continue
-            sim = jaccard(item.grams, trigrams(r.content)) if r.live else -1.0
+            sim = jaccard(item.grams, recent_trigrams(r.content)) if r.live else -1.0
             if sim >= t:
                 out[r.rowid] = (r, sim)
             else:
