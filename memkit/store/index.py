@@ -235,10 +235,11 @@ class Indexes:
         return self.seen[key]
 
     def catch_up_reading(
-        self, scope_id: str, then: Statement, applied: list[Row]
+        self, scope_id: str, then: Statement | None, applied: list[Row]
     ) -> list[tuple[Any, ...]]:
         """`catch_up` (the rows applied one by one appended to `applied`), and the
-        rows of the statement `then`, read after the changes in the same round trip."""
+        rows of the statement `then` ([] without one), read after the changes in
+        the same round trip."""
         key = self.key(scope_id)
         seen = self.seen.get(key, 0)
         top, changes, got = self.conn.top_and_changes(key, seen, self.holds_vectors(key), then)

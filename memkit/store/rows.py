@@ -90,9 +90,7 @@ def by_rowid(conn: Conn, rowids: Iterable[int]) -> dict[int, Row]:
 
 
 def by_rowid_statement(rowids: Sequence[int]) -> tuple[str, tuple[Any, ...]]:
-    """The statement of `by_rowid` for at most `CHUNK` rowids (none: it reads no row)."""
-    if not rowids:
-        return f"SELECT {COLS} FROM memories WHERE 0 = 1", ()
+    """The statement of `by_rowid` for 1 to `CHUNK` rowids."""
     ph = ",".join("?" * len(rowids))
     return f"SELECT {COLS} FROM memories WHERE rowid IN ({ph})", tuple(int(x) for x in rowids)
 

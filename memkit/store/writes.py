@@ -178,7 +178,8 @@ class Writes(StoreBase):
             sims = gi.similar(item.grams, t)
             if len(sims) <= sql.CHUNK:
                 applied: list[Row] = []
-                facts = ix.catch_up_reading(scope_id, sql.by_rowid_statement(list(sims)), applied)
+                then = sql.by_rowid_statement(list(sims)) if sims else None  # none: no read
+                facts = ix.catch_up_reading(scope_id, then, applied)
                 if ix.grams.get((scope_id, item.kind)) is gi:
                     rows = {
                         r.rowid: (r, sims[r.rowid])
