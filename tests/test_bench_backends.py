@@ -153,3 +153,53 @@ def test_the_wordllama_corpus_bench_runs_at_a_tiny_size(pg_dsn):
         assert e["hnsw_recall8"] == 1.0 and e["hnsw_recall1"] == 1.0
         assert e["hnsw_fallbacks"] == 5
     assert any("wordllama vectors for 300 rows" in line for line in logged)
+
+
+def test_machine_busy_seconds_are_every_cpu_field_but_idle_and_iowait():
+    tick = __import__("os").sysconf("SC_CLK_TCK")
+    #            user nice system idle iowait irq softirq steal guest guest_nice
+    stat = "cpu  100 20 30 400 50 6 7 8 9 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
+    assert bench_backends.machine_busy_s(stat) == pytest.approx(171 / tick)
+    for bad in ("", "intr 1 2 3\n", "cpu 1 2 3\n", "cpu a b c d e f g h\n"):
+        assert bench_backends.machine_busy_s(bad) is None
+
+
+def test_cpu_cells_are_per_write_and_cores_busy_or_undefined():
+    race = bench_backends.Race(wall=2.0, client_cpu=1.5, machine_cpu=3.0)
+    assert bench_backends.cpu_cells(race, 1000) == pytest.approx(
+        {"client_ms": 1.5, "machine_ms": 3.0, "cores": 1.5}
+    )
+    blind = bench_backends.cpu_cells(race._replace(machine_cpu=None), 1000)
+    assert blind["client_ms"] == pytest.approx(1.5)
+    assert blind["machine_ms"] is None and blind["cores"] is None
+
+
+def test_the_cpu_table_has_a_row_per_write_race_and_says_undefined():
+    row = _row("postgres", True)
+    row["cpu"] = {
+        "rem_1": {"client_ms": 1.25, "machine_ms": 2.5, "cores": 0.62},
+        "rem_4": {"client_ms": 1.5, "machine_ms": None, "cores": None},
+    }
+    tables = bench_backends.render([row]).split("\n\n")
+    assert len(tables) == 3
+    lines = tables[2].splitlines()
+    assert len({line.count("|") for line in lines}) == 1 and len(lines) == 4
+    assert lines[2].startswith(
+        "| postgres | 1,000,000 | remember, 1 process | 250 | 1.25 | 2.50 | 0.62 |"
+    )
+    assert lines[3].startswith(
+        "| postgres | 1,000,000 | remember, 4 processes | 300 | 1.50 | undefined | undefined |"
+    )
+
+
+def test_the_write_races_run_at_a_tiny_size_with_their_cpu(pg_dsn):
+    """The writes half end to end on Postgres: every race has a rate and CPU cells."""
+    logged: list[str] = []
+    row = bench_backends.bench_backend(
+        "postgres", pg_dsn, 300, 5, 12, logged.append, None, None, "random", "plain", False
+    )
+    assert set(row["cpu"]) == set(bench_backends.WRITE_KINDS)
+    for key, cells in row["cpu"].items():
+        assert row[key] > 0 and cells["client_ms"] > 0
+        assert cells["machine_ms"] is not None and cells["machine_ms"] >= 0
+        assert cells["cores"] is not None and cells["cores"] >= 0
