@@ -258,7 +258,9 @@ def _bare_writer(url, texts, vec, locked, ready, go, out) -> None:
         out.put(time.process_time() - cpu)
 
 
-def bare_rate(url: str, batches: list[list[str]], vec: str, locked: bool = False) -> float:
+def bare_rate(
+    url: str, batches: list[list[str]], vec: str, locked: bool = False
+) -> tuple[float, dict[str, float | None]]:
     """The ceiling of durable writes on this server: INSERT + COMMIT per text into a
     plain table (no index), from len(batches) processes at once; `locked`: each
     transaction first updates one shared row, as a scope's writers lock its row.

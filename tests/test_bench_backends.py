@@ -169,7 +169,9 @@ def test_cpu_cells_are_per_write_and_cores_busy_or_undefined():
     assert bench_backends.cpu_cells(race, 1000) == pytest.approx(
         {"client_ms": 1.5, "machine_ms": 3.0, "cores": 1.5}
     )
-    blind = bench_backends.cpu_cells(race._replace(machine_cpu=None), 1000)
+    blind = bench_backends.cpu_cells(
+        bench_backends.Race(wall=2.0, client_cpu=1.5, machine_cpu=None), 1000
+    )
     assert blind["client_ms"] == pytest.approx(1.5)
     assert blind["machine_ms"] is None and blind["cores"] is None
 
