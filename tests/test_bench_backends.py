@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from evals import bench_ann, bench_backends, bench_data
+from evals import bench_ann, bench_backends, bench_data, bench_writes
 
 
 def _row(backend: str, writes: bool) -> dict:
@@ -159,18 +159,18 @@ def test_machine_busy_seconds_are_every_cpu_field_but_idle_and_iowait():
     tick = __import__("os").sysconf("SC_CLK_TCK")
     #            user nice system idle iowait irq softirq steal guest guest_nice
     stat = "cpu  100 20 30 400 50 6 7 8 9 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
-    assert bench_backends.machine_busy_s(stat) == pytest.approx(171 / tick)
+    assert bench_writes.machine_busy_s(stat) == pytest.approx(171 / tick)
     for bad in ("", "intr 1 2 3\n", "cpu 1 2 3\n", "cpu a b c d e f g h\n"):
-        assert bench_backends.machine_busy_s(bad) is None
+        assert bench_writes.machine_busy_s(bad) is None
 
 
 def test_cpu_cells_are_per_write_and_cores_busy_or_undefined():
-    race = bench_backends.Race(wall=2.0, client_cpu=1.5, machine_cpu=3.0)
-    assert bench_backends.cpu_cells(race, 1000) == pytest.approx(
+    race = bench_writes.Race(wall=2.0, client_cpu=1.5, machine_cpu=3.0)
+    assert bench_writes.cpu_cells(race, 1000) == pytest.approx(
         {"client_ms": 1.5, "machine_ms": 3.0, "cores": 1.5}
     )
-    blind = bench_backends.cpu_cells(
-        bench_backends.Race(wall=2.0, client_cpu=1.5, machine_cpu=None), 1000
+    blind = bench_writes.cpu_cells(
+        bench_writes.Race(wall=2.0, client_cpu=1.5, machine_cpu=None), 1000
     )
     assert blind["client_ms"] == pytest.approx(1.5)
     assert blind["machine_ms"] is None and blind["cores"] is None
@@ -200,7 +200,7 @@ def test_the_write_races_run_at_a_tiny_size_with_their_cpu(pg_dsn):
     row = bench_backends.bench_backend(
         "postgres", pg_dsn, 300, 5, 12, logged.append, None, None, "random", "plain", False
     )
-    assert set(row["cpu"]) == set(bench_backends.WRITE_KINDS)
+    assert set(row["cpu"]) == set(bench_writes.WRITE_KINDS)
     for key, cells in row["cpu"].items():
         assert row[key] > 0 and cells["client_ms"] > 0
         assert cells["machine_ms"] is not None and cells["machine_ms"] >= 0

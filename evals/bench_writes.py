@@ -1,0 +1,220 @@
+"""The write half of `memkit bench store --backend postgres` (`evals.bench_backends`):
+remembers/s from 1 and 4 processes racing from a common start, `remember_many`,
+`synchronous_commit` off, the bare-INSERT ceilings, and the CPU each write race
+took (the writers' own and the whole machine's, per write, and the cores busy),
+so a reader sees whether the machine's cores or a lock bound a rate. Leaves
+out the recall half and the corpus (`evals.bench_backends`, `evals.bench_data`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+SCOPE = "bench"
+"""The scope the writers write (the bench's big scope)."""
+
+
+def _writer(url, emb, batch, ready, go, out, options, many, scope) -> None:
+    from memkit.store import open_store
+
+    store = open_store(url, embedder=emb, **options)
+    store.remember(scope, batch[0])  # loads the fold-in index before the clock starts
+    ready.release()
+    go.wait()
+    cpu = time.process_time()
+    if many:
+        store.remember_many(scope, batch[1:])
+    else:
+        for text in batch[1:]:
+            store.remember(scope, text)
+    out.put(time.process_time() - cpu)
+    store.close()
+
+
+def _write_rate(
+    url: str,
+    emb: Any,
+    batches: list[list[str]],
+    options: dict | None = None,
+    many: bool = False,
+    scope: str = SCOPE,
+) -> tuple[float, dict[str, float | None]]:
+    """Remembers per second of len(batches) processes writing at once (`many`:
+    each process's batch in one `remember_many`), and the race's CPU cells."""
+    race = _race(_writer, [(url, emb, b) for b in batches], (options or {}, many, scope))
+    n = sum(len(b) - 1 for b in batches)
+    return n / race.wall, cpu_cells(race, n)
+
+
+class Race(NamedTuple):
+    """One race of writer processes: its wall seconds, the CPU seconds the writers
+    spent (their own, summed) and the machine's busy CPU seconds over it (None
+    where /proc/stat cannot be read)."""
+
+    wall: float
+    client_cpu: float
+    machine_cpu: float | None
+
+
+def machine_busy_s(stat: str | None = None) -> float | None:
+    """CPU seconds all cores have been busy since boot, from /proc/stat's `cpu`
+    line (`stat`: its text; read when None): every field but idle and iowait
+    (guest time is inside user). None when it cannot be read or parsed."""
+    try:
+        if stat is None:
+            stat = Path("/proc/stat").read_text()
+        fields = stat.splitlines()[0].split()
+        if fields[0] != "cpu":
+            return None
+        ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, IndexError, ValueError):
+        return None
+    if len(ticks) < 8:
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _race(target: Any, each: list[tuple[Any, ...]], common: tuple[Any, ...]) -> Race:
+    """One forked process per `each` entry, `target(*entry, ready, go, out, *common)`;
+    each releases `ready` when set up, starts its clock when `go` is set and puts
+    its CPU seconds spent since on `out`. The wall time runs from the common start
+    until every process is done."""
+    ctx = mp.get_context("fork")
+    ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*e, ready, go, out, *common)) for e in each]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.acquire()
+    busy = machine_busy_s()
+    t = time.perf_counter()
+    go.set()
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise RuntimeError(f"bench process {target.__name__} exited {p.exitcode}")
+    wall = time.perf_counter() - t
+    after = machine_busy_s()
+    cpu = sum(out.get(timeout=10) for _ in procs)
+    return Race(wall, cpu, None if busy is None or after is None else after - busy)
+
+
+def cpu_cells(race: Race, writes: int) -> dict[str, float | None]:
+    """The CPU columns of one write race: per write (ms) and cores busy."""
+    machine = race.machine_cpu
+    return {
+        "client_ms": 1000 * race.client_cpu / writes,
+        "machine_ms": None if machine is None else 1000 * machine / writes,
+        "cores": None if machine is None else machine / race.wall,
+    }
+
+
+def _bare_writer(url, texts, vec, locked, ready, go, out) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS bare_lock (k int PRIMARY KEY, n bigint)")
+        c.execute("INSERT INTO bare_lock VALUES (1, 0) ON CONFLICT DO NOTHING")
+        ready.release()
+        go.wait()
+        cpu = time.process_time()
+        for text in texts:
+            with c.transaction():
+                if locked:
+                    c.execute("UPDATE bare_lock SET n = n + 1 WHERE k = 1")
+                c.execute("INSERT INTO bare (content, embedding) VALUES (%s, %s)", (text, vec))
+        out.put(time.process_time() - cpu)
+
+
+def bare_rate(
+    url: str, batches: list[list[str]], vec: str, locked: bool = False
+) -> tuple[float, dict[str, float | None]]:
+    """The ceiling of durable writes on this server: INSERT + COMMIT per text into a
+    plain table (no index), from len(batches) processes at once; `locked`: each
+    transaction first updates one shared row, as a scope's writers lock its row.
+    Per second, and the race's CPU cells."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS bare (content text, embedding vector)")
+    race = _race(_bare_writer, [(url, b, vec, locked) for b in batches], ())
+    n = sum(len(b) for b in batches)
+    return n / race.wall, cpu_cells(race, n)
+
+
+def _keep(row: dict, key: str, measured: tuple[float, dict[str, float | None]]) -> float:
+    """A write race's rate into `row[key]` and its CPU cells into `row["cpu"][key]`."""
+    rate, cells = measured
+    row[key] = rate
+    row.setdefault("cpu", {})[key] = cells
+    return rate
+
+
+def measure(backend, url, emb, batch_texts, writes, vec0, row, log) -> None:
+    """The write rates of `evals.bench_backends.bench_backend` into `row`, each
+    with its CPU cells in `row["cpu"]` (see the module docstring)."""
+    four = [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)]
+    _keep(row, "rem_1", _write_rate(url, emb, [batch_texts[:writes]]))
+    log(f"  remembers/s, 1 process: {row['rem_1']:.0f}")
+    _keep(row, "rem_4", _write_rate(url, emb, four))
+    log(f"  remembers/s, 4 processes: {row['rem_4']:.0f}")
+    _keep(row, "many_1", _write_rate(url, emb, [batch_texts[: writes // 2]], many=True))
+    log(f"  remembers/s, remember_many: {row['many_1']:.0f}")
+    if backend == "postgres":
+        off = {"synchronous_commit": False}  # 4 processes wrote these: all fold now
+        _keep(row, "rem_1_async", _write_rate(url, emb, [batch_texts[writes : 2 * writes]], off))
+        _keep(row, "rem_4_async", _write_rate(url, emb, four, off))
+        log(
+            f"  synchronous_commit off: {row['rem_1_async']:.0f}/s, "
+            f"4 processes {row['rem_4_async']:.0f}/s"
+        )
+        vec = "[" + ",".join(map(repr, vec0.astype(float).tolist())) + "]"
+        quarter = [batch_texts[writes * k : writes * (k + 1)] for k in range(4)]
+        _keep(row, "bare_1", bare_rate(url, [batch_texts[:writes]], vec))
+        _keep(row, "bare_4", bare_rate(url, quarter, vec))
+        _keep(row, "bare_4_locked", bare_rate(url, quarter, vec, locked=True))
+        log(
+            f"  bare INSERT ceiling: 1 process {row['bare_1']:.0f}/s, 4 processes "
+            f"{row['bare_4']:.0f}/s, 4 processes on one locked row {row['bare_4_locked']:.0f}/s"
+        )
+    if machine_busy_s() is None:
+        log("  CPU per write: /proc/stat unreadable here, the machine columns are undefined")
+
+
+WRITE_KINDS = {
+    "rem_1": "remember, 1 process",
+    "rem_4": "remember, 4 processes",
+    "many_1": "remember_many",
+    "rem_1_async": "sync commit off, 1 process",
+    "rem_4_async": "sync commit off, 4 processes",
+    "bare_1": "bare INSERT, 1 process",
+    "bare_4": "bare INSERT, 4 processes",
+    "bare_4_locked": "bare INSERT, 4 processes, one locked row",
+}
+
+
+def render_cpu(rows: list[dict]) -> str:
+    """The CPU a write took in each write race ('' when no row measured one):
+    the writers' own CPU and the machine's busy CPU per write, and the cores busy
+    (`cpu_cells`); "undefined" where /proc/stat could not be read."""
+    lines = [
+        f"| backend | live rows | writes | per s | writers' CPU ms / write "
+        f"| machine CPU ms / write | cores busy (of {os.cpu_count()}) | load 1/5/15 |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        for key, name in WRITE_KINDS.items():
+            cells = r.get("cpu", {}).get(key)
+            if cells is None:
+                continue
+            m, c = cells["machine_ms"], cells["cores"]
+            lines.append(
+                f"| {r['backend']} | {r['rows']:,} | {name} | {r[key]:,.0f} "
+                f"| {cells['client_ms']:.2f} | {'undefined' if m is None else f'{m:.2f}'} "
+                f"| {'undefined' if c is None else f'{c:.2f}'} | {r.get('load', '–')} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else ""
