@@ -2,6 +2,10 @@
 query vectors by vector source, timed recalls, recall@8 against the exact answer
 with ties counted, and one pass over the scopes at an ef_search (a sweep runs
 it once per value on the same indexes).
+
+The baselines of those recalls: the exact answer (the full ranking) scores
+1.000 by definition, and a random ranking of a scope of n rows k/n on
+average (recall@8 at 1M rows: 0.000008), so every figure between is the index's.
 """
 
 from __future__ import annotations

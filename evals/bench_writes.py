@@ -18,34 +18,29 @@ SCOPE = "bench"
 """The scope the writers write (the bench's big scope)."""
 
 
-def _writer(url, emb, batch, ready, go, out, options, many, scope) -> None:
+def _writer(url, emb, batch, ready, go, out, options, many) -> None:
     from memkit.store import open_store
 
     store = open_store(url, embedder=emb, **options)
-    store.remember(scope, batch[0])  # loads the fold-in index before the clock starts
+    store.remember(SCOPE, batch[0])  # loads the fold-in index before the clock starts
     ready.release()
     go.wait()
     cpu = time.process_time()
     if many:
-        store.remember_many(scope, batch[1:])
+        store.remember_many(SCOPE, batch[1:])
     else:
         for text in batch[1:]:
-            store.remember(scope, text)
+            store.remember(SCOPE, text)
     out.put(time.process_time() - cpu)
     store.close()
 
 
 def _write_rate(
-    url: str,
-    emb: Any,
-    batches: list[list[str]],
-    options: dict | None = None,
-    many: bool = False,
-    scope: str = SCOPE,
+    url: str, emb: Any, batches: list[list[str]], options: dict | None = None, many: bool = False
 ) -> tuple[float, dict[str, float | None]]:
     """Remembers per second of len(batches) processes writing at once (`many`:
     each process's batch in one `remember_many`), and the race's CPU cells."""
-    race = _race(_writer, [(url, emb, b) for b in batches], (options or {}, many, scope))
+    race = _race(_writer, [(url, emb, b) for b in batches], (options or {}, many))
     n = sum(len(b) - 1 for b in batches)
     return n / race.wall, cpu_cells(race, n)
 
@@ -146,12 +141,11 @@ def bare_rate(
     return n / race.wall, cpu_cells(race, n)
 
 
-def _keep(row: dict, key: str, measured: tuple[float, dict[str, float | None]]) -> float:
+def _keep(row: dict, key: str, measured: tuple[float, dict[str, float | None]]) -> None:
     """A write race's rate into `row[key]` and its CPU cells into `row["cpu"][key]`."""
     rate, cells = measured
     row[key] = rate
     row.setdefault("cpu", {})[key] = cells
-    return rate
 
 
 def measure(backend, url, emb, batch_texts, writes, vec0, row, log) -> None:
