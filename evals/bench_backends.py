@@ -77,6 +77,7 @@ from evals.bench_data import (
     VECTOR_SOURCES,
     corpus_stats,
     embedded,
+    longmemeval_sentences,
     percentiles,
     synthetic_texts,
     unit_vectors,
@@ -155,13 +156,32 @@ def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def _corpus(vectors: str, n: int, writes: int, row: dict, log):
+def pool_split(pool: list[str], n: int, m: int, fresh: int) -> tuple[list[str], ...]:
+    """A real-text pool cut into the big scope's `n` texts, the 1 % scope's `m` and
+    `fresh` new texts for the writes, disjoint and in the pool's order; a
+    ConfigError naming both counts when the pool is too small (never a smaller
+    corpus than the row says)."""
+    from memkit.errors import ConfigError
+
+    if n + m + fresh > len(pool):
+        raise ConfigError(
+            f"the text pool holds {len(pool):,} texts; {n:,} rows + {m:,} (1 % scope) "
+            f"+ {fresh:,} fresh writes need {n + m + fresh:,}"
+        )
+    return pool[:n], pool[n : n + m], pool[n + m : n + m + fresh]
+
+
+def _corpus(vectors: str, n: int, writes: int, row: dict, log, pool: list[str] | None = None):
     """The bench's texts and vectors (setup, not measured): the big scope's, the 1 %
-    scope's, the write batches', and the embedder answering from them."""
+    scope's, the write batches', and the embedder answering from them. `pool`:
+    real texts to take them from (`--texts longmemeval:`) instead of synthetic ones."""
     rng, nrng = random.Random(n), np.random.default_rng(n)
     m = n // 100 if n >= SMALL_FROM else 0
-    texts, small_texts = synthetic_texts(rng, n), synthetic_texts(random.Random(-7 - n), m)
-    new = synthetic_texts(random.Random(-n), 5 * writes)
+    if pool is None:
+        texts, small_texts = synthetic_texts(rng, n), synthetic_texts(random.Random(-7 - n), m)
+        new = synthetic_texts(random.Random(-n), 5 * writes)
+    else:
+        texts, small_texts, new = pool_split(pool, n, m, 5 * writes)
     pick = rng.sample(range(n), 5 * writes)
     batch_texts = [f"{texts[i]} again" if k % 2 else new[k] for k, i in enumerate(pick)]
     t = time.perf_counter()
@@ -201,14 +221,17 @@ def bench_backend(
     vectors: str = "random",
     hnsw_build: str = "concurrent",
     recall: bool = True,
+    pool: tuple[str, list[str]] | None = None,
 ) -> dict:
     """One backend at one size (see the module docstring); `recall=False` measures
-    the writes only (`--skip-recall`: no recall, fresh client or HNSW build)."""
+    the writes only (`--skip-recall`: no recall, fresh client or HNSW build);
+    `pool`: (its name, real texts) to store instead of synthetic ones."""
     from memkit.store import open_store
 
-    row: dict = {"backend": backend, "rows": n, "vectors": vectors}
+    texts_name, pool_texts = pool if pool is not None else ("synthetic", None)
+    row: dict = {"backend": backend, "rows": n, "vectors": vectors, "texts": texts_name}
     texts, vecs, small_texts, small_vecs, batch_texts, emb, rng, nrng = _corpus(
-        vectors, n, writes, row, log
+        vectors, n, writes, row, log, pool_texts
     )
     m = row["small_rows"] = len(small_texts)
     store = open_store(url, embedder=emb)
@@ -335,7 +358,7 @@ def render(rows: list[dict]) -> str:
 def render_sweep(rows: list[dict]) -> str:
     """The HNSW rows by vector source and ef_search ('' when no row has one)."""
     lines = [
-        "| live rows | vectors | distinct texts / vectors | build | build s / index MB "
+        "| live rows | vectors / texts | distinct texts / vectors | build | build s / index MB "
         "| ef_search | HNSW p50 / p95 ms | recall@8 | recall@1 | exact instead "
         "| 1 % HNSW p50 / p95 ms | 1 % recall@8 | 1 % exact instead | load 1/5/15 |",
         "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
@@ -344,7 +367,7 @@ def render_sweep(rows: list[dict]) -> str:
     for r in rows:
         for e in r.get("ef_sweep", []):
             lines.append(
-                f"| {r['rows']:,} | {r.get('vectors', 'random')} "
+                f"| {r['rows']:,} | {r.get('vectors', 'random')} / {r.get('texts', 'synthetic')} "
                 f"| {_one(r, 'distinct_texts', ',d')} / {_one(r, 'distinct_vectors', ',d')} "
                 f"| {r.get('hnsw_build_mode', '–')} "
                 f"| {r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f} | {e['ef_search']} "
@@ -400,6 +423,13 @@ def main(argv: list[str] | None = None) -> int:
         "embedder's geometry; queries are reworded stored texts)",
     )
     ap.add_argument(
+        "--texts",
+        default="synthetic",
+        help="the stored texts: 'synthetic' (common words mixed with random identifiers) "
+        "or 'longmemeval:<datasets dir>' (LongMemEval's distinct chat sentences, read in "
+        "place: about 115k, so sizes up to about 110k; needs --vectors wordllama)",
+    )
+    ap.add_argument(
         "--hnsw-build",
         choices=("concurrent", "plain"),
         default="concurrent",
@@ -422,6 +452,16 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(msg, flush=True)
 
+    pool = None
+    if args.texts.startswith("longmemeval:"):
+        if args.vectors != "wordllama":
+            ap.error(
+                "--texts longmemeval: stores real texts; their vectors need --vectors wordllama"
+            )
+        pool = ("longmemeval", longmemeval_sentences(args.texts.split(":", 1)[1]))
+        log(f"text pool: {len(pool[1]):,} distinct LongMemEval sentences")
+    elif args.texts != "synthetic":
+        ap.error(f"--texts {args.texts!r}: want 'synthetic' or 'longmemeval:<datasets dir>'")
     backends = [b for b in ("sqlite", "postgres") if args.only in (None, b)]
     rows = []
     with (
@@ -448,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.vectors,
                         args.hnsw_build,
                         recall,
+                        pool,
                     )
                 )
                 if args.json:

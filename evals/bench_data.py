@@ -1,12 +1,14 @@
-"""The synthetic workload both store benches draw from (`memkit bench store`,
+"""The workloads both store benches draw from (`memkit bench store`,
 `evals.bench_store`, and its `--backend` side by side, `evals.bench_backends`):
-random unit vectors and short texts, and the percentiles they report. Its own
+random unit vectors, short synthetic texts, LongMemEval's real chat sentences
+(read in place), and the percentiles they report. Its own
 module so that neither bench imports the other's internals.
 """
 
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 
@@ -41,6 +43,28 @@ def low_diversity_texts(rng: random.Random, n: int) -> list[str]:
     return [
         " ".join(rng.choice(LOW_DIVERSITY) for _ in range(rng.randint(6, 12))) for _ in range(n)
     ]
+
+
+def longmemeval_sentences(path: str) -> list[str]:
+    """Real chat text: the distinct 30-200 character sentences of LongMemEval's
+    haystack turns (oracle and S splits, read in place through
+    `evals.adapters`), in a fixed shuffled order."""
+    from evals.adapters import load_longmemeval
+
+    seen: set[str] = set()
+    pool: list[str] = []
+    transcripts = [
+        t for variant in ("oracle", "s") for t in load_longmemeval(path, variant).transcripts
+    ]
+    for tr in transcripts:
+        for m in tr.messages:
+            for sent in re.split(r"(?<=[.!?])\s+", str(m.get("content") or "")):
+                sent = " ".join(sent.split())
+                if 30 <= len(sent) <= 200 and sent not in seen:
+                    seen.add(sent)
+                    pool.append(sent)
+    random.Random(0).shuffle(pool)
+    return pool
 
 
 def perturbed(rng: random.Random, text: str) -> str:

@@ -57,7 +57,6 @@ import argparse
 import itertools
 import os
 import random
-import re
 import sqlite3
 import tempfile
 import time
@@ -69,6 +68,7 @@ import numpy as np
 from evals.bench_data import (
     DIM,
     LIMIT,
+    longmemeval_sentences,
     low_diversity_texts,
     percentiles,
     synthetic_texts,
@@ -121,28 +121,6 @@ _WRITES_NEEDED = _ROUNDS * 3 * (_WRITES - _WRITES // 2)
 
 TextSource = Callable[[random.Random, int], list[str]]
 """(rng, k) -> k new memory texts for the store (rows, then fresh writes)."""
-
-
-def longmemeval_sentences(path: str) -> list[str]:
-    """Real chat text: the distinct 30-200 character sentences of LongMemEval's
-    haystack turns (oracle and S splits, read in place through
-    `evals.adapters`), in a fixed shuffled order."""
-    from evals.adapters import load_longmemeval
-
-    seen: set[str] = set()
-    pool: list[str] = []
-    transcripts = [
-        t for variant in ("oracle", "s") for t in load_longmemeval(path, variant).transcripts
-    ]
-    for tr in transcripts:
-        for m in tr.messages:
-            for sent in re.split(r"(?<=[.!?])\s+", str(m.get("content") or "")):
-                sent = " ".join(sent.split())
-                if 30 <= len(sent) <= 200 and sent not in seen:
-                    seen.add(sent)
-                    pool.append(sent)
-    random.Random(0).shuffle(pool)
-    return pool
 
 
 def pool_source(pool: list[str]) -> TextSource:

@@ -125,7 +125,7 @@ def test_the_ef_sweep_table_has_a_row_per_ef_search():
     lines = sweep.splitlines()
     assert len({line.count("|") for line in lines}) == 1 and len(lines) == 4
     assert lines[2].startswith(
-        "| 1,000,000 | wordllama | 999,990 / 999,000 | plain | 300.0 / 1900 | 40 | 1.50 / 2.00 "
+        "| 1,000,000 | wordllama / synthetic | 999,990 / 999,000 | plain | 300.0 / 1900 | 40 | 1.50 / 2.00 "
         "| 0.960 | 0.980 | 0 | 1.00 / 1.20 | 1.000 | 3 |"
     )
     assert "| 100 |" in lines[3]
@@ -205,3 +205,49 @@ def test_the_write_races_run_at_a_tiny_size_with_their_cpu(pg_dsn):
         assert row[key] > 0 and cells["client_ms"] > 0
         assert cells["machine_ms"] is not None and cells["machine_ms"] >= 0
         assert cells["cores"] is not None and cells["cores"] >= 0
+
+
+def test_a_text_pool_is_cut_disjoint_at_its_size_and_refused_one_past_it():
+    from memkit.errors import ConfigError
+
+    pool = [f"text {i}" for i in range(10)]
+    big, small, fresh = bench_backends.pool_split(pool, 6, 1, 3)  # 10 of 10: at the bound
+    assert (big, small, fresh) == (pool[:6], pool[6:7], pool[7:])
+    with pytest.raises(ConfigError, match=r"holds 10 texts.*need 11"):
+        bench_backends.pool_split(pool, 6, 1, 4)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--texts", "longmemeval:/nowhere"], "need --vectors wordllama"),
+        (["--texts", "wiki", "--vectors", "wordllama"], "want 'synthetic' or"),
+    ],
+)
+def test_text_sources_the_bench_cannot_use_are_refused(argv, says, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench_backends.main([*argv, "--sizes", ""])
+    assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_the_real_text_corpus_bench_runs_at_a_tiny_size(pg_dsn, shared_datasets):
+    """LongMemEval's sentences stored and embedded, reworded queries: the row says
+    which texts it stored and every recall number is in range."""
+    pool = bench_data.longmemeval_sentences(str(shared_datasets))
+    logged: list[str] = []
+    row = bench_backends.bench_backend(
+        "postgres",
+        pg_dsn,
+        300,
+        5,
+        0,
+        logged.append,
+        [40],
+        None,
+        "wordllama",
+        "plain",
+        pool=("longmemeval", pool),
+    )
+    assert row["texts"] == "longmemeval" and row["distinct_texts"] == 300
+    assert row["ef_sweep"][0]["hnsw_recall8"] == 1.0  # under hnsw_min_rows: exact
+    assert "/ longmemeval |" in bench_backends.render_sweep([row])

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from evals import bench_store
+from evals import bench_data, bench_store
 from memkit.params import DAY
 from memkit.text import trigrams
 
@@ -167,7 +167,7 @@ def test_unknown_text_source_is_refused_by_name(capsys):
 
 
 def test_longmemeval_sentences_are_distinct_bounded_and_stable(shared_datasets):
-    pool = bench_store.longmemeval_sentences(str(shared_datasets))
+    pool = bench_data.longmemeval_sentences(str(shared_datasets))
     assert len(pool) > 100_000 and len(set(pool)) == len(pool)
     assert all(30 <= len(s) <= 200 and s == " ".join(s.split()) for s in pool[:5000])
-    assert pool[:50] == bench_store.longmemeval_sentences(str(shared_datasets))[:50]
+    assert pool[:50] == bench_data.longmemeval_sentences(str(shared_datasets))[:50]
