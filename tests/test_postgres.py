@@ -464,3 +464,26 @@ def test_per_run_statements_are_never_prepared_and_others_keep_a_generic_plan(pg
     assert [g for s, g in prepared if "written" in s] and all(
         g > 0 for s, g in prepared if "written" in s
     )
+
+
+def test_a_store_of_schema_3_migrates_to_the_lock_function_and_writes(pg_dsn):
+    with psycopg.connect(pg_dsn, autocommit=True) as c:  # a store at migration 3
+        c.execute("DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version")
+        c.execute("DROP FUNCTION IF EXISTS memkit_lock_scope")
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
+        for version, ddl in MIGRATIONS[:3]:
+            c.execute(ddl)
+            c.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+    with pytest.raises(ConfigError, match="schema version 3"):
+        PostgresStore.open(pg_dsn, embedder=None, read_only=True)
+    with (
+        PostgresStore.open(pg_dsn, embedder=None) as a,
+        PostgresStore.open(pg_dsn, embedder=None) as b,
+    ):
+        first = a.remember("s", "the deploy key rotates every ninety days")
+        again = b.remember("s", "the deploy key rotates every ninety days")
+        assert again.folded and again.id == first.id
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 4
+        assert c.execute("SELECT to_regproc('memkit_lock_scope')").fetchone()[0] is not None

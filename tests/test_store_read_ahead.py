@@ -178,3 +178,54 @@ def test_a_catch_up_that_reloads_the_index_still_finds_the_row(stores):
     first = b.remember(SCOPE, FACT)
     got = a.remember(SCOPE, FACT)
     assert got.folded and got.id == first.id
+
+
+def test_a_row_committed_while_remember_waits_for_the_lock_is_folded_into(pg_dsn, monkeypatch):
+    """The rows changed since the read-ahead are read AFTER the scope's lock is
+    granted (Postgres: `memkit_lock_scope`'s later statement): the lock's holder
+    commits a row while `remember` waits, and `remember` folds into it."""
+    import threading
+    import time
+
+    import psycopg
+
+    from memkit.store.postgres import PgDb
+
+    fold = FoldParams(threshold=THRESHOLD)
+    a = open_store(pg_dsn, embedder=None, fold=fold)
+    b = open_store(pg_dsn, embedder=None, fold=fold)
+    a.remember(SCOPE, OTHER)
+    b.remember(SCOPE, OTHER)
+    holding, go = threading.Event(), threading.Event()
+    end_write = PgDb.end_write
+
+    def pausing(self, commit):  # the first commit after this waits for `go`
+        if commit and not holding.is_set():
+            holding.set()
+            assert go.wait(20)
+        return end_write(self, commit)
+
+    monkeypatch.setattr(PgDb, "end_write", pausing)
+    got: dict = {}
+    holder = threading.Thread(target=lambda: got.setdefault("b", b.remember(SCOPE, FACT)))
+    holder.start()
+    assert holding.wait(20)  # b holds the scope's lock, its row not committed
+    waiter = threading.Thread(target=lambda: got.setdefault("a", a.remember(SCOPE, FACT)))
+    waiter.start()
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        for _ in range(400):  # until a's lock step waits on b's
+            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            if c.execute(waiting).fetchone()[0]:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("remember never waited for the scope's lock")
+    go.set()
+    holder.join(20)
+    waiter.join(20)
+    assert not got["b"].folded
+    assert got["a"].folded and got["a"].id == got["b"].id
+    (row,) = _live(a, FACT)
+    assert row.seen_count == 2
+    a.close()
+    b.close()

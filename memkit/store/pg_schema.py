@@ -94,6 +94,55 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE rollouts ADD COLUMN failed_as text;
         """,
     ),
+    (
+        4,
+        """
+        -- (issue #36) A write's lock step in one statement: take the scope's row
+        -- lock (which hands out its next change number), reserve `reserve` rowids,
+        -- then read the scope's rows changed after `since` (none when NULL). Each
+        -- statement of a function sees a fresh snapshot under READ COMMITTED, so
+        -- the rows are read after the lock: the rows its last holder committed
+        -- are among them. The first row carries the number taken (`seq`, less 1
+        -- is the highest committed) and the rowids; each next row, a changed
+        -- row as `memkit.store.index.changes_since` reads it.
+        CREATE OR REPLACE FUNCTION memkit_lock_scope(
+            p_scope text, p_since bigint, p_reserve integer, p_vectors boolean,
+            p_limit integer
+        ) RETURNS TABLE (
+            seq bigint, ids bigint[], change_seq bigint, rowid bigint, id text,
+            scope_id text, kind text, content text, tags text,
+            confidence double precision, source_run_id text,
+            created_at double precision, seen_count integer,
+            last_seen_at double precision, superseded_by text, embedding vector
+        ) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+            taken bigint;
+        BEGIN
+            INSERT INTO scopes AS s (scope_id, seq) VALUES (p_scope, 1)
+                ON CONFLICT (scope_id) DO UPDATE SET seq = s.seq + 1
+                RETURNING s.seq INTO taken;
+            seq := taken;
+            ids := ARRAY(
+                SELECT nextval(pg_get_serial_sequence('memories', 'rowid'))
+                FROM generate_series(1, p_reserve) ORDER BY 1
+            );
+            RETURN NEXT;
+            IF p_since IS NOT NULL AND taken - 1 <> p_since THEN
+                RETURN QUERY
+                    SELECT NULL::bigint, NULL::bigint[], m.change_seq, m.rowid, m.id,
+                           m.scope_id, m.kind, m.content, m.tags, m.confidence,
+                           m.source_run_id, m.created_at, m.seen_count,
+                           m.last_seen_at, m.superseded_by,
+                           CASE WHEN p_vectors THEN m.embedding END
+                    FROM memories m
+                    WHERE m.scope_id = p_scope AND m.change_seq > p_since
+                    ORDER BY m.change_seq LIMIT p_limit;
+            END IF;
+        END
+        $$
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when schema_version < n."""
 
@@ -119,8 +168,6 @@ def migrate(conn: Any) -> int:
             )
         for version, ddl in MIGRATIONS:
             if version > current:
-                for stmt in ddl.split(";"):
-                    if stmt.strip():
-                        conn.execute(stmt)
+                conn.execute(ddl)  # one script: a function's body holds semicolons
                 conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
     return SCHEMA_VERSION

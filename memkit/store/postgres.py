@@ -50,7 +50,7 @@ from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
 from memkit.store import pg_ann, rank
-from memkit.store.index import Statement, TopAndChanges, changes_since
+from memkit.store.index import SYNC_MAX, Statement, TopAndChanges, changes_since
 from memkit.store.pg_schema import SCHEMA_VERSION, migrate
 from memkit.store.pg_search import (
     COSINE_SLACK,
@@ -61,6 +61,7 @@ from memkit.store.pg_search import (
     candidate_arrays,
     to_numpy,
 )
+from memkit.store.rows import COLS
 from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
 from memkit.types import Recalled
 
@@ -137,10 +138,11 @@ class PgDb:
         self, scope_id: str | None, since: int | None = None, reserve: int = 0, vectors: bool = True
     ) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
-        lock); the scope's highest committed change number. One round trip: BEGIN,
-        the lock and, after it, the scope's rows changed after `since` (for
-        `take_changes`; with their vectors when `vectors`) and `reserve` rowids
-        (for `reserve_rowids`)."""
+        lock); the scope's highest committed change number. One round trip of two
+        statements: BEGIN and `memkit_lock_scope` (`memkit.store.pg_schema`), which
+        takes the lock, reserves `reserve` rowids (for `reserve_rowids`) and then
+        reads the scope's rows changed after `since` (for `take_changes`; with
+        their vectors when `vectors`)."""
         self._changes, self._reserved = None, []
         try:
             with _text_errors(), self.conn.pipeline():
@@ -148,17 +150,15 @@ class PgDb:
                 if scope_id is None:
                     self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
                     return 0
-                cur = self.execute(  # the rowids in the same statement: one fewer to send
-                    "INSERT INTO scopes (scope_id, seq) VALUES (?, 1) ON CONFLICT (scope_id) "
-                    f"DO UPDATE SET seq = scopes.seq + 1 RETURNING seq, ARRAY({_NEXTVAL})",
-                    (scope_id, max(int(reserve), 0)),
+                cur = self.execute(  # lock, rowids and changes after the lock: one statement
+                    "SELECT * FROM memkit_lock_scope(?::text, ?::bigint, ?::int, ?::boolean, "
+                    "?::int)",
+                    (scope_id, since, max(int(reserve), 0), vectors, SYNC_MAX + 1),
                 )
-                changed = None
-                if since is not None:
-                    changed = self.execute(*changes_since(scope_id, since, vectors))
-            seq, ids = cur.fetchone()
-            if changed is not None and int(seq) - 1 != since:
-                self._changes = changed.fetchall()
+            head, *changed = cur.fetchall()
+            seq, ids = head[0], head[1]
+            if since is not None and int(seq) - 1 != since:
+                self._changes = [r[2:] for r in changed]
             self._reserved = [int(i) for i in ids]
             return int(seq) - 1
         except BaseException:
@@ -220,15 +220,23 @@ class PgDb:
     def top_and_changes(
         self, scope_id: str | None, since: int, vectors: bool, then: Statement | None = None
     ) -> TopAndChanges:
-        """`top`, the rows of `changes_since` read after it, and the rows of the
-        statement `then` read after those ([] without one), in one round trip."""
-        with _pipeline(self.conn):
-            top = self.execute("SELECT seq FROM scopes WHERE scope_id = ?", (scope_id,))
-            changed = self.execute(*changes_since(scope_id, since, vectors))
-            more = None if then is None else self.execute(*then)
-        row = top.fetchone()
-        got = [] if more is None else more.fetchall()
-        return (0 if row is None else int(row[0])), changed.fetchall(), got
+        """`top`, the rows of `changes_since` and the rows of the statement `then`
+        ([] without one), in one statement (`read_ahead_sql`): one snapshot, in
+        which a scope's committed number and its rows agree (both change in the
+        transaction that takes the number), and one statement's client and
+        server overhead where three cost three."""
+        changes = changes_since(scope_id, since, vectors)
+        rows = self.execute(*read_ahead_sql(scope_id, changes, then)).fetchall()
+        top, changed, got = 0, [], []
+        for r in rows:
+            if r[0] == 0:
+                top = int(r[1])
+            elif r[0] == 1:
+                changed.append(r[1:])
+            else:
+                got.append(r[2:-1])
+        changed.sort(key=lambda r: r[0])  # change order, whatever order UNION ALL kept
+        return top, changed, got
 
     def top(self, scope_id: str | None) -> int:
         """The scope's highest committed change number."""
@@ -692,6 +700,23 @@ class PostgresStore(SQLStore):
                 emb = None if vec is None else _vec_text(vec)
                 cp.write_row((mid, scope, kind, content, "[]", conf, ts, 1, ts, emb, grams, w.seq))
         self._conn.conn.execute("ANALYZE memories")
+
+
+def read_ahead_sql(scope_id: str | None, changes: Statement, then: Statement | None) -> Statement:
+    """`PgDb.top_and_changes`'s one statement: a UNION ALL of the scope's number
+    (part 0), the `changes` rows (part 1: change_seq, the `Row`'s columns,
+    embedding) and the `then` rows (part 2: the `Row`'s columns), each row led
+    by its part; columns a part lacks are NULL."""
+    nulls = ", ".join(["NULL"] * (len(COLS.split(",")) + 1))
+    sql = (
+        f"SELECT 0, seq, {nulls} FROM scopes WHERE scope_id = ? "
+        f"UNION ALL SELECT 1, c.* FROM ({changes[0]}) c"
+    )
+    args = [scope_id, *changes[1]]
+    if then is not None:
+        sql += f" UNION ALL SELECT 2, NULL, t.*, NULL FROM ({then[0]}) t"
+        args += then[1]
+    return sql, args
 
 
 def _check_readable(conn: Any, dsn: str) -> None:
