@@ -261,3 +261,35 @@ def test_bulk_load_bypasses_fold_in_and_checks_its_arguments_first(store_url):
             with pytest.raises(ConfigError, match=match):
                 s.bulk_load("c", contents, **args)
         assert s.live("c") == []
+
+
+def test_a_write_failing_after_its_insert_was_sent_leaves_nothing(store_url, monkeypatch):
+    """A remember that fails between its INSERT and its commit (Postgres: the
+    pipeline's implicit transaction, `PgDb.begin_write`) rolls it back: no row,
+    the scope's lock released, the next write as if it never ran."""
+    from memkit.store import rows
+
+    store = open_store(store_url, embedder=None)
+    store.remember("s", "the first fact of this scope")
+    insert = rows.insert
+
+    def insert_then_fail(*args, **kwargs):
+        insert(*args, **kwargs)
+        raise RuntimeError("after the insert")
+
+    monkeypatch.setattr(rows, "insert", insert_then_fail)
+    for many in (False, True):
+        with pytest.raises(RuntimeError, match="after the insert"):
+            if many:
+                store.remember_many("s", ["a second fact, in a batch", "and a third one"])
+            else:
+                store.remember("s", "a second fact, alone")
+    monkeypatch.setattr(rows, "insert", insert)
+    assert [m.content for m in store.live("s")] == ["the first fact of this scope"]
+    with open_store(store_url, embedder=None) as other:  # the scope's lock is free
+        assert not other.remember("s", "a second fact, alone").folded
+    assert sorted(m.content for m in store.live("s")) == [
+        "a second fact, alone",
+        "the first fact of this scope",
+    ]
+    store.close()

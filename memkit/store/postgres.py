@@ -120,6 +120,8 @@ class PgDb:
         self._reserved: list[int] = []
         self._batch: Any = None
         """The pipeline of the open `batch`, if any."""
+        self._implicit = False
+        """The open write is its batch's implicit transaction (`begin_write`)."""
 
     def execute(
         self, sql: str, args: Sequence[Any] = (), binary: bool = False, per_run: bool = False
@@ -138,24 +140,32 @@ class PgDb:
         self, scope_id: str | None, since: int | None = None, reserve: int = 0, vectors: bool = True
     ) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
-        lock); the scope's highest committed change number. One round trip of two
-        statements: BEGIN and `memkit_lock_scope` (`memkit.store.pg_schema`), which
-        takes the lock, reserves `reserve` rowids (for `reserve_rowids`) and then
-        reads the scope's rows changed after `since` (for `take_changes`; with
-        their vectors when `vectors`)."""
-        self._changes, self._reserved = None, []
+        lock); the scope's highest committed change number. `memkit_lock_scope`
+        (`memkit.store.pg_schema`) takes the lock, reserves `reserve` rowids (for
+        `reserve_rowids`) and then reads the scope's rows changed after `since`
+        (for `take_changes`; with their vectors when `vectors`).
+
+        Inside a `batch` that is the write's only statement so far: the write is
+        the pipeline's implicit transaction (what is sent before the pipeline's
+        next sync is one transaction, which that sync commits: `end_write`), and
+        the lock's rows are fetched with a flush, not a sync. Outside one: BEGIN
+        and the lock, one round trip."""
+        self._changes, self._reserved, self._implicit = None, [], False
         try:
-            with _text_errors(), self.conn.pipeline():
-                self.conn.execute("BEGIN")
-                if scope_id is None:
-                    self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
-                    return 0
-                cur = self.execute(  # lock, rowids and changes after the lock: one statement
-                    "SELECT * FROM memkit_lock_scope(?::text, ?::bigint, ?::int, ?::boolean, "
-                    "?::int)",
-                    (scope_id, since, max(int(reserve), 0), vectors, SYNC_MAX + 1),
-                )
-            head, *changed = cur.fetchall()
+            with _text_errors():
+                if self._batch is not None and scope_id is not None:
+                    self._implicit = True  # no BEGIN, no COMMIT: two statements fewer
+                    cur = self._lock_scope(scope_id, since, reserve, vectors)
+                    rows = cur.fetchall()
+                else:
+                    with self.conn.pipeline():
+                        self.conn.execute("BEGIN")
+                        if scope_id is None:
+                            self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
+                            return 0
+                        cur = self._lock_scope(scope_id, since, reserve, vectors)
+                    rows = cur.fetchall()
+            head, *changed = rows
             seq, ids = head[0], head[1]
             if since is not None and int(seq) - 1 != since:
                 self._changes = [r[2:] for r in changed]
@@ -164,6 +174,12 @@ class PgDb:
         except BaseException:
             self.end_write(False)
             raise
+
+    def _lock_scope(self, scope_id: str, since: int | None, reserve: int, vectors: bool) -> Any:
+        return self.execute(
+            "SELECT * FROM memkit_lock_scope(?::text, ?::bigint, ?::int, ?::boolean, ?::int)",
+            (scope_id, since, max(int(reserve), 0), vectors, SYNC_MAX + 1),
+        )
 
     def take_changes(self) -> list[tuple[Any, ...]] | None:
         """The rows `begin_write` read for the catch-up (None: it read none)."""
@@ -185,7 +201,10 @@ class PgDb:
     def batch(self) -> Iterator[None]:
         """A pipeline: statements are sent without waiting for their results; a
         read (or the end of the batch) waits for everything sent before it. A
-        write's COMMIT inside it travels with the statements before it (`end_write`)."""
+        write begun inside it is the pipeline's implicit transaction (`begin_write`),
+        committed by `end_write`'s sync with the statements still queued, in one
+        round trip; until then nothing inside it may sync (a nested pipeline
+        does: it would commit the write half done)."""
         outer = self._batch
         with _pipeline(self.conn) as p:
             self._batch = p
@@ -195,15 +214,25 @@ class PgDb:
                 self._batch = outer
 
     def end_write(self, commit: bool) -> None:
-        """COMMIT or ROLLBACK, done when this returns: inside a `batch` the statements
-        still queued go with it, in one round trip."""
+        """Commit or roll back, done when this returns: inside a `batch` the statements
+        still queued go with it, in one round trip. A write begun in a batch
+        commits by the pipeline's sync, and rolls back by a ROLLBACK before it
+        (which aborts the implicit transaction; the server notes there was no
+        transaction block)."""
         import psycopg
 
+        implicit, self._implicit = self._implicit, False
         try:
             with _text_errors():
-                self.conn.execute("COMMIT" if commit else "ROLLBACK")
+                if not implicit:
+                    self.conn.execute("COMMIT" if commit else "ROLLBACK")
+                elif not commit:
+                    self.conn.execute("ROLLBACK")
                 if self._batch is not None:
                     self._batch.sync()
+        except psycopg.errors.PipelineAborted:
+            if commit:  # a rollback after a failed statement: aborted already
+                raise
         except psycopg.OperationalError:
             if commit or not self.conn.broken:  # a dead connection has rolled back already
                 raise
