@@ -19,11 +19,14 @@ Every writer goes through `Write`, one context manager:
     # COMMIT, then the collected patches are applied in order; on any error
     # ROLLBACK, nothing is applied, and the scopes written are reloaded
 
-The trigram indexes are the exception: they take each put and drop at once,
-so `w.similar` (fold-in, inside the write) sees this write's own rows and a
-batch folds into rows it wrote itself exactly as one write after another
-would. Nothing else reads them while the write holds the lock, and a
-rollback drops them (they reload from the table). The vector and keyword
+The trigram indexes are the exception: they take each put and drop before
+they next answer (`w.similar`, fold-in inside the write), so a batch folds
+into rows it wrote itself exactly as one write after another would. Until
+then the write holds them back with the rows its catch-up read under the lock,
+in order: a `remember` whose candidates were read ahead asks no index under
+the lock, so it indexes the other writers' rows and its own after its commit,
+out of the lock the others wait for. Nothing else reads them while the write
+holds the lock, and a rollback drops them (they reload from the table). The vector and keyword
 indexes queue what they are given and apply it at their next query, so a
 burst of writes pays once (`BACKLOG` bounds the queue).
 
@@ -196,6 +199,7 @@ class Indexes:
         top: int | None = None,
         changes: list[tuple[Any, ...]] | None = None,
         applied: list[Row] | None = None,
+        grams_later: list[LiveRow | Drop] | None = None,
     ) -> int:
         """Apply rows other connections changed (in the scope's numbering) since we
         last looked; return the highest change_seq now reflected. `top` is the
@@ -203,7 +207,9 @@ class Indexes:
         lock: then this is every change, and the writer's rows take the next);
         `changes`, the rows of `changes_since` when the caller read them already
         (in the same round trip as the lock, `Write`). The rows applied one by one
-        are appended to `applied` (none when the indexes were dropped instead)."""
+        are appended to `applied` (none when the indexes were dropped instead).
+        `grams_later`: the trigram indexes' patches are appended there for the
+        caller to apply (`Write`: after its commit, out of the scope's lock)."""
         c = self.conn
         key = self.key(scope_id)
         seen = self.seen.get(key, 0)
@@ -227,10 +233,13 @@ class Indexes:
         for r, p in patches(c, rows, lambda scope: scope in self.vectors):
             if applied is not None:
                 applied.append(r)
+            later = grams_later is not None
+            if later:
+                grams_later.append(p)
             if isinstance(p, Drop):
-                self.drop(p.scope_id, p.kind, p.rowid)
+                self.drop(p.scope_id, p.kind, p.rowid, grams=not later)
             else:
-                self.put(p)
+                self.put(p, grams=not later)
         self.seen[key] = max([top, *(r[0] for r in rows)])
         return self.seen[key]
 
@@ -408,6 +417,11 @@ class Write:
         self._touched: set[str] = set()
         self._entered_at = 0
         self._caught_up: list[Row] = []
+        self._grams_later: list[LiveRow | Drop] = []
+        """Trigram index patches not applied yet, in order: the rows the lock's
+        catch-up read, then this write's own. Applied after the commit, out of
+        the scope's lock (other writers wait for what is done under it), or
+        before the trigram indexes answer inside the write (`similar`)."""
 
     def __enter__(self) -> Write:
         self._lock.acquire()
@@ -420,7 +434,9 @@ class Write:
             )
             try:
                 changes = self.conn.take_changes()
-                self._top = ix.catch_up(self.scope_id, top, changes, self._caught_up)
+                self._top = ix.catch_up(
+                    self.scope_id, top, changes, self._caught_up, self._grams_later
+                )
                 self.seq = self._top + 1
             except BaseException:
                 self.conn.end_write(False)
@@ -446,6 +462,7 @@ class Write:
                 ix = self._indexes
                 # a write that changed no row stamped nothing: its number is not taken
                 ix.seen[ix.key(self.scope_id)] = self.seq if self._patches else self._top
+                self._apply_grams()
                 for p in self._patches:  # the trigram indexes took them already
                     if isinstance(p, LiveRow):
                         ix.put(p, grams=False)
@@ -462,26 +479,37 @@ class Write:
         self.conn.end_write(False)
         # The trigram indexes took this write's rows as it went, and an index
         # loaded inside it read them from the table: reload those scopes.
+        self._apply_grams()  # the other writers' rows are committed: they stay
         for scope_id in self._touched:
             self._indexes.forget(scope_id)
 
+    def _apply_grams(self) -> None:
+        """Apply the trigram index patches held back (`_grams_later`), in order."""
+        grams = self._indexes.grams
+        for p in self._grams_later:
+            gi = grams.get((p.scope_id, p.kind))
+            if gi is None:
+                continue
+            if isinstance(p, LiveRow):
+                gi.put(p.rowid, p.content, p.grams)
+            else:
+                gi.drop(p.rowid)
+        self._grams_later.clear()
+
     def put(self, p: LiveRow) -> None:
         """After commit, the indexes hold this row as live with these facts. The
-        (scope, kind) trigram index holds it at once, so the rest of this write
-        folds into it (a rollback drops that index)."""
+        (scope, kind) trigram index holds it before it next answers inside this
+        write, so the rest of the write folds into it (a rollback drops that index)."""
         self._patches.append(p)
         self._touched.add(p.scope_id)
-        gi = self._indexes.grams.get((p.scope_id, p.kind))
-        if gi is not None:
-            gi.put(p.rowid, p.content, p.grams)
+        self._grams_later.append(p)
 
     def drop(self, scope_id: str, kind: str, rowid: int) -> None:
-        """After commit, the indexes no longer hold this row (the trigram index at once)."""
+        """After commit, the indexes no longer hold this row (the trigram index
+        before it next answers inside this write)."""
         self._patches.append(Drop(scope_id, kind, rowid))
         self._touched.add(scope_id)
-        gi = self._indexes.grams.get((scope_id, kind))
-        if gi is not None:
-            gi.drop(rowid)
+        self._grams_later.append(Drop(scope_id, kind, rowid))
 
     def reload(self, scope_id: str) -> None:
         """After commit, drop the scope's indexes (a bulk write: cheaper to reload)."""
@@ -509,4 +537,5 @@ class Write:
         """Live rows of (scope, kind) with trigram similarity >= threshold, as this
         write sees them: the committed rows and the rows this write changed."""
         self._touched.add(scope_id)  # an index loaded now reads this write's rows
+        self._apply_grams()
         return self._indexes.grams_of(scope_id, kind, threshold).similar(grams, threshold)
