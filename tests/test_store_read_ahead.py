@@ -229,3 +229,31 @@ def test_a_row_committed_while_remember_waits_for_the_lock_is_folded_into(pg_dsn
     assert row.seen_count == 2
     a.close()
     b.close()
+
+
+def test_a_batch_folds_into_a_row_its_lock_caught_up(stores, between):
+    """`remember_many` asks the trigram index under the lock: the rows the lock's
+    catch-up read (held back from the index until then) are in it."""
+    a, b = stores
+    written = []
+    between(lambda: written.append(b.remember(SCOPE, FACT)))
+    got = a.remember_many(SCOPE, [FACT, "an unrelated note about lunch"])
+    assert got[0].folded and got[0].id == written[0].id
+    assert not got[1].folded
+
+
+def test_the_index_holds_this_writes_version_of_a_row_restated_in_between(stores, between):
+    """b restates the row between a's read-ahead and a's lock, then a folds into
+    it: a's trigram index ends with a's wording (its own patch after the one its
+    catch-up read), so a text near a's wording but not b's finds the row."""
+    a, b = stores
+    first = a.remember(SCOPE, FACT)
+    b.remember(SCOPE, OTHER)  # b catches up with FACT
+    between(lambda: b.remember(SCOPE, NEAR))  # folds into FACT's row
+    got = a.remember(SCOPE, FAR)  # folds into NEAR's wording of it
+    assert got.folded and got.id == first.id
+    probe = FAR.replace("now too", "now too as well")
+    assert jaccard(trigrams(probe), trigrams(FAR)) >= THRESHOLD
+    assert jaccard(trigrams(probe), trigrams(NEAR)) < THRESHOLD
+    target = a.fold_target(SCOPE, probe)
+    assert target is not None and target.id == first.id
