@@ -234,7 +234,7 @@ class Indexes:
             if applied is not None:
                 applied.append(r)
             later = grams_later is not None
-            if later:
+            if grams_later is not None:
                 grams_later.append(p)
             if isinstance(p, Drop):
                 self.drop(p.scope_id, p.kind, p.rowid, grams=not later)
