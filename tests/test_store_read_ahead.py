@@ -207,28 +207,36 @@ def test_a_row_committed_while_remember_waits_for_the_lock_is_folded_into(pg_dsn
 
     monkeypatch.setattr(PgDb, "end_write", pausing)
     got: dict = {}
-    holder = threading.Thread(target=lambda: got.setdefault("b", b.remember(SCOPE, FACT)))
-    holder.start()
-    assert holding.wait(20)  # b holds the scope's lock, its row not committed
-    waiter = threading.Thread(target=lambda: got.setdefault("a", a.remember(SCOPE, FACT)))
-    waiter.start()
-    with psycopg.connect(pg_dsn, autocommit=True) as c:
-        for _ in range(400):  # until a's lock step waits on b's
-            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            if c.execute(waiting).fetchone()[0]:
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("remember never waited for the scope's lock")
-    go.set()
-    holder.join(20)
-    waiter.join(20)
-    assert not got["b"].folded
-    assert got["a"].folded and got["a"].id == got["b"].id
-    (row,) = _live(a, FACT)
-    assert row.seen_count == 2
-    a.close()
-    b.close()
+    threads: list[threading.Thread] = []
+    try:
+        holder = threading.Thread(target=lambda: got.setdefault("b", b.remember(SCOPE, FACT)))
+        threads.append(holder)
+        holder.start()
+        assert holding.wait(20)  # b holds the scope's lock, its row not committed
+        waiter = threading.Thread(target=lambda: got.setdefault("a", a.remember(SCOPE, FACT)))
+        threads.append(waiter)
+        waiter.start()
+        with psycopg.connect(pg_dsn, autocommit=True) as c:
+            for _ in range(400):  # until a's lock step waits on b's
+                waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                if c.execute(waiting).fetchone()[0]:
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("remember never waited for the scope's lock")
+        go.set()
+        holder.join(20)
+        waiter.join(20)
+        assert not got["b"].folded
+        assert got["a"].folded and got["a"].id == got["b"].id
+        (row,) = _live(a, FACT)
+        assert row.seen_count == 2
+    finally:  # a failure above still lets b commit, and leaves no thread or connection
+        go.set()
+        for t in threads:
+            t.join(20)
+        a.close()
+        b.close()
 
 
 def test_a_batch_folds_into_a_row_its_lock_caught_up(stores, between):

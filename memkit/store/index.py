@@ -233,13 +233,12 @@ class Indexes:
         for r, p in patches(c, rows, lambda scope: scope in self.vectors):
             if applied is not None:
                 applied.append(r)
-            later = grams_later is not None
             if grams_later is not None:
                 grams_later.append(p)
             if isinstance(p, Drop):
-                self.drop(p.scope_id, p.kind, p.rowid, grams=not later)
+                self.drop(p.scope_id, p.kind, p.rowid, grams=grams_later is None)
             else:
-                self.put(p, grams=not later)
+                self.put(p, grams=grams_later is None)
         self.seen[key] = max([top, *(r[0] for r in rows)])
         return self.seen[key]
 

@@ -731,14 +731,17 @@ class PostgresStore(SQLStore):
         self._conn.conn.execute("ANALYZE memories")
 
 
+_ROW_NULLS = ", ".join(["NULL"] * (len(COLS.split(",")) + 1))
+"""The read-ahead's part 0 padded to its width: a `Row`'s columns and the embedding."""
+
+
 def read_ahead_sql(scope_id: str | None, changes: Statement, then: Statement | None) -> Statement:
     """`PgDb.top_and_changes`'s one statement: a UNION ALL of the scope's number
     (part 0), the `changes` rows (part 1: change_seq, the `Row`'s columns,
     embedding) and the `then` rows (part 2: the `Row`'s columns), each row led
     by its part; columns a part lacks are NULL."""
-    nulls = ", ".join(["NULL"] * (len(COLS.split(",")) + 1))
     sql = (
-        f"SELECT 0, seq, {nulls} FROM scopes WHERE scope_id = ? "
+        f"SELECT 0, seq, {_ROW_NULLS} FROM scopes WHERE scope_id = ? "
         f"UNION ALL SELECT 1, c.* FROM ({changes[0]}) c"
     )
     args = [scope_id, *changes[1]]
