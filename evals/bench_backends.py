@@ -38,6 +38,10 @@ Measured:
   processes, and from 4 processes that each first lock one shared row (what a
   scope's writers must do: fold-in decides and writes under the scope's lock,
   so their commits, each waiting for its WAL flush, cannot share a flush);
+  and the *lock shape* from 4 processes: the shape of a `remember`, two round
+  trips under the shared row's lock (the first locks it and returns the row,
+  the second inserts and commits), no client work between, beside it the
+  4-process remember rate as a share of it (`rem_4_of_shape`);
 * for each of those write races (`evals.bench_writes`), the CPU a write took: the writer processes'
   own CPU (`time.process_time`, summed) and the whole machine's busy CPU over
   the race (`/proc/stat`: the writers, the server and anything else that
@@ -312,6 +316,13 @@ def _one(r: dict, key: str, fmt: str) -> str:
     return format(r[key], fmt) if key in r else "–"
 
 
+def _share(r: dict, key: str) -> str:
+    """A ratio cell: – when the row has none, "undefined" when it is None."""
+    if key not in r:
+        return "–"
+    return "undefined" if r[key] is None else f"{r[key]:.2f}"
+
+
 def render(rows: list[dict]) -> str:
     """Two tables: recall (the big scope, then the 1 % scope) and writes."""
     lines = [
@@ -338,8 +349,10 @@ def render(rows: list[dict]) -> str:
         "",
         "| backend | live rows | remembers/s, 1 process | 4 processes | remember_many "
         "| sync commit off, 1 process | 4 processes | bare INSERT/s, 1 process | 4 processes "
-        "| 4 processes, one locked row | load 1/5/15 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| 4 processes, one locked row | lock shape, 4 processes | 4 processes / lock shape "
+        "| load 1/5/15 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- |",
     ]
     for r in rows:
         lines.append(
@@ -348,6 +361,7 @@ def render(rows: list[dict]) -> str:
             f"| {_one(r, 'many_1', ',.0f')} | {_one(r, 'rem_1_async', ',.0f')} "
             f"| {_one(r, 'rem_4_async', ',.0f')} | {_one(r, 'bare_1', ',.0f')} "
             f"| {_one(r, 'bare_4', ',.0f')} | {_one(r, 'bare_4_locked', ',.0f')} "
+            f"| {_one(r, 'shape_4', ',.0f')} | {_share(r, 'rem_4_of_shape')} "
             f"| {r.get('load', '–')} |"
         )
     cpu = bench_writes.render_cpu(rows)

@@ -1,6 +1,8 @@
 """The write half of `memkit bench store --backend postgres` (`evals.bench_backends`):
 remembers/s from 1 and 4 processes racing from a common start, `remember_many`,
-`synchronous_commit` off, the bare-INSERT ceilings, and the CPU each write race
+`synchronous_commit` off, the bare-INSERT ceilings (among them the lock shape:
+a `remember`'s two round trips under one locked row, no client work between,
+with the 4-process rate's share of it), and the CPU each write race
 took (the writers' own and the whole machine's, per write, and the cores busy),
 so a reader sees whether the machine's cores or a lock bound a rate. Leaves
 out the recall half and the corpus (`evals.bench_backends`, `evals.bench_data`).
@@ -108,7 +110,11 @@ def cpu_cells(race: Race, writes: int) -> dict[str, float | None]:
     }
 
 
-def _bare_writer(url, texts, vec, locked, ready, go, out) -> None:
+_INSERT = "INSERT INTO bare (content, embedding) VALUES (%s, %s)"
+_LOCK = "UPDATE bare_lock SET n = n + 1 WHERE k = 1 RETURNING n"
+
+
+def _bare_writer(url, texts, vec, shape, ready, go, out) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as c:
@@ -118,25 +124,41 @@ def _bare_writer(url, texts, vec, locked, ready, go, out) -> None:
         go.wait()
         cpu = time.process_time()
         for text in texts:
+            if shape == "two_trips":  # memkit's shape: the lock's row, then insert + sync
+                with c.pipeline() as p:
+                    c.execute(_LOCK).fetchone()  # a flush, not a sync: the lock stays held
+                    c.execute(_INSERT, (text, vec))
+                    p.sync()  # commits the pipeline's implicit transaction
+                continue
             with c.transaction():
-                if locked:
-                    c.execute("UPDATE bare_lock SET n = n + 1 WHERE k = 1")
-                c.execute("INSERT INTO bare (content, embedding) VALUES (%s, %s)", (text, vec))
+                if shape == "locked":
+                    c.execute(_LOCK)
+                c.execute(_INSERT, (text, vec))
         out.put(time.process_time() - cpu)
 
 
+BARE_SHAPES = ("plain", "locked", "two_trips")
+"""`bare_rate`'s transaction shapes."""
+
+
 def bare_rate(
-    url: str, batches: list[list[str]], vec: str, locked: bool = False
+    url: str, batches: list[list[str]], vec: str, shape: str = "plain"
 ) -> tuple[float, dict[str, float | None]]:
     """The ceiling of durable writes on this server: INSERT + COMMIT per text into a
-    plain table (no index), from len(batches) processes at once; `locked`: each
-    transaction first updates one shared row, as a scope's writers lock its row.
+    plain table (no index), from len(batches) processes at once. `shape`
+    "locked": each transaction first updates one shared row, as a scope's
+    writers lock its row (one round trip under the lock); "two_trips": the
+    shape of a `remember` (`memkit.store.postgres.PgDb.begin_write`), two
+    round trips under the lock with no client work between: the first locks
+    the row and returns it, the second inserts and commits (a pipeline's sync).
     Per second, and the race's CPU cells."""
     import psycopg
 
+    if shape not in BARE_SHAPES:
+        raise ValueError(f"shape={shape!r}: want one of {BARE_SHAPES}")
     with psycopg.connect(url, autocommit=True) as c:
         c.execute("CREATE TABLE IF NOT EXISTS bare (content text, embedding vector)")
-    race = _race(_bare_writer, [(url, b, vec, locked) for b in batches], ())
+    race = _race(_bare_writer, [(url, b, vec, shape) for b in batches], ())
     n = sum(len(b) for b in batches)
     return n / race.wall, cpu_cells(race, n)
 
@@ -170,13 +192,26 @@ def measure(backend, url, emb, batch_texts, writes, vec0, row, log) -> None:
         quarter = [batch_texts[writes * k : writes * (k + 1)] for k in range(4)]
         _keep(row, "bare_1", bare_rate(url, [batch_texts[:writes]], vec))
         _keep(row, "bare_4", bare_rate(url, quarter, vec))
-        _keep(row, "bare_4_locked", bare_rate(url, quarter, vec, locked=True))
+        _keep(row, "bare_4_locked", bare_rate(url, quarter, vec, "locked"))
+        _keep(row, "shape_4", bare_rate(url, quarter, vec, "two_trips"))
+        row["rem_4_of_shape"] = of_ceiling(row["rem_4"], row["shape_4"])
         log(
             f"  bare INSERT ceiling: 1 process {row['bare_1']:.0f}/s, 4 processes "
             f"{row['bare_4']:.0f}/s, 4 processes on one locked row {row['bare_4_locked']:.0f}/s"
         )
+        share = row["rem_4_of_shape"]
+        log(
+            f"  lock-shape ceiling (2 round trips under the lock), 4 processes: "
+            f"{row['shape_4']:.0f}/s; remember from 4 processes is "
+            f"{'undefined' if share is None else f'{share:.2f}'} of it"
+        )
     if machine_busy_s() is None:
         log("  CPU per write: /proc/stat unreadable here, the machine columns are undefined")
+
+
+def of_ceiling(rate: float, ceiling: float) -> float | None:
+    """`rate` as a share of `ceiling` (None, undefined, when the ceiling is not positive)."""
+    return rate / ceiling if ceiling > 0 else None
 
 
 WRITE_KINDS = {
@@ -188,6 +223,7 @@ WRITE_KINDS = {
     "bare_1": "bare INSERT, 1 process",
     "bare_4": "bare INSERT, 4 processes",
     "bare_4_locked": "bare INSERT, 4 processes, one locked row",
+    "shape_4": "lock shape: 2 round trips under one locked row, 4 processes",
 }
 
 

@@ -252,3 +252,25 @@ def test_the_real_text_corpus_bench_runs_at_a_tiny_size(pg_dsn, shared_datasets)
     assert row["texts"] == "longmemeval" and row["distinct_texts"] == 300
     assert row["ef_sweep"][0]["hnsw_recall8"] == 1.0  # under hnsw_min_rows: exact
     assert "/ longmemeval |" in bench_backends.render_sweep([row])
+
+
+def test_the_lock_shape_ceiling_and_the_share_of_it_are_cells_of_the_writes_table():
+    row = _row("postgres", True) | {
+        "bare_4_locked": 2200.0,
+        "shape_4": 1200.0,
+        "rem_4_of_shape": bench_writes.of_ceiling(300.0, 1200.0),
+    }
+    assert row["rem_4_of_shape"] == pytest.approx(0.25)  # 300 / 1,200, by hand
+    writes = bench_backends.render([row]).split("\n\n")[1].splitlines()
+    assert len({line.count("|") for line in writes}) == 1
+    assert "| lock shape, 4 processes | 4 processes / lock shape |" in writes[0]
+    assert writes[2].endswith("| 2,200 | 1,200 | 0.25 | 0.5/0.7/1.0 |")
+    row["rem_4_of_shape"] = bench_writes.of_ceiling(300.0, 0.0)  # no ceiling: undefined
+    assert row["rem_4_of_shape"] is None
+    assert "| 1,200 | undefined |" in bench_backends.render([row])
+    assert "| – | – | 0.5/0.7/1.0 |" in bench_backends.render([_row("postgres", True)])
+
+
+def test_a_bare_rate_shape_it_does_not_know_is_refused_before_connecting():
+    with pytest.raises(ValueError, match="two_trips"):
+        bench_writes.bare_rate("postgresql://nowhere.invalid/x", [["a"]], "[1]", "twotrips")
