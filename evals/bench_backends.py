@@ -18,7 +18,8 @@ Measured:
   counts: `recall_with_ties`) at each `--ef-search` on the same indexes, and
   how many recalls were answered exactly instead (no index for the scope, or
   a possibly short answer); the build time (`--hnsw-build`: concurrent or
-  plain) under `memkit.store.pg_search.BUILD_SETTINGS` and the indexes' size;
+  plain) under `memkit.store.pg_search.BUILD_SETTINGS`, the graph built
+  (`--hnsw-graph` m,ef_construction) and the indexes' size;
 * a freshly spawned client answering 20 recalls: the seconds from opening the
   store to its first answer (a cold open: SQLite maps the vector sidecar the
   setup's first recall left beside the file, `memkit.store.sidecar`, for a
@@ -88,6 +89,8 @@ from evals.bench_data import (
 )
 from evals.bench_writes import SCOPE
 from evals.pg_local import local_postgres
+from memkit.errors import ConfigError
+from memkit.store import pg_ann
 
 SMALL = "bench-1pct"
 SMALL_FROM = 10_000
@@ -226,10 +229,12 @@ def bench_backend(
     hnsw_build: str = "concurrent",
     recall: bool = True,
     pool: tuple[str, list[str]] | None = None,
+    hnsw_graph: tuple[int, int] | None = None,
 ) -> dict:
     """One backend at one size (see the module docstring); `recall=False` measures
     the writes only (`--skip-recall`: no recall, fresh client or HNSW build);
-    `pool`: (its name, real texts) to store instead of synthetic ones."""
+    `pool`: (its name, real texts) to store instead of synthetic ones;
+    `hnsw_graph`: the indexes' (m, ef_construction), None for the store's default."""
     from memkit.store import open_store
 
     texts_name, pool_texts = pool if pool is not None else ("synthetic", None)
@@ -280,14 +285,21 @@ def bench_backend(
             **({"ef_search": efs[0]} if efs else {}),
             build_settings=build_settings,
             build_concurrently=hnsw_build == "concurrent",
+            **(
+                {}
+                if hnsw_graph is None
+                else {"hnsw_m": hnsw_graph[0], "hnsw_ef_construction": hnsw_graph[1]}
+            ),
         )
         b = ann.hnsw_build
         row["hnsw_build_s"] = b["seconds"]
         row["hnsw_index_mb"] = b["index_bytes"] / 2**20
         row["hnsw_build_mode"] = hnsw_build
+        if SCOPE in b["scopes"]:  # as built: (m, ef_construction); none under hnsw_min_rows
+            row["hnsw_graph"] = list(b["scopes"][SCOPE]["graph"])
         log(
-            f"  hnsw build ({hnsw_build}) {b['seconds']:.1f} s under {b['settings']}, "
-            f"{len(b['scopes'])} scope(s)"
+            f"  hnsw build ({hnsw_build}, m / ef_construction {row.get('hnsw_graph', '–')}) "
+            f"{b['seconds']:.1f} s under {b['settings']}, {len(b['scopes'])} scope(s)"
         )
         scopes = [("hnsw", SCOPE, qs, exact)] + (
             [("small_hnsw", SMALL, sq, small_exact)] if m else []
@@ -372,19 +384,22 @@ def render(rows: list[dict]) -> str:
 def render_sweep(rows: list[dict]) -> str:
     """The HNSW rows by vector source and ef_search ('' when no row has one)."""
     lines = [
-        "| live rows | vectors / texts | distinct texts / vectors | build | build s / index MB "
+        "| live rows | vectors / texts | distinct texts / vectors | build, m / ef_construction "
+        "| build s / index MB "
         "| ef_search | HNSW p50 / p95 ms | recall@8 | recall@1 | exact instead "
         "| 1 % HNSW p50 / p95 ms | 1 % recall@8 | 1 % exact instead | load 1/5/15 |",
         "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| --- |",
     ]
     for r in rows:
+        graph = r.get("hnsw_graph")
+        build = r.get("hnsw_build_mode", "–") + (f", m {graph[0]} / {graph[1]}" if graph else "")
         for e in r.get("ef_sweep", []):
             lines.append(
                 f"| {r['rows']:,} | {r.get('vectors', 'random')} / {r.get('texts', 'synthetic')} "
                 f"| {_one(r, 'distinct_texts', ',d')} / {_one(r, 'distinct_vectors', ',d')} "
-                f"| {r.get('hnsw_build_mode', '–')} "
-                f"| {r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f} | {e['ef_search']} "
+                f"| {build} | {r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f} "
+                f"| {e['ef_search']} "
                 f"| {_pair(e, 'hnsw')} | {_one(e, 'hnsw_recall8', '.3f')} "
                 f"| {_one(e, 'hnsw_recall1', '.3f')} "
                 f"| {_one(e, 'hnsw_fallbacks', 'd')} | {_pair(e, 'small_hnsw')} "
@@ -454,6 +469,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the HNSW build's maintenance_work_mem (default: BUILD_SETTINGS' 1GB)",
     )
+    ap.add_argument(
+        "--hnsw-graph",
+        type=_ints,
+        default=None,
+        help="the HNSW indexes' m,ef_construction, e.g. 24,48 (default: the store's, 16,64)",
+    )
     ap.add_argument("--pg-dsn", default=None, help="a Postgres server (default: a private one)")
     ap.add_argument(
         "--pg-shared-buffers", default="2GB", help="the private server's shared_buffers"
@@ -476,6 +497,14 @@ def main(argv: list[str] | None = None) -> int:
         log(f"text pool: {len(pool[1]):,} distinct LongMemEval sentences")
     elif args.texts != "synthetic":
         ap.error(f"--texts {args.texts!r}: want 'synthetic' or 'longmemeval:<datasets dir>'")
+    if args.hnsw_graph is not None and len(args.hnsw_graph) != 2:
+        ap.error(f"--hnsw-graph {args.hnsw_graph}: want two ints, m,ef_construction")
+    graph = None if args.hnsw_graph is None else (args.hnsw_graph[0], args.hnsw_graph[1])
+    if graph is not None:
+        try:  # before the corpus and its load, not after them
+            pg_ann.check_graph(*graph)
+        except ConfigError as e:
+            ap.error(f"--hnsw-graph: {e}")
     backends = [b for b in ("sqlite", "postgres") if args.only in (None, b)]
     rows = []
     with (
@@ -503,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.hnsw_build,
                         recall,
                         pool,
+                        graph,
                     )
                 )
                 if args.json:

@@ -130,6 +130,18 @@ def test_the_ef_sweep_table_has_a_row_per_ef_search():
         "| 0.960 | 0.980 | 0 | 1.00 / 1.20 | 1.000 | 3 |"
     )
     assert "| 100 |" in lines[3]
+    graphed = bench_backends.render_sweep([_sweep_row() | {"hnsw_graph": [24, 48]}])
+    assert "| 999,990 / 999,000 | plain, m 24 / 48 | 300.0 / 1900 | 40 |" in graphed
+
+
+@pytest.mark.parametrize(
+    "graph, says",
+    [("16", "want two ints"), ("16,31", "31 < 2 x hnsw_m=16"), ("101,300", "hnsw_m=101")],
+)
+def test_a_graph_pgvector_refuses_is_refused_before_the_corpus_is_built(graph, says, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench_backends.main(["--hnsw-graph", graph, "--sizes", "100"])
+    assert e.value.code == 2 and says in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bad", ["", "40,x", ","])

@@ -4,6 +4,8 @@ exact fallback, schema migrations on Postgres."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import psycopg
 import pytest
@@ -339,6 +341,75 @@ def test_hnsw_build_runs_under_its_settings_and_reports_them(pg_dsn):
             "index_bytes": 0,
             "scopes": {},
         }  # 50 rows: under the bound, no index
+
+
+@pytest.mark.parametrize(
+    "m, efc, says",
+    [
+        (1, 64, "hnsw_m=1: want 2..100"),
+        (101, 1_000, "hnsw_m=101: want 2..100"),
+        (2, 3, "hnsw_ef_construction=3: want 4..1000"),
+        (2, 1_001, "hnsw_ef_construction=1001: want 4..1000"),
+        (16, 31, "hnsw_ef_construction=31 < 2 x hnsw_m=16"),
+        (True, 64, "hnsw_m=True: want an int"),
+        (16, "64", "hnsw_ef_construction='64': want an int"),
+    ],
+)
+def test_a_graph_pgvector_refuses_is_a_config_error_at_open(m, efc, says):
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        PostgresStore.open(
+            "postgresql://nowhere.invalid/x", embedder=None, hnsw_m=m, hnsw_ef_construction=efc
+        )
+
+
+@pytest.mark.parametrize("m, efc", [(2, 4), (16, 32), (100, 1_000)])
+def test_a_graph_at_pgvectors_bounds_is_built_as_asked_and_serves_recall(pg_dsn, m, efc):
+    from memkit.store.pg_ann import index_name
+
+    emb = TableEmbedder(dim=DIM)
+    rng = np.random.default_rng(3)
+    with PostgresStore.open(pg_dsn, embedder=emb) as s:
+        s.bulk_load("s", [f"row {i}" for i in range(60)], rng.normal(size=(60, DIM)))
+    with PostgresStore.open(
+        pg_dsn, embedder=emb, ann="hnsw", hnsw_min_rows=50, hnsw_m=m, hnsw_ef_construction=efc
+    ) as s:
+        assert s.hnsw_build["scopes"]["s"]["graph"] == (m, efc)
+        q = rng.normal(size=DIM).astype(np.float32)
+        got = s.recall("s", "q", 8, RecallParams(floor=-1.0), query_embedding=q)
+        assert len(got) == 8 and s.ann_counts == {"ann": 1, "exact_fallback": 0}
+    with psycopg.connect(pg_dsn) as c:
+        (options,) = c.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = %s", (index_name("s", DIM),)
+        ).fetchone()
+        assert sorted(options) == [f"ef_construction={efc}", f"m={m}"]
+
+
+def test_an_index_built_keeps_its_graph_and_one_without_options_reports_pgvectors(pg_dsn):
+    """A later open asking for another graph keeps the index (its report says which
+    graph it has); an index built before memkit named the graph (no reloptions)
+    reports pgvector's defaults, 16 and 64."""
+    from memkit.store.pg_ann import index_name, scope_predicate
+
+    emb = TableEmbedder(dim=DIM)
+    with PostgresStore.open(pg_dsn, embedder=emb) as s:
+        s.bulk_load("s", [f"row {i}" for i in range(50)], np.eye(DIM)[np.arange(50) % DIM])
+    with PostgresStore.open(pg_dsn, embedder=emb, ann="hnsw", hnsw_min_rows=50) as s:
+        assert s.hnsw_build["built"] and s.hnsw_build["scopes"]["s"]["graph"] == (16, 64)
+    with PostgresStore.open(
+        pg_dsn, embedder=emb, ann="hnsw", hnsw_min_rows=50, hnsw_m=24, hnsw_ef_construction=48
+    ) as s:
+        assert s.hnsw_build["built"] is False
+        assert s.hnsw_build["scopes"]["s"]["graph"] == (16, 64)
+        s.drop_hnsw()
+        assert s.build_hnsw()["scopes"]["s"]["graph"] == (24, 48)  # rebuilt: the open's graph
+        s.drop_hnsw()
+        with psycopg.connect(pg_dsn, autocommit=True) as c:
+            c.execute(
+                f"CREATE INDEX {index_name('s', DIM)} ON memories USING hnsw "
+                f"((embedding::vector({DIM})) vector_cosine_ops) WHERE {scope_predicate(c, 's')}"
+            )
+        kept = s.build_hnsw()["scopes"]["s"]
+        assert kept["built"] is False and kept["graph"] == (16, 64)
 
 
 def test_a_plain_build_is_a_choice_that_serves_recall_like_a_concurrent_one(ann_table):

@@ -45,6 +45,14 @@ reaches 0.95 (pgvector's own default, 40, is tuned for latency)."""
 EF_SEARCH_MAX = 1_000
 """pgvector's upper bound of `hnsw.ef_search` (its lower one is 1)."""
 
+M = 16
+"""The default graph degree (`open(hnsw_m=)`, pgvector's `m`): pgvector's own default."""
+EF_CONSTRUCTION = 64
+"""The default build-time candidate list (`open(hnsw_ef_construction=)`): pgvector's own."""
+M_BOUNDS = (2, 100)
+EF_CONSTRUCTION_BOUNDS = (4, 1_000)
+"""pgvector's bounds of `m` and `ef_construction` (which must also be >= 2 x m)."""
+
 
 def check_ef_search(ef_search: Any) -> None:
     """ConfigError unless `ef_search` is an int pgvector accepts (1..`EF_SEARCH_MAX`):
@@ -53,6 +61,24 @@ def check_ef_search(ef_search: Any) -> None:
         raise ConfigError(f"ef_search={ef_search!r}: want an int")
     if not 1 <= ef_search <= EF_SEARCH_MAX:
         raise ConfigError(f"ef_search={ef_search}: want 1..{EF_SEARCH_MAX} (pgvector's bounds)")
+
+
+def check_graph(m: Any, ef_construction: Any) -> None:
+    """ConfigError unless (`m`, `ef_construction`) is a graph pgvector builds: ints in
+    `M_BOUNDS` and `EF_CONSTRUCTION_BOUNDS`, ef_construction >= 2 x m (checked at
+    open, not when a build fails after a scope has grown)."""
+    for name, value, (lo, hi) in (
+        ("hnsw_m", m, M_BOUNDS),
+        ("hnsw_ef_construction", ef_construction, EF_CONSTRUCTION_BOUNDS),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}={value!r}: want an int")
+        if not lo <= value <= hi:
+            raise ConfigError(f"{name}={value}: want {lo}..{hi} (pgvector's bounds)")
+    if ef_construction < 2 * m:
+        raise ConfigError(
+            f"hnsw_ef_construction={ef_construction} < 2 x hnsw_m={m}: pgvector refuses it"
+        )
 
 
 PREFIX = "memories_hnsw_"
@@ -104,14 +130,21 @@ def _state(conn: Any, name: str) -> bool | None:
 
 
 def build(
-    conn: Any, scope_id: str, dim: int, settings: Mapping[str, str], concurrently: bool = True
+    conn: Any,
+    scope_id: str,
+    dim: int,
+    settings: Mapping[str, str],
+    concurrently: bool = True,
+    graph: tuple[int, int] = (M, EF_CONSTRUCTION),
 ) -> dict[str, Any]:
     """Build the scope's index unless a valid one exists (an invalid leftover of a
     failed build is dropped first), in this session under `settings` (reset
     after); what happened: built, seconds, index_bytes. `conn` is an autocommit
     psycopg connection (CREATE INDEX CONCURRENTLY runs outside a transaction).
     `concurrently=False`: a plain CREATE INDEX, which blocks every writer of the
-    table (all scopes) until it is done, for a store nobody writes meanwhile."""
+    table (all scopes) until it is done, for a store nobody writes meanwhile.
+    `graph`: (m, ef_construction) of a new index; an existing one keeps the graph
+    it was built with (its report says which: `graph`, read from the index)."""
     import psycopg
 
     name = index_name(scope_id, dim)
@@ -132,17 +165,29 @@ def build(
             conn.execute(
                 f"CREATE INDEX {how}IF NOT EXISTS {name} ON memories USING hnsw "
                 f"((embedding::vector({int(dim)})) vector_cosine_ops) "
+                f"WITH (m = {int(graph[0])}, ef_construction = {int(graph[1])}) "
                 f"WHERE {scope_predicate(conn, scope_id)}"
             )
         finally:
             for key in done:  # names checked by `build_session`
                 conn.execute(f"RESET {key}")
-    (size,) = conn.execute("SELECT pg_relation_size(%s::regclass)", (name,)).fetchone()
+    size, options = conn.execute(
+        "SELECT pg_relation_size(c.oid), c.reloptions FROM pg_class c WHERE c.oid = %s::regclass",
+        (name,),
+    ).fetchone()
     return {
         "built": state is not True,
         "seconds": time.perf_counter() - t if state is not True else 0.0,
         "index_bytes": int(size),
+        "graph": _graph(options),
     }
+
+
+def _graph(options: list[str] | None) -> tuple[int, int]:
+    """(m, ef_construction) from an index's reloptions (pgvector's defaults where
+    one is not set: an index built before memkit named them)."""
+    given = dict(o.split("=", 1) for o in options or [])
+    return int(given.get("m", M)), int(given.get("ef_construction", EF_CONSTRUCTION))
 
 
 def drop_all(conn: Any) -> None:

@@ -316,6 +316,7 @@ class PostgresStore(SQLStore):
         ann: str | None,
         ef_search: int,
         hnsw_min_rows: int = pg_ann.HNSW_MIN_ROWS,
+        hnsw_graph: tuple[int, int] = (pg_ann.M, pg_ann.EF_CONSTRUCTION),
     ):
         super().__init__(
             conn,
@@ -328,15 +329,17 @@ class PostgresStore(SQLStore):
         self.ann = ann
         self.ef_search = int(ef_search)
         self.hnsw_min_rows = int(hnsw_min_rows)
+        self.hnsw_graph = hnsw_graph
+        """(m, ef_construction) of the indexes this store builds (`open`)."""
         self.ann_counts = {"ann": 0, "exact_fallback": 0}
         """How often recall answered by ANN and how often exactly instead (a scope
         without its index, or an ANN answer that may be short)."""
         self._dim: int | None = None
         self._ann = pg_ann.AnnCache()
         self.hnsw_build: dict[str, Any] | None = None
+        """What opening with `ann="hnsw"` did (`build_hnsw`'s report)."""
         self._build_settings: Mapping[str, str | int] | None = None
         """The open's `build_settings`: a reembed rebuilds the indexes under them."""
-        """What opening with `ann="hnsw"` did (`build_hnsw`'s report)."""
         self._scratch_schema: str | None = None
         """Set by `scratch`: the schema this store owns and drops on close."""
 
@@ -395,6 +398,8 @@ class PostgresStore(SQLStore):
         synchronous_commit: bool = True,
         hnsw_min_rows: int = pg_ann.HNSW_MIN_ROWS,
         build_concurrently: bool = True,
+        hnsw_m: int = pg_ann.M,
+        hnsw_ef_construction: int = pg_ann.EF_CONSTRUCTION,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
@@ -410,6 +415,9 @@ class PostgresStore(SQLStore):
         HNSW indexes, over `BUILD_SETTINGS` (a value of None drops a default).
         `build_concurrently=False` builds them with a plain CREATE INDEX, which
         blocks every writer of the store during the build (`build_hnsw`).
+        `hnsw_m` and `hnsw_ef_construction` are the graph of the indexes it
+        builds (pgvector's `m` and `ef_construction`; an index already built
+        keeps its own: `drop_hnsw`, then `build_hnsw`, to rebuild).
         `synchronous_commit=False` sets it off for this connection: a commit
         returns before its WAL reaches disk (a server crash may lose the last
         commits, never consistency); the default keeps the server's setting.
@@ -418,6 +426,7 @@ class PostgresStore(SQLStore):
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
         build_session(build_settings)  # checked before connecting
         pg_ann.check_ef_search(ef_search)
+        pg_ann.check_graph(hnsw_m, hnsw_ef_construction)
         if isinstance(hnsw_min_rows, bool) or not isinstance(hnsw_min_rows, int):
             raise ConfigError(f"hnsw_min_rows={hnsw_min_rows!r}: want an int")
         if not isinstance(build_concurrently, bool):
@@ -460,6 +469,7 @@ class PostgresStore(SQLStore):
                 ann=ann,
                 ef_search=ef_search,
                 hnsw_min_rows=hnsw_min_rows,
+                hnsw_graph=(hnsw_m, hnsw_ef_construction),
             )
             store._build_settings = build_settings
             if ann == "hnsw" and not read_only:
@@ -487,7 +497,8 @@ class PostgresStore(SQLStore):
         until it is done (for a store nobody writes meanwhile, e.g. right after
         `bulk_load`: faster, docs/postgres-scale.md). What it did: `built` (any),
         total `seconds` and `index_bytes`, the `settings`, `concurrently`, and
-        per scope its rows and its own report. Call again after a scope has grown."""
+        per scope its rows and its own report (with the `graph` its index has).
+        Call again after a scope has grown."""
         if not isinstance(concurrently, bool):
             raise ConfigError(f"concurrently={concurrently!r}: want True or False")
         settings = build_session(build_settings)
@@ -495,7 +506,10 @@ class PostgresStore(SQLStore):
         c = self._conn.conn
         with self._lock:
             scopes = {
-                scope: {"rows": n, **pg_ann.build(c, scope, d, settings, concurrently)}
+                scope: {
+                    "rows": n,
+                    **pg_ann.build(c, scope, d, settings, concurrently, self.hnsw_graph),
+                }
                 for scope, n in pg_ann.large_scopes(c, self.hnsw_min_rows)
             }
             self._ann.forget()
