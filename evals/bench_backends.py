@@ -90,7 +90,7 @@ from evals.bench_data import (
 from evals.bench_writes import SCOPE
 from evals.pg_local import local_postgres
 from memkit.errors import ConfigError
-from memkit.store import pg_ann
+from memkit.store import PostgresStore
 
 SMALL = "bench-1pct"
 SMALL_FROM = 10_000
@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     graph = None if args.hnsw_graph is None else (args.hnsw_graph[0], args.hnsw_graph[1])
     if graph is not None:
         try:  # before the corpus and its load, not after them
-            pg_ann.check_graph(*graph)
+            PostgresStore.check_hnsw_graph(*graph)
         except ConfigError as e:
             ap.error(f"--hnsw-graph: {e}")
     backends = [b for b in ("sqlite", "postgres") if args.only in (None, b)]

@@ -426,7 +426,7 @@ class PostgresStore(SQLStore):
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
         build_session(build_settings)  # checked before connecting
         pg_ann.check_ef_search(ef_search)
-        pg_ann.check_graph(hnsw_m, hnsw_ef_construction)
+        cls.check_hnsw_graph(hnsw_m, hnsw_ef_construction)
         if isinstance(hnsw_min_rows, bool) or not isinstance(hnsw_min_rows, int):
             raise ConfigError(f"hnsw_min_rows={hnsw_min_rows!r}: want an int")
         if not isinstance(build_concurrently, bool):
@@ -478,6 +478,12 @@ class PostgresStore(SQLStore):
             conn.close()
             raise
         return store
+
+    @staticmethod
+    def check_hnsw_graph(m: Any, ef_construction: Any) -> None:
+        """ConfigError unless `open` takes (`hnsw_m`, `hnsw_ef_construction`): for a
+        caller that checks before long work (the store bench, before its corpus)."""
+        pg_ann.check_graph(m, ef_construction)
 
     def _embedding_dim(self) -> int:
         if self._dim is None:
