@@ -556,5 +556,57 @@ def test_a_store_of_schema_3_migrates_to_the_lock_function_and_writes(pg_dsn):
         again = b.remember("s", "the deploy key rotates every ninety days")
         assert again.folded and again.id == first.id
     with psycopg.connect(pg_dsn, autocommit=True) as c:
-        assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 4
+        assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
         assert c.execute("SELECT to_regproc('memkit_lock_scope')").fetchone()[0] is not None
+
+
+@pytest.mark.parametrize("reserve", [0, 1, 2, 3])
+def test_the_lock_step_reserves_as_many_rowids_as_asked_ascending(pg_dsn, reserve):
+    """Migration 5 takes one rowid (every `remember`) on a path of its own; 0, 1
+    (the bound) and past it each reserve exactly that many fresh rowids, ascending."""
+    with PostgresStore.open(pg_dsn, embedder=None) as s:
+        s.remember("s", "a row so the sequence has moved")
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        assert c.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 5
+        (top,) = c.execute("SELECT max(rowid) FROM memories").fetchone()
+        got = [
+            c.execute(
+                "SELECT ids FROM memkit_lock_scope('s', NULL, %s, false, 10)", (reserve,)
+            ).fetchone()[0]
+            for _ in range(2)
+        ]
+    assert [len(ids) for ids in got] == [reserve, reserve]
+    flat = [i for ids in got for i in ids]
+    assert flat == sorted(flat) and len(set(flat)) == len(flat)
+    assert all(i > top for i in flat)
+
+
+def test_a_store_of_schema_4_migrates_to_5_and_writes_at_the_reserved_rowids(pg_dsn):
+    with psycopg.connect(pg_dsn, autocommit=True) as c:  # a store at migration 4
+        c.execute("DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version")
+        c.execute("DROP FUNCTION IF EXISTS memkit_lock_scope")
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
+        for version, ddl in MIGRATIONS[:4]:
+            c.execute(ddl)
+            c.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+        assert (
+            "p_reserve = 1"
+            not in c.execute(
+                "SELECT prosrc FROM pg_proc WHERE proname = 'memkit_lock_scope'"
+            ).fetchone()[0]
+        )
+    with PostgresStore.open(pg_dsn, embedder=None) as s:
+        one = s.remember("s", "the deploy key rotates every ninety days")
+        many = s.remember_many("s", ["the build cache lives on the shared disk", "tea at four"])
+        again = s.remember("s", "the deploy key rotates every ninety days")
+        assert again.folded and again.id == one.id
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        assert (
+            "p_reserve = 1"
+            in c.execute(
+                "SELECT prosrc FROM pg_proc WHERE proname = 'memkit_lock_scope'"
+            ).fetchone()[0]
+        )
+        ids = [r[0] for r in c.execute("SELECT id FROM memories ORDER BY rowid").fetchall()]
+    assert ids == [one.id, *(m.id for m in many)]
