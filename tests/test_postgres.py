@@ -537,15 +537,20 @@ def test_per_run_statements_are_never_prepared_and_others_keep_a_generic_plan(pg
     )
 
 
-def test_a_store_of_schema_3_migrates_to_the_lock_function_and_writes(pg_dsn):
-    with psycopg.connect(pg_dsn, autocommit=True) as c:  # a store at migration 3
+def _store_at_migration(dsn: str, last: int) -> None:
+    """`dsn`'s store emptied and rebuilt by the migrations up to `last` only."""
+    with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version")
         c.execute("DROP FUNCTION IF EXISTS memkit_lock_scope")
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")
         c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
-        for version, ddl in MIGRATIONS[:3]:
+        for version, ddl in MIGRATIONS[:last]:
             c.execute(ddl)
             c.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+
+
+def test_a_store_of_schema_3_migrates_to_the_lock_function_and_writes(pg_dsn):
+    _store_at_migration(pg_dsn, 3)
     with pytest.raises(ConfigError, match="schema version 3"):
         PostgresStore.open(pg_dsn, embedder=None, read_only=True)
     with (
@@ -582,14 +587,8 @@ def test_the_lock_step_reserves_as_many_rowids_as_asked_ascending(pg_dsn, reserv
 
 
 def test_a_store_of_schema_4_migrates_to_5_and_writes_at_the_reserved_rowids(pg_dsn):
-    with psycopg.connect(pg_dsn, autocommit=True) as c:  # a store at migration 4
-        c.execute("DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version")
-        c.execute("DROP FUNCTION IF EXISTS memkit_lock_scope")
-        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
-        for version, ddl in MIGRATIONS[:4]:
-            c.execute(ddl)
-            c.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+    _store_at_migration(pg_dsn, 4)
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
         assert (
             "p_reserve = 1"
             not in c.execute(
