@@ -72,7 +72,7 @@ _ROWIDS_5 = """\
             END IF;
 """
 """One rowid (every `remember`) without the sorted subquery over generate_series:
-~30-50 us less server CPU a write, spent while the scope's lock is held (issue #36)."""
+~30 us less server CPU a write on one connection, spent under the scope's lock (issue #36)."""
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
