@@ -145,9 +145,8 @@ class Indexes:
             else:
                 sv.queue.append((p.rowid, p.vec, p.confidence, p.last_seen, p.created))
             self._shed_vectors(p.scope_id, sv)
-        gi = self.grams.get((p.scope_id, p.kind)) if grams else None
-        if gi is not None:
-            gi.put(p.rowid, p.content, p.grams)
+        if grams:
+            self.patch_grams(p)
         ki = self.keywords.get(p.scope_id)
         if ki is not None:
             ki.put(p.rowid, p.content, p.tags, p.last_seen)
@@ -159,13 +158,22 @@ class Indexes:
         if sv is not None:
             sv.queue.append((rowid,))
             self._shed_vectors(scope_id, sv)
-        gi = self.grams.get((scope_id, kind)) if grams else None
-        if gi is not None:
-            gi.drop(rowid)
+        if grams:
+            self.patch_grams(Drop(scope_id, kind, rowid))
         ki = self.keywords.get(scope_id)
         if ki is not None:
             ki.drop(rowid)
             self._shed_keywords(scope_id, ki)
+
+    def patch_grams(self, p: LiveRow | Drop) -> None:
+        """Apply `p` to its (scope, kind) trigram index, when that is loaded."""
+        gi = self.grams.get((p.scope_id, p.kind))
+        if gi is None:
+            return
+        if isinstance(p, LiveRow):
+            gi.put(p.rowid, p.content, p.grams)
+        else:
+            gi.drop(p.rowid)
 
     def _shed_keywords(self, scope_id: str, ki: KeywordIndex) -> None:
         """Drop a keyword index whose queue of writes (applied at its next query)
@@ -484,15 +492,8 @@ class Write:
 
     def _apply_grams(self) -> None:
         """Apply the trigram index patches held back (`_grams_later`), in order."""
-        grams = self._indexes.grams
         for p in self._grams_later:
-            gi = grams.get((p.scope_id, p.kind))
-            if gi is None:
-                continue
-            if isinstance(p, LiveRow):
-                gi.put(p.rowid, p.content, p.grams)
-            else:
-                gi.drop(p.rowid)
+            self._indexes.patch_grams(p)
         self._grams_later.clear()
 
     def put(self, p: LiveRow) -> None:
@@ -506,9 +507,10 @@ class Write:
     def drop(self, scope_id: str, kind: str, rowid: int) -> None:
         """After commit, the indexes no longer hold this row (the trigram index
         before it next answers inside this write)."""
-        self._patches.append(Drop(scope_id, kind, rowid))
+        d = Drop(scope_id, kind, rowid)
+        self._patches.append(d)
         self._touched.add(scope_id)
-        self._grams_later.append(Drop(scope_id, kind, rowid))
+        self._grams_later.append(d)
 
     def reload(self, scope_id: str) -> None:
         """After commit, drop the scope's indexes (a bulk write: cheaper to reload)."""
