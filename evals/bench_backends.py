@@ -25,7 +25,10 @@ Measured:
   setup's first recall left beside the file, `memkit.store.sidecar`, for a
   scope of 50,000+ rows, and loads smaller ones) and its peak RSS (SQLite
   holds the matrix or its mapped pages, beside the file's size; a Postgres
-  client holds no vectors);
+  client holds no vectors); and a freshly spawned writer's first `remember`
+  (a new row, after the HNSW part): the seconds from opening the store to its
+  return and its peak RSS, which hold the scope's fold-in trigram index (built
+  from every live row's text on a writer's first write, on both backends);
 * remembers/s with fold-in (half restatements of stored rows, half new;
   vectors precomputed, so the store's own cost is measured) from 1 process
   and from 4 processes writing at once into the same scope (all their
@@ -64,7 +67,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import random
 import tempfile
@@ -75,7 +77,7 @@ from typing import Any
 
 import numpy as np
 
-from evals import bench_ann, bench_writes
+from evals import bench_ann, bench_clients, bench_writes
 from evals.bench_data import (
     DIM,
     LIMIT,
@@ -122,41 +124,6 @@ def _fresh_pg(base: str) -> str:
         c.execute(f"CREATE SCHEMA {schema}")
     sep = "&" if "?" in base else "?"
     return f"{base}{sep}options={quote(f'-csearch_path={schema},public')}"
-
-
-def _recall_client(url: str, qs: np.ndarray, out) -> None:
-    """A fresh process's recalls (no embedder: query vectors given): the time from
-    opening the store to its first answer (a cold open: SQLite loads the scope's
-    matrix), its p50, and its peak RSS, which on SQLite includes the matrix."""
-    from memkit.store import open_store
-
-    t = time.perf_counter()
-    store = open_store(url, embedder=None, read_only=True)
-    store.recall(SCOPE, "q", LIMIT, query_embedding=qs[0])
-    first = time.perf_counter() - t
-    times = []
-    for q in qs:
-        t = time.perf_counter()
-        store.recall(SCOPE, "q", LIMIT, query_embedding=q)
-        times.append(time.perf_counter() - t)
-    store.close()
-    status = Path("/proc/self/status").read_text()
-    peak_kb = int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1])
-    out.put((first, percentiles(times)[0], peak_kb / 1024))
-
-
-def _cold_client(url: str, qs: np.ndarray) -> tuple[float, float]:
-    """(seconds from open to the first answer, peak RSS MB) of a freshly spawned
-    client answering `qs` (nothing inherited)."""
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    p = ctx.Process(target=_recall_client, args=(url, qs, out))
-    p.start()
-    got = out.get()
-    p.join()
-    if p.exitcode != 0:
-        raise RuntimeError(f"bench recall client exited {p.exitcode}")
-    return got[0], got[2]
 
 
 def _load() -> str:
@@ -232,7 +199,7 @@ def bench_backend(
     hnsw_graph: tuple[int, int] | None = None,
 ) -> dict:
     """One backend at one size (see the module docstring); `recall=False` measures
-    the writes only (`--skip-recall`: no recall, fresh client or HNSW build);
+    the writes only (`--skip-recall`: no recall, fresh recall client or HNSW build);
     `pool`: (its name, real texts) to store instead of synthetic ones;
     `hnsw_graph`: the indexes' (m, ef_construction), None for the store's default."""
     from memkit.store import open_store
@@ -252,6 +219,7 @@ def bench_backend(
     log(f"  {backend} {n:,}: setup (not measured): bulk load {row['setup_load_s']:.1f} s")
     if not recall:
         store.close()
+        _fresh_writer(url, n, row, log)
         bench_writes.measure(backend, url, emb, batch_texts, writes, vecs[0], row, log)
         row["load"] = _load()
         return row
@@ -269,12 +237,12 @@ def bench_backend(
         row["small_exact_p50"], row["small_exact_p95"] = percentiles(times)
         log(f"  1 % scope ({m:,} rows): exact recall p50 {row['small_exact_p50']:.2f} ms")
     store.close()
-    row["cold_first_s"], row["client_rss_mb"] = _cold_client(url, qs[:20])
+    row["cold_first_s"], row["client_rss_mb"] = bench_clients.fresh_recall(url, qs[:20], SCOPE)
     if backend == "sqlite":
         row["file_mb"] = Path(url).stat().st_size / 2**20
     log(
         f"  fresh client: first recall {row['cold_first_s']:.2f} s after open, "
-        f"peak RSS {row['client_rss_mb']:.0f} MB"
+        f"peak RSS {bench_clients.rss_cell(row['client_rss_mb'])}"
     )
     if backend == "postgres":
         efs = [ef_search] if isinstance(ef_search, int) else list(ef_search or [])
@@ -311,10 +279,23 @@ def bench_backend(
         row |= row["ef_sweep"][0]  # the first ef_search is the main table's
         ann.drop_hnsw()  # writes are measured as on a store without ANN (docstring)
         ann.close()
+    _fresh_writer(url, n, row, log)  # after the HNSW part: its row is in no exact answer
     if writes > 0:  # (--writes 0: recall only, e.g. a 1M-row part)
         bench_writes.measure(backend, url, emb, batch_texts, writes, vecs[0], row, log)
     row["load"] = _load()
     return row
+
+
+def _fresh_writer(url: str, n: int, row: dict, log) -> None:
+    """A freshly spawned writer's first remember (a new row): seconds from open,
+    peak RSS MB. Its embedder knows only that text, so the RSS is the store's."""
+    vec = unit_vectors(np.random.default_rng([n, 1]), 1)[0]  # its own draws: none shift
+    emb = _Table([bench_clients.WRITER_TEXT], vec[None, :])
+    row["writer_first_s"], row["writer_rss_mb"] = bench_clients.fresh_writer(url, emb, SCOPE)
+    log(
+        f"  fresh writer: first remember {row['writer_first_s']:.2f} s after open, "
+        f"peak RSS {bench_clients.rss_cell(row['writer_rss_mb'])}"
+    )
 
 
 def _pair(r: dict, key: str, fmt: str = ".2f") -> str:
@@ -325,7 +306,10 @@ def _pair(r: dict, key: str, fmt: str = ".2f") -> str:
 
 
 def _one(r: dict, key: str, fmt: str) -> str:
-    return format(r[key], fmt) if key in r else "–"
+    """A cell: – when the row has none, "undefined" when it is None (not measurable)."""
+    if key not in r:
+        return "–"
+    return "undefined" if r[key] is None else format(r[key], fmt)
 
 
 def _share(r: dict, key: str) -> str:
@@ -341,9 +325,10 @@ def render(rows: list[dict]) -> str:
         "| backend | live rows | exact p50 / p95 ms | HNSW p50 / p95 ms | HNSW recall@8 "
         "| exact instead | 1 % scope rows | 1 % exact p50 / p95 ms | 1 % HNSW p50 / p95 ms "
         "| 1 % HNSW recall@8 | 1 % exact instead | HNSW build s / index MB "
-        "| fresh client: first recall s / peak RSS MB | SQLite file MB | load 1/5/15 |",
+        "| fresh client: first recall s / peak RSS MB "
+        "| fresh writer: first remember s / peak RSS MB | SQLite file MB | load 1/5/15 |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: | --- |",
+        "| ---: | ---: | ---: | --- |",
     ]
     for r in rows:
         build = (
@@ -355,6 +340,7 @@ def render(rows: list[dict]) -> str:
             f"| {r.get('small_rows', 0):,} | {_pair(r, 'small_exact')} | {_pair(r, 'small_hnsw')} "
             f"| {_one(r, 'small_hnsw_recall8', '.3f')} | {_one(r, 'small_hnsw_fallbacks', 'd')} "
             f"| {build} | {_one(r, 'cold_first_s', '.2f')} / {_one(r, 'client_rss_mb', '.0f')} "
+            f"| {_one(r, 'writer_first_s', '.2f')} / {_one(r, 'writer_rss_mb', '.0f')} "
             f"| {_one(r, 'file_mb', ',.0f')} | {r.get('load', '–')} |"
         )
     lines += [
@@ -435,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--skip-recall",
         action="store_true",
-        help="measure the writes only (no recall, fresh client or HNSW build)",
+        help="measure the writes only (no recall, fresh recall client or HNSW build)",
     )
     ap.add_argument(
         "--ef-search",

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from evals import bench_ann, bench_backends, bench_data, bench_writes
+from evals import bench_ann, bench_backends, bench_clients, bench_data, bench_writes
 
 
 def _row(backend: str, writes: bool) -> dict:
@@ -22,6 +22,8 @@ def _row(backend: str, writes: bool) -> dict:
         "small_exact_p95": 15.0,
         "cold_first_s": 0.3,
         "client_rss_mb": 60.0,
+        "writer_first_s": 4.5,
+        "writer_rss_mb": 230.0,
         "load": "0.5/0.7/1.0",
     }
     if backend == "postgres":
@@ -50,9 +52,37 @@ def test_tables_have_as_many_cells_per_row_as_their_header_with_or_without_write
     assert (
         "| postgres | 1,000,000 | 900.00 / 1200.00 | 4.00 / 6.00 | 0.990 | 0 | 10,000 |" in recall
     )
-    assert "| 300.0 / 1900 | 0.30 / 60 | – | 0.5/0.7/1.0 |" in recall
+    assert "| 300.0 / 1900 | 0.30 / 60 | 4.50 / 230 | – | 0.5/0.7/1.0 |" in recall
     assert writes.splitlines()[-1].startswith("| postgres | 1,000,000 | – | – | – |")
     assert writes.splitlines()[-2].startswith("| sqlite | 1,000,000 | 250 | 300 | 2,000 | – |")
+
+
+def test_a_fresh_client_whose_peak_rss_is_unmeasurable_says_undefined_not_zero():
+    row = _row("postgres", False) | {"client_rss_mb": None, "writer_rss_mb": None}
+    recall = bench_backends.render([row]).split("\n\n")[0]
+    assert len({line.count("|") for line in recall.splitlines()}) == 1
+    assert "| 0.30 / undefined | 4.50 / undefined |" in recall
+    del row["writer_first_s"], row["writer_rss_mb"]  # not measured: no cell
+    assert "| 0.30 / undefined | – / – |" in bench_backends.render([row])
+
+
+def test_peak_rss_is_vmhwm_in_mb_or_none_when_the_status_does_not_say():
+    status = "Name:\tpython\nVmPeak:\t 9000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t 40000 kB\n"
+    assert bench_clients.peak_rss_mb(status) == 50.0
+    for bad in ("", "VmRSS:\t 40000 kB\n", "VmHWM:\n", "VmHWM:\t x kB\n"):
+        assert bench_clients.peak_rss_mb(bad) is None
+    here = bench_clients.peak_rss_mb()  # this process, on Linux
+    assert here is not None and here > 1
+
+
+def test_a_spawned_client_that_dies_without_an_answer_is_an_error_naming_it():
+    with pytest.raises(RuntimeError, match=r"bench client exit_without_answer exited 3"):
+        bench_clients.spawned(exit_without_answer)
+
+
+def exit_without_answer(out) -> None:
+    """A spawned bench client that dies before it answers (module level: spawn pickles it)."""
+    raise SystemExit(3)
 
 
 def test_recall_with_ties_counts_a_tie_at_the_kth_score_and_nothing_below_it():
@@ -214,6 +244,8 @@ def test_the_write_races_run_at_a_tiny_size_with_their_cpu(pg_dsn):
         "postgres", pg_dsn, 300, 5, 12, logged.append, None, None, "random", "plain", False
     )
     assert set(row["cpu"]) == set(bench_writes.WRITE_KINDS)
+    assert row["writer_first_s"] > 0 and row["writer_rss_mb"] > 10  # a fresh writer, spawned
+    assert any(line.startswith("  fresh writer: first remember") for line in logged)
     for key, cells in row["cpu"].items():
         assert row[key] > 0 and cells["client_ms"] > 0
         assert cells["machine_ms"] is not None and cells["machine_ms"] >= 0
