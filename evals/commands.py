@@ -40,7 +40,8 @@ EVAL_COMMANDS: dict[str, str] = {
 }
 """`memkit eval <name>` -> "module:function" of its command."""
 BENCH_COMMANDS: dict[str, str] = {
-    name: f"evals.bench_{name}" for name in ("store", "assemble", "harness", "redact", "embed")
+    name: f"evals.bench_{name}"
+    for name in ("store", "scopes", "assemble", "harness", "redact", "embed")
 }
 """`memkit bench <name>` -> the module whose `main(argv)` runs it (its docstring: the help)."""
 
@@ -74,7 +75,7 @@ def eval_main(argv: list[str] | None = None) -> int:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """benchmarks: store, assemble, harness, redact, embed"""
+    """benchmarks: store, scopes, assemble, harness, redact, embed"""
     table = {name: _bench(module) for name, module in BENCH_COMMANDS.items()}
     return group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])

@@ -4,7 +4,8 @@ This module is the store's public surface, exported once: the two backends,
 opening a store by URL, copying one between backends and moving one to
 another embedder. The rules live in `rules`; what differs between the engines
 in `sqlite_db`, `postgres`, `pg_search` and the two `*schema` modules; the
-in-memory indexes in `index`, `gram_index` and `keyword_index`; the pure recall
+in-memory indexes in `index`, `gram_index` and `keyword_index`, and their bound
+in `index_bound` (`INDEX_CACHE_MB`, the default of `index_cache_mb`); the pure recall
 arithmetic in `rank`; the failed-pass plan in `parking`; `memkit store` in `cli`.
 Importing it loads neither psycopg nor any consolidation code.
 """
@@ -19,6 +20,7 @@ from memkit.store.backends import (
     sqlite_path,
 )
 from memkit.store.copy import CopyReport, copy_store
+from memkit.store.index_bound import CACHE_MB as INDEX_CACHE_MB
 from memkit.store.postgres import PostgresStore
 from memkit.store.reembed import ReembedFailed, ReembedReport, reembed
 from memkit.store.rules import SQLStore
@@ -26,6 +28,7 @@ from memkit.store.sqlite import SQLiteStore
 
 __all__ = [
     "CopyReport",
+    "INDEX_CACHE_MB",
     "PostgresStore",
     "ReembedFailed",
     "ReembedReport",

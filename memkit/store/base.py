@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ class StoreBase:
         fold: FoldParams,
         redaction: RedactionParams,
         sidecars: Sidecars | None = None,
+        cache_cap: int | None = None,
     ):
         self._conn = conn
         self.path = path
@@ -55,7 +57,8 @@ class StoreBase:
         self.redaction = redaction
         self._lock = threading.RLock()
         self._closed = False
-        self._ix = Indexes(conn, int(embedder.dim) if embedder is not None else 0, sidecars)
+        dim = int(embedder.dim) if embedder is not None else 0
+        self._ix = Indexes(conn, dim, sidecars, cache_cap)
         self.new_id: Callable[[], str] = new_row_id
         """Row id factory; evaluations inject a deterministic one so replays reproduce."""
 
@@ -64,6 +67,31 @@ class StoreBase:
             self._conn.close()
             self._ix.forget()
             self._closed = True
+
+    def cache_stats(self) -> dict[str, Any]:
+        """(memkit) What this store's in-memory indexes hold (`index_cache_mb` at open
+        bounds it between operations): `cap_bytes` (None: no bound), `bytes` (the
+        indexes' own estimates, `nbytes`), `scopes` (their bytes, least recently used
+        first) and `evicted` (scopes dropped to stay within the cap since open)."""
+        with self._lock:
+            held = self._ix.held
+            total = held.measure(self._ix.scope_bytes)
+            return {
+                "cap_bytes": held.cap,
+                "bytes": total,
+                "scopes": dict(held.scopes),
+                "evicted": held.evicted,
+            }
+
+    @contextmanager
+    def _using(self, scope_id: str) -> Iterator[None]:
+        """The store's lock around an operation on one scope's indexes; after it, the
+        indexes are brought within their cap (`Indexes.trim`; writes do so in `Write`)."""
+        with self._lock:
+            try:
+                yield
+            finally:
+                self._ix.trim(scope_id)
 
     @property
     def closed(self) -> bool:

@@ -30,16 +30,22 @@ holds the lock, and a rollback drops them (they reload from the table). The vect
 indexes queue what they are given and apply it at their next query, so a
 burst of writes pays once (`BACKLOG` bounds the queue).
 
+What they hold is bounded (`index_cache_mb`, `memkit.store.index_bound`): after an
+operation, least recently used scopes lose all their indexes (`Indexes.trim`) as
+`forget` drops them; on Postgres with their numbering, while on SQLite the file's
+stays (the other scopes are caught up to it; a scope loaded afresh is past it).
+
 Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.store.rank`);
 approximate search (vectors are exact brute force, no ANN; the gram index is
 exact); persistence (indexes are rebuilt from the table in each process, on a
 scope's first use; only a big scope's matrix is mapped from a file beside a
-SQLite database when one is there, `memkit.store.sidecar`); and memory bounds
-(a scope's index holds all its live rows).
+SQLite database when one is there, `memkit.store.sidecar`); and a bound inside
+one scope (a scope's index holds all its live rows).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -51,10 +57,12 @@ import numpy as np
 
 from memkit.embed import normalize_rows
 from memkit.store.gram_index import GramIndex
+from memkit.store.index_bound import Held
 from memkit.store.keyword_index import KeywordIndex
 from memkit.store.rows import COLS, Row
 from memkit.store.sidecar import Sidecars
 from memkit.store.vectors import ScopeVectors
+from memkit.types import KINDS
 
 SYNC_MAX = 5_000
 """Catching up on more changed rows than this drops the indexes instead (they reload)."""
@@ -112,7 +120,9 @@ change number, the rows changed since, and the rows of the statement after them.
 class Indexes:
     """Every in-memory index of one connection, and how far they have caught up."""
 
-    def __init__(self, conn: Any, dim: int, sidecars: Sidecars | None = None):
+    def __init__(
+        self, conn: Any, dim: int, sidecars: Sidecars | None = None, cap: int | None = None
+    ):
         self.conn = conn
         """A `memkit.store.sqlite_db` connection (SQLiteDb or PgDb)."""
         self.dim = dim
@@ -126,6 +136,8 @@ class Indexes:
         change_seq is reflected in the indexes."""
         if not conn.per_scope:
             self.seen[None] = conn.top(None)
+        self.held = Held(cap)
+        """What each scope's indexes hold, and the bound (`trim`)."""
 
     def key(self, scope_id: str) -> str | None:
         """The numbering a scope's changes belong to."""
@@ -134,10 +146,31 @@ class Indexes:
     def _loaded(self, key: str | None) -> bool:
         if key is None:
             return bool(self.vectors or self.grams or self.keywords)
-        return key in self.vectors or key in self.keywords or any(k[0] == key for k in self.grams)
+        return key in self.vectors or key in self.keywords or self._has_grams(key)
+
+    def _has_grams(self, scope_id: str) -> bool:
+        return any((scope_id, kind) in self.grams for kind in KINDS)
+
+    # -- the bound on what is held ------------------------------------------------------
+
+    def scope_bytes(self, scope_id: str) -> int:
+        """Estimated bytes of one scope's indexes now (each index's `nbytes`)."""
+        held: list[ScopeVectors | KeywordIndex | GramIndex | None]
+        held = [self.vectors.get(scope_id), self.keywords.get(scope_id)]
+        held += [self.grams.get((scope_id, kind)) for kind in KINDS]
+        return sum(ix.nbytes for ix in held if ix is not None)
+
+    def trim(self, keep: str | None = None) -> None:
+        """After an operation on `keep` (under the store's lock): drop every index of
+        the scopes `Held.victims` names, to stay within the cap."""
+        for scope_id in self.held.victims(keep, self.scope_bytes):
+            self._forget_scope(scope_id)
+            if self.conn.per_scope:
+                self.seen.pop(scope_id, None)  # the next catch-up notes the scope's top
 
     def put(self, p: LiveRow, grams: bool = True) -> None:
         """Hold `p` as live (`grams=False`: its trigram index already does)."""
+        self.held.changed(p.scope_id)
         sv = self.vectors.get(p.scope_id)
         if sv is not None:
             if p.vec is None:
@@ -154,6 +187,7 @@ class Indexes:
 
     def drop(self, scope_id: str, kind: str, rowid: int, grams: bool = True) -> None:
         """Forget a row that is no longer live (`grams=False`: its trigram index did)."""
+        self.held.changed(scope_id)
         sv = self.vectors.get(scope_id)
         if sv is not None:
             sv.queue.append((rowid,))
@@ -167,6 +201,7 @@ class Indexes:
 
     def patch_grams(self, p: LiveRow | Drop) -> None:
         """Apply `p` to its (scope, kind) trigram index, when that is loaded."""
+        self.held.changed(p.scope_id)
         gi = self.grams.get((p.scope_id, p.kind))
         if gi is None:
             return
@@ -195,11 +230,16 @@ class Indexes:
             self.vectors.clear()
             self.grams.clear()
             self.keywords.clear()
+            self.held.clear()
             return
+        self._forget_scope(scope_id)
+        self.held.changed(scope_id)
+
+    def _forget_scope(self, scope_id: str) -> None:
         self.vectors.pop(scope_id, None)
         self.keywords.pop(scope_id, None)
-        for key in [k for k in self.grams if k[0] == scope_id]:
-            del self.grams[key]
+        for kind in KINDS:
+            self.grams.pop((scope_id, kind), None)
 
     def catch_up(
         self,
@@ -287,6 +327,7 @@ class Indexes:
                 floor=min(threshold, 1.0),  # above 1 nothing folds; the index still answers
             )
             self.grams[(scope_id, kind)] = gi
+        self.held.use(scope_id)
         return gi
 
     def warm_grams(self, scope_id: str, kinds: Iterable[str], threshold: float) -> None:
@@ -316,6 +357,7 @@ class Indexes:
                     (scope_id,),
                 )
             )
+        self.held.use(scope_id)
         return ki
 
     def vectors_of(self, scope_id: str) -> ScopeVectors:
@@ -325,6 +367,7 @@ class Indexes:
         if sv is None:
             sv = self.vectors[scope_id] = self._load_vectors(scope_id)
         sv.flush()
+        self.held.use(scope_id)
         return sv
 
     def _load_vectors(self, scope_id: str) -> ScopeVectors:
@@ -358,6 +401,7 @@ class Indexes:
         self.catch_up(scope_id)
         sv = self._load_and_leave(scope_id, self.seen.get(self.key(scope_id), 0), strict=True)
         self.vectors[scope_id] = sv
+        self.held.use(scope_id)
         return sv
 
     def _load_and_leave(self, scope_id: str, seen: int, strict: bool = False) -> ScopeVectors:
@@ -366,6 +410,16 @@ class Indexes:
         sv = ScopeVectors.load(self.conn, scope_id, self.dim)
         self.sidecars.write(self.conn, scope_id, sv.fields(), seen, strict)
         return sv
+
+
+def as_loaded(p: LiveRow) -> LiveRow:
+    """`p` with its vector as a load from the table (or another connection's catch-up)
+    holds it: normalised from the stored float32 again, which is not a no-op to the
+    bit. So a writer's matrix, a reloaded one and a fresh process's are the same,
+    and a scope dropped by the cache bound answers as before once reloaded."""
+    if p.vec is None:
+        return p
+    return dataclasses.replace(p, vec=normalize_rows(np.asarray(p.vec, np.float32).copy())[0])
 
 
 def patches(
@@ -472,7 +526,7 @@ class Write:
                 self._apply_grams()
                 for p in self._patches:  # the trigram indexes took them already
                     if isinstance(p, LiveRow):
-                        ix.put(p, grams=False)
+                        ix.put(as_loaded(p) if p.scope_id in ix.vectors else p, grams=False)
                     elif isinstance(p, Drop):
                         ix.drop(p.scope_id, p.kind, p.rowid, grams=False)
                     else:
@@ -480,7 +534,10 @@ class Write:
             else:
                 self._rollback()
         finally:
-            self._lock.release()
+            try:
+                self._indexes.trim(self.scope_id)  # after the write, still under the lock
+            finally:
+                self._lock.release()
 
     def _rollback(self) -> None:
         self.conn.end_write(False)

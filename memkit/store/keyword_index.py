@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from array import array
 from collections.abc import Iterable, Sequence
 
@@ -51,6 +52,23 @@ import numpy as np
 _WORD = re.compile(r"[^\W_]{2,}")
 """Runs of `str.isalnum` characters (\\w without the underscore is exactly
 isalnum, checked over every code point), two or more long."""
+
+
+ROW_BYTES = 100
+"""Estimated bytes a row position holds beyond its haystack's str: its `_pos` entry,
+int objects, list slot, rowid, time and flag (`nbytes`; fitted with tracemalloc
+over 2k-30k-row indexes, checked in tests/test_index_cache.py)."""
+
+WORD_BYTES = 175
+"""Estimated bytes a vocabulary word holds beyond its str: dict entry, id, list
+slots and its row list's object."""
+
+GRAM_KEY_BYTES = 150
+"""Estimated bytes a 2- or 3-character gram of `_word_post` holds: its str, dict
+entry and word list's object."""
+
+QUEUED_BYTES = 120
+"""Estimated bytes a queued write holds beyond its haystack: its tuple and numbers."""
 
 
 def haystack(content: str, tags: Sequence[str]) -> str:
@@ -85,10 +103,20 @@ class KeywordIndex:
         """2- or 3-character gram -> ids of the words holding it."""
         self._queue: list[tuple[int, str | None, float]] = []
         """Writes not applied yet, in order: (rowid, haystack, ts); haystack None drops."""
+        self._held = 0
+        """Estimated bytes of everything but the queue (`nbytes`), kept as rows come and go."""
+        self._queued = 0
 
     def __len__(self) -> int:
         self._apply()
         return len(self._pos)
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated memory held (the store's cache bound, `memkit.store.index`): the
+        haystacks' and words' str objects as measured when added, 4 bytes a link
+        of the postings, and the stated constants for the Python objects. O(1)."""
+        return self._held + self._queued
 
     @property
     def backlog(self) -> tuple[int, int]:
@@ -107,14 +135,18 @@ class KeywordIndex:
     def put(self, rowid: int, content: str, tags: Sequence[str], last_seen: float | None) -> None:
         """Row `rowid` is live with this content, these tags and this recency."""
         ts = -math.inf if last_seen is None or math.isnan(last_seen) else float(last_seen)
-        self._queue.append((rowid, haystack(content, tags), ts))
+        hay = haystack(content, tags)
+        self._queue.append((rowid, hay, ts))
+        self._queued += QUEUED_BYTES + sys.getsizeof(hay)
 
     def drop(self, rowid: int) -> None:
         """Row `rowid` is no longer live (idempotent)."""
         self._queue.append((rowid, None, 0.0))
+        self._queued += QUEUED_BYTES
 
     def _apply(self) -> None:
         queue, self._queue = self._queue, []
+        self._queued = 0
         for rowid, hay, ts in queue:
             if hay is None:
                 p = self._pos.pop(rowid, None)
@@ -139,20 +171,27 @@ class KeywordIndex:
         self._alive.append(1)
         self._pos[rowid] = p
         vocab = self._vocab
-        for w in set(_WORD.findall(hay)):
+        words = set(_WORD.findall(hay))
+        held = ROW_BYTES + sys.getsizeof(hay) + 4 * len(words)
+        for w in words:
             wid = vocab.get(w)
             if wid is None:
                 wid = vocab[w] = len(self._words)
                 self._words.append(w)
                 self._word_rows.append(array("i"))
+                held += WORD_BYTES + sys.getsizeof(w)
                 for g in _grams(w):
                     lst = self._word_post.get(g)
                     if lst is None:
                         lst = self._word_post[g] = array("i")
+                        held += GRAM_KEY_BYTES
                     lst.append(wid)
+                    held += 4
             self._word_rows[wid].append(p)
+        self._held += held
 
     def _kill(self, p: int) -> None:
+        self._held -= sys.getsizeof(self._hay[p])  # the position's other bytes stay till compaction
         self._hay[p] = None
         self._alive[p] = 0
 

@@ -51,6 +51,7 @@ from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
 from memkit.store import pg_ann, rank
 from memkit.store.index import SYNC_MAX, Statement, TopAndChanges, changes_since
+from memkit.store.index_bound import CACHE_MB, cap_bytes
 from memkit.store.pg_schema import SCHEMA_VERSION, migrate
 from memkit.store.pg_search import (
     COSINE_SLACK,
@@ -317,6 +318,7 @@ class PostgresStore(SQLStore):
         ef_search: int,
         hnsw_min_rows: int = pg_ann.HNSW_MIN_ROWS,
         hnsw_graph: tuple[int, int] = (pg_ann.M, pg_ann.EF_CONSTRUCTION),
+        cache_cap: int | None = None,
     ):
         super().__init__(
             conn,
@@ -325,6 +327,7 @@ class PostgresStore(SQLStore):
             clock=clock,
             fold=fold,
             redaction=redaction,
+            cache_cap=cache_cap,
         )
         self.ann = ann
         self.ef_search = int(ef_search)
@@ -400,6 +403,7 @@ class PostgresStore(SQLStore):
         build_concurrently: bool = True,
         hnsw_m: int = pg_ann.M,
         hnsw_ef_construction: int = pg_ann.EF_CONSTRUCTION,
+        index_cache_mb: float | None = CACHE_MB,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
@@ -421,12 +425,15 @@ class PostgresStore(SQLStore):
         `synchronous_commit=False` sets it off for this connection: a commit
         returns before its WAL reaches disk (a server crash may lose the last
         commits, never consistency); the default keeps the server's setting.
+        `index_cache_mb`: the bound on this client's in-memory indexes, as in
+        `SQLiteStore.open`.
         """
         if ann not in _ANN_KINDS:
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
         build_session(build_settings)  # checked before connecting
         pg_ann.check_ef_search(ef_search)
         cls.check_hnsw_graph(hnsw_m, hnsw_ef_construction)
+        cap = cap_bytes(index_cache_mb)
         if isinstance(hnsw_min_rows, bool) or not isinstance(hnsw_min_rows, int):
             raise ConfigError(f"hnsw_min_rows={hnsw_min_rows!r}: want an int")
         if not isinstance(build_concurrently, bool):
@@ -470,6 +477,7 @@ class PostgresStore(SQLStore):
                 ef_search=ef_search,
                 hnsw_min_rows=hnsw_min_rows,
                 hnsw_graph=(hnsw_m, hnsw_ef_construction),
+                cache_cap=cap,
             )
             store._build_settings = build_settings
             if ann == "hnsw" and not read_only:

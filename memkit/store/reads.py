@@ -86,7 +86,7 @@ class Reads(StoreBase):
                 why = "embed_error"  # fall through to the keyword path (SPEC §4.1)
         kws = keywords(query)  # outside the lock, like the embedding: a huge query stalls no one
         if q is not None:
-            with self._lock:
+            with self._using(scope_id):
                 if params.hybrid == "rrf":
                     hits = self._recall_hybrid(scope_id, q, kws, limit, params)
                 else:
@@ -94,7 +94,7 @@ class Reads(StoreBase):
             if hits:
                 return hits
             why = "below_floor"
-        with self._lock:
+        with self._using(scope_id):
             hits = self._recall_keyword(scope_id, kws, limit, params)
         return [dataclasses.replace(h, fallback=why) for h in hits]
 

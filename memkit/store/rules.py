@@ -67,7 +67,7 @@ class SQLStore(RolloutQueue, Writes):
         with self._lock:
             report = reembed(self._conn, emb, where=self.path, batch=batch, progress=progress)
             self._ix.forget()
-            self.embedder, self._ix = emb, Indexes(self._conn, int(emb.dim))
+            self.embedder, self._ix = emb, Indexes(self._conn, int(emb.dim), cap=self._ix.held.cap)
         return report
 
     def digest(self) -> dict[str, Any]:

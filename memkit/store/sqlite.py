@@ -19,6 +19,7 @@ from memkit.errors import ConfigError
 from memkit.params import FoldParams, RedactionParams
 from memkit.store import sidecar
 from memkit.store.index import Write
+from memkit.store.index_bound import CACHE_MB, cap_bytes
 from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
 from memkit.store.schema import SCHEMA_VERSION, check_own_file, migrate
 from memkit.store.sqlite_db import SQLiteDb
@@ -50,6 +51,7 @@ class SQLiteStore(SQLStore):
         redaction: RedactionParams = RedactionParams(),
         read_only: bool = False,
         vector_sidecar: int | None = sidecar.MIN_ROWS,
+        index_cache_mb: float | None = CACHE_MB,
     ) -> SQLiteStore:
         """Open (creating and migrating) a store.
 
@@ -63,6 +65,9 @@ class SQLiteStore(SQLStore):
         rows leaves its matrix in a file beside the database after a full load,
         and later opens map it (`memkit.store.sidecar`); a read-only open maps
         but never writes one; None: no sidecar is read or written.
+        `index_cache_mb` (memkit): the bound, in MB, on what this store's in-memory
+        indexes hold between operations, least recently used scopes dropped first
+        (`memkit.store.index`, `cache_stats`); None: no bound.
         """
         if not isinstance(path, str | os.PathLike) or not str(path).strip():
             raise ConfigError(f"path={path!r:.80}: must be a non-blank str or path")
@@ -72,12 +77,13 @@ class SQLiteStore(SQLStore):
         ck.check_type(fold, "fold", FoldParams)
         ck.check_type(redaction, "redaction", RedactionParams)
         ck.check_optional_int(vector_sidecar, "vector_sidecar", lo=1)
+        cap = cap_bytes(index_cache_mb)
         emb = get_embedder(embedder)
         side = None
         if vector_sidecar is not None and str(path) != ":memory:":
             side = sidecar.Sidecars(str(path), writable=not read_only, min_rows=vector_sidecar)
         opts: dict[str, Any] = {"embedder": emb, "clock": clock, "fold": fold}
-        opts.update(redaction=redaction, sidecars=side)
+        opts.update(redaction=redaction, sidecars=side, cache_cap=cap)
         if read_only:
             return cls(_connect_read_only(str(path), emb), path=str(path), **opts)
         conn = sqlite3.connect(
@@ -131,7 +137,7 @@ class SQLiteStore(SQLStore):
             raise ConfigError(f"{self.path!r}: this open keeps no vector sidecars")
         if not side.writable:
             raise ConfigError(f"{self.path!r}: a read-only open writes no vector sidecar")
-        with self._lock:
+        with self._using(scope_id):
             if scope_id not in self.scopes():
                 raise ConfigError(f"scope {scope_id!r} is not in {self.path!r}")
             t = time.perf_counter()

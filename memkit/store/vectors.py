@@ -20,6 +20,14 @@ from memkit.store.rows import nan
 LOAD_CHUNK = 20_000
 """Rows a scope's matrix load reads at a time (`ScopeVectors.load`)."""
 
+POS_BYTES = 100
+"""Estimated bytes of one `pos` entry (dict slot, rowid and column ints; `nbytes`,
+checked with tracemalloc in tests/test_index_cache.py)."""
+
+QUEUED_BYTES = 250
+"""Estimated bytes of one queued write beyond its vector's floats: tuple, numbers,
+the vector's array object."""
+
 
 @dataclass
 class ScopeVectors:
@@ -48,6 +56,16 @@ class ScopeVectors:
     mapped: bool = False
     """`cols` is a copy-on-write map of a sidecar (`memkit.store.sidecar`), with its
     headroom: `pos` and room in the row arrays wait for the first change."""
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated memory held (the store's cache bound, `memkit.store.index`): the
+        arrays' nbytes (a sidecar's map counts its mapped size, headroom included:
+        a recall reads every live page of it), `POS_BYTES` a `pos` entry and the
+        queued writes. O(1)."""
+        arrays = sum(a.nbytes for a in (self.cols, self.rowid, self.conf, self.last_seen))
+        queued = len(self.queue) * (QUEUED_BYTES + 4 * self.dim)
+        return arrays + self.recency.nbytes + POS_BYTES * len(self.pos) + queued
 
     @classmethod
     def mapped_from(cls, fields: dict[str, Any]) -> ScopeVectors:

@@ -117,7 +117,7 @@ class Writes(StoreBase):
         evaluations and benchmarks that check fold-in decisions."""
         ck.check_scope(scope_id)
         item = self._item(content, kind)
-        with self._lock:
+        with self._using(scope_id):
             self._ix.catch_up(scope_id)
             target = self._fold_target(
                 _Committed(self._conn, self._ix), scope_id, kind, item.grams, float(self.clock())
