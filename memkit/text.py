@@ -181,8 +181,11 @@ _ALNUM_RUN = re.compile(r"[^\W_]+")
 """Maximal runs of `str.isalnum()` characters (checked over every code point in tests)."""
 
 
-def _words_alnum(s: str) -> list[str]:
-    return _ALNUM_RUN.findall(s)
+def trigram_words(s: str) -> list[str]:
+    """The words whose grams make up `trigrams(s)`: lowercased maximal alnum runs,
+    each padded "  w " and cut in 3-char windows (`GramIndex.build` finds the
+    same windows in numpy)."""
+    return _ALNUM_RUN.findall(s.lower())
 
 
 @functools.lru_cache(maxsize=1 << 13)
@@ -200,7 +203,7 @@ def trigrams(s: str) -> frozenset[str]:
     of the memory, which `remember` shares with its embedder's tokenizer
     (100k texts: 12.9 vs 11.9 us a LongMemEval sentence, 12.7 vs 14.5 us a
     synthetic one; paired `remember` rounds at 100k rows +1.5% on the mean)."""
-    return frozenset().union(*map(_word_trigrams, _words_alnum(s.lower())))
+    return frozenset().union(*map(_word_trigrams, trigram_words(s)))
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from unittest.mock import patch
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -309,3 +310,87 @@ def test_both_ways_of_scoring_give_the_same_doubles(seed, t):
             few = gi.similar(probe, t)
         assert many == few
         assert all(type(s) is float for s in few.values())
+
+
+WORDS = [*VOCAB, "Kiểm", "lại", "ĐÀ", "straße", "日本語", "école", "ÉCOLE", "v1.2", "a_b"]
+WORDS += ["ΟΔΟΣ", "İstanbul", "😀x", "𝔘nicode", "ǅemal", "x\u0301y", "٣٤", "—", "ﬁne"]
+text_st = st.lists(st.sampled_from(WORDS), max_size=7).map(" ".join)  # "" among them
+
+
+def _chunked_build_answers_like_puts(texts, chunk, read, probes):
+    rows = list(enumerate(texts, 1))
+    with (
+        patch.object(gram_index, "CHUNKS", 10**9),  # every chunk is CHUNK_MIN grams
+        patch.object(gram_index, "CHUNK_MIN", chunk),
+        patch.object(gram_index, "BUILD_ROWS", read),
+    ):
+        bulk = GramIndex.build(iter(rows), floor=0.65)
+    one = GramIndex(0.65)
+    for rowid, text in rows:
+        one.put(rowid, text)
+    assert len(bulk) == len(one) == len(rows) and bulk.stale_postings == 0
+    live = dict(rows)
+    for probe in [*texts, *probes]:
+        for t in (0.65, 0.8, 1.0):
+            got = bulk.similar(trigrams(probe), t)
+            assert got == one.similar(trigrams(probe), t) == brute(live, probe, t)
+    return bulk
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(text_st, max_size=40).flatmap(
+        lambda ts: (
+            st.lists(st.sampled_from(ts), max_size=20).map(lambda dup: ts + dup)
+            if ts
+            else st.just(ts)
+        )
+    ),
+    chunk=st.integers(1, 80),
+    read=st.sampled_from([1, 2, 7, 4_096]),
+    probes=st.lists(text_st, max_size=5),
+)
+def test_a_chunked_build_answers_like_one_put_per_row(texts, chunk, read, probes):
+    """Whatever the chunks' size (posted: in grams; read: in rows), empty,
+    duplicate and non-ASCII texts: the bulk build finds exactly what one `put`
+    per row finds, and what brute force finds."""
+    _chunked_build_answers_like_puts(texts, chunk, read, probes)
+
+
+@pytest.mark.parametrize("past", [0, 1])
+def test_a_build_of_exactly_one_chunk_and_of_one_row_past_it(past):
+    """30 rows: posted in one chunk of grams and read in one chunk of rows, then
+    with the last row one past each chunk."""
+    texts = [f"{VOCAB[i % 20]} {VOCAB[(3 * i) % 20]} row{i}" for i in range(30)]
+    total = sum(len(trigrams(t)) for t in texts)
+    chunk = total - past * len(trigrams(texts[-1]))  # past: the last row is a chunk alone
+    lens = np.array([len(trigrams(t)) for t in texts])
+    assert gram_index.row_chunks(lens, chunk) == ([(0, 30)] if not past else [(0, 29), (29, 30)])
+    bulk = _chunked_build_answers_like_puts(texts, chunk, 30 - past, ["deploy row7"])
+    assert bulk.postings == GramIndex.build(enumerate(texts, 1), floor=0.65).postings
+    assert bulk.similar(trigrams(texts[-1]), 1.0) == {30: 1.0}
+
+
+def test_row_chunks_end_where_their_grams_reach_the_size_and_cover_every_row():
+    lens = np.array([3, 0, 4, 2, 5])  # running totals 3, 3, 7, 9, 14
+    assert gram_index.row_chunks(lens, 7) == [(0, 3), (3, 5)]  # 7 reached at row 2
+    assert gram_index.row_chunks(lens, 8) == [(0, 4), (4, 5)]  # 8 first passed at row 3
+    assert gram_index.row_chunks(lens, 14) == [(0, 5)]
+    assert gram_index.row_chunks(lens, 100) == [(0, 5)]
+    assert gram_index.row_chunks(lens, 1) == [(0, 1), (1, 3), (3, 4), (4, 5)]
+    assert gram_index.row_chunks(np.array([], dtype=np.int64), 5) == []
+    assert gram_index.row_chunks(np.array([0, 0]), 5) == [(0, 2)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(max_size=40) | text_st, max_size=12))
+@example(texts=["", "   ", "a", "ΑΣ ΟΔΟΣ", "x\ud800y z", "😀😀😀 𝔘𝔘", "İI", "ǅ"])
+def test_gram_codes_are_the_trigrams_of_each_text(texts):
+    """The build's numpy gram finder agrees with `trigrams` on any text: every
+    code point (astral, combining, lone surrogate), every case rule."""
+    rows, codes = gram_index.gram_codes(texts)
+    assert rows.shape == codes.shape
+    found: list[set[str]] = [set() for _ in texts]
+    for r, c in zip(rows.tolist(), codes.tolist(), strict=True):
+        found[r].add(gram_index.code_gram(c))
+    assert found == [set(trigrams(t)) for t in texts]

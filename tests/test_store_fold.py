@@ -338,3 +338,31 @@ def test_fold_target_sees_another_connections_write(store_url, clock):
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("past", [0, 1])
+def test_a_fresh_connection_reads_every_row_of_a_scope_of_one_read_chunk_and_one_past(
+    store_url, clock, past
+):
+    """A writer's first fold-in reads the scope's rows in chunks (Postgres streams
+    them `STREAM_ROWS` at a time, the build takes `BUILD_ROWS`): with exactly one
+    chunk of rows, and with the last row one past it, every row is found."""
+    from unittest.mock import patch
+
+    import memkit.store.gram_index as gram_index
+    import memkit.store.postgres as postgres
+    from memkit.store import open_store
+
+    texts = [f"note {i} about the {w} cluster" for i, w in enumerate(VOCAB[:6] + VOCAB[:1])]
+    a = open_store(store_url, embedder=None, clock=clock)
+    try:
+        ids = remember_unfolded(a, "s", texts[: 6 + past])
+    finally:
+        a.close()
+    with patch.object(postgres, "STREAM_ROWS", 6), patch.object(gram_index, "BUILD_ROWS", 6):
+        b = open_store(store_url, embedder=None, clock=clock)
+        try:
+            for i, text in enumerate(texts[: 6 + past]):
+                assert b.fold_target("s", text).id == ids[i]
+        finally:
+            b.close()

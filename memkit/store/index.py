@@ -319,7 +319,7 @@ class Indexes:
         gi = self.grams.get((scope_id, kind))
         if gi is None or gi.floor > threshold:  # built for a higher threshold
             gi = GramIndex.build(
-                self.conn.execute(
+                self.conn.stream(
                     "SELECT rowid, content FROM memories "
                     "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL",
                     (scope_id, kind),

@@ -37,6 +37,7 @@ search and index building modules of their own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import uuid
@@ -108,6 +109,10 @@ def _pipeline(conn: Any) -> Iterator[Any]:
         yield p
 
 
+STREAM_ROWS = 2_000
+"""Rows a `PgDb.stream` receives at once: ~200 KB of a scope's texts."""
+
+
 class PgDb:
     """A psycopg connection as the store's connection (see `memkit.store.sqlite_db`):
     `?` statements, writes locked and numbered per scope, pgvector vectors."""
@@ -136,6 +141,28 @@ class PgDb:
             return self.conn.execute(
                 _pg_sql(sql), args, binary=binary, prepare=False if per_run else None
             )
+
+    def stream(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of `sql`, fetched `STREAM_ROWS` at a time through a server-side
+        cursor: the client holds one chunk, not the whole result (a scope's texts,
+        ~100 MB at 1M rows, for `Indexes.grams_of`). The cursor lives in the open
+        transaction, else in one of its own; inside a `batch` (a pipeline) the
+        result comes whole. (psycopg's `Cursor.stream` is not used: the next
+        pipeline on the connection then fails, psycopg 3.3.9.)"""
+        from psycopg import pq
+
+        if self._batch is not None:
+            yield from self.execute(sql, args)
+            return
+        idle = self.conn.info.transaction_status == pq.TransactionStatus.IDLE
+        with (
+            _text_errors(),
+            self.conn.transaction() if idle else contextlib.nullcontext(),
+            self.conn.cursor(name="memkit_stream") as cur,
+        ):
+            cur.itersize = STREAM_ROWS
+            cur.execute(_pg_sql(sql), args)
+            yield from cur
 
     def begin_write(
         self, scope_id: str | None, since: int | None = None, reserve: int = 0, vectors: bool = True

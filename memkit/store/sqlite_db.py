@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,11 @@ class SQLiteDb(sqlite3.Connection):
     def reserve_rowids(n: int) -> list[int]:
         """[]: SQLite assigns each insert's rowid in-process (no round trip to save)."""
         return []
+
+    def stream(self, sql: str, args: Sequence[Any] = ()) -> Iterable[tuple[Any, ...]]:
+        """The rows of `sql` as they are read: a SQLite cursor steps through the
+        result, so a reader holds one row at a time (`Indexes.grams_of`)."""
+        return self.execute(sql, args)
 
     @staticmethod
     def batch() -> contextlib.AbstractContextManager[None]:
