@@ -422,15 +422,19 @@ class GramIndex:
         lens64 = np.frombuffer(lens, dtype=np.int32).astype(np.int64)
         starts = np.zeros(n, dtype=np.int64)
         np.cumsum(lens64[:-1], out=starts[1:])
-        # the order: fewest live rows first, ties by gram id
-        df = np.bincount(flat, minlength=nvocab)
+        step = max(flat.size // CHUNKS, CHUNK_MIN)
+        # the order: fewest live rows first, ties by gram id (counted in steps:
+        # bincount widens its input to int64, twice the index's grams at once)
+        df = np.zeros(nvocab, dtype=np.int64)
+        for a in range(0, flat.size, step):
+            df += np.bincount(flat[a : a + step], minlength=nvocab)
         rank = np.empty(nvocab, dtype=np.int64)
         rank[np.lexsort((np.arange(nvocab), df))] = np.arange(nvocab)
         del df
         bare = lens64 - np.ceil(self.floor * lens64 - 1e-9).astype(np.int64)
         plen = np.minimum(lens64, bare + self.hits)  # _prefix_len, row by row
         post = [array("i") for _ in range(nvocab)]
-        for lo, hi in row_chunks(lens64, max(flat.size // CHUNKS, CHUNK_MIN)):
+        for lo, hi in row_chunks(lens64, step):
             _post_chunk(post, lo, starts[lo:hi], lens64[lo:hi], plen[lo:hi], flat, rank)
         del flat
         self._post = post
