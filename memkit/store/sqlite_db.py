@@ -20,6 +20,9 @@ adds only what differs between the engines:
   waits for them, in order); SQLite runs in-process and needs none of it.
 * **How an embedding is stored** (`vec` to write, `unvec` / `matrix` to
   read): a float32 blob, or a pgvector `vector`.
+* **How a long result is read** (`stream`, a scope's texts for its fold-in
+  index): SQLite's cursor steps through it already; Postgres fetches it in
+  chunks through a server-side cursor, not whole into the client.
 
 `SQLiteDb` is a `sqlite3.Connection` (`sqlite3.connect(..., factory=SQLiteDb)`),
 so `execute` is SQLite's own: nothing is added on the hot path. Leaves out
