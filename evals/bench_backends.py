@@ -220,7 +220,8 @@ def bench_backend(
     if not recall:
         store.close()
         _fresh_writer(url, n, row, log)
-        bench_writes.measure(backend, url, emb, batch_texts, writes, vecs[0], row, log)
+        if writes > 0:  # (--skip-recall --writes 0: the fresh writer alone, e.g. at 1M rows)
+            bench_writes.measure(backend, url, emb, batch_texts, writes, vecs[0], row, log)
         row["load"] = _load()
         return row
     qs = bench_ann.queries(vectors, texts, vecs, queries, rng, nrng)

@@ -252,6 +252,18 @@ def test_the_write_races_run_at_a_tiny_size_with_their_cpu(pg_dsn):
         assert cells["cores"] is not None and cells["cores"] >= 0
 
 
+def test_writes_only_with_no_writes_measures_the_fresh_writer_alone(pg_dsn):
+    """`--skip-recall --writes 0` (the 1M-row writer part): the fresh writer is
+    measured and no write race runs (none would have a batch to write)."""
+    logged: list[str] = []
+    row = bench_backends.bench_backend(
+        "postgres", pg_dsn, 300, 5, 0, logged.append, None, None, "random", "plain", False
+    )
+    assert row["writer_first_s"] > 0 and row["writer_rss_mb"] > 10
+    assert "cpu" not in row and "rem_4" not in row
+    assert not any("remembers/s" in line for line in logged)
+
+
 def test_a_text_pool_is_cut_disjoint_at_its_size_and_refused_one_past_it():
     from memkit.errors import ConfigError
 
