@@ -45,7 +45,6 @@ one scope (a scope's index holds all its live rows).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -168,15 +167,17 @@ class Indexes:
             if self.conn.per_scope:
                 self.seen.pop(scope_id, None)  # the next catch-up notes the scope's top
 
-    def put(self, p: LiveRow, grams: bool = True) -> None:
-        """Hold `p` as live (`grams=False`: its trigram index already does)."""
+    def put(self, p: LiveRow, grams: bool = True, own: bool = False) -> None:
+        """Hold `p` as live (`grams=False`: its trigram index already does; `own`: a
+        row this connection wrote, its vector not yet as a load holds it)."""
         self.held.changed(p.scope_id)
         sv = self.vectors.get(p.scope_id)
         if sv is not None:
             if p.vec is None:
                 sv.queue.append((p.rowid,))
             else:
-                sv.queue.append((p.rowid, p.vec, p.confidence, p.last_seen, p.created))
+                vec = as_loaded(p.vec) if own else p.vec
+                sv.queue.append((p.rowid, vec, p.confidence, p.last_seen, p.created))
             self._shed_vectors(p.scope_id, sv)
         if grams:
             self.patch_grams(p)
@@ -412,14 +413,13 @@ class Indexes:
         return sv
 
 
-def as_loaded(p: LiveRow) -> LiveRow:
-    """`p` with its vector as a load from the table (or another connection's catch-up)
+def as_loaded(vec: np.ndarray) -> np.ndarray:
+    """A written vector as a load from the table (or another connection's catch-up)
     holds it: normalised from the stored float32 again, which is not a no-op to the
     bit. So a writer's matrix, a reloaded one and a fresh process's are the same,
     and a scope dropped by the cache bound answers as before once reloaded."""
-    if p.vec is None:
-        return p
-    return dataclasses.replace(p, vec=normalize_rows(np.asarray(p.vec, np.float32).copy())[0])
+    out: np.ndarray = normalize_rows(np.array(vec, dtype=np.float32))[0]
+    return out
 
 
 def patches(
@@ -526,7 +526,7 @@ class Write:
                 self._apply_grams()
                 for p in self._patches:  # the trigram indexes took them already
                     if isinstance(p, LiveRow):
-                        ix.put(as_loaded(p) if p.scope_id in ix.vectors else p, grams=False)
+                        ix.put(p, grams=False, own=True)
                     elif isinstance(p, Drop):
                         ix.drop(p.scope_id, p.kind, p.rowid, grams=False)
                     else:
