@@ -50,6 +50,7 @@ COMMANDS = [
     ["eval", "record"],
     ["report"],
     ["bench", "store"],
+    ["bench", "scopes"],
     ["bench", "assemble"],
     ["bench", "harness"],
     ["store"],

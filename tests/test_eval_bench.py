@@ -122,3 +122,32 @@ def test_bench_embed_refuses_bad_values(bad, capsys):
     with pytest.raises(SystemExit) as e:
         bench_main(["embed", *bad])
     assert e.value.code == 2
+
+
+def test_bench_scopes_table(tmp_path, capsys):
+    """`memkit bench scopes`: one row per cap; a 0 cap keeps only the scope in use
+    and says how many it dropped, no cap drops none; the JSON holds the same rows."""
+    import json
+
+    from evals.commands import bench_main
+
+    out = tmp_path / "rows.json"
+    args = ["scopes", "--scopes", "3", "--rows", "50", "--batch", "25", "--caps", "0,none"]
+    assert bench_main([*args, "--json", str(out)]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| ")]
+    assert len(lines) == 3 and lines[0].startswith("| cap MB | writes/s")
+    capped, free = (json.loads(out.read_text())["rows"][i] for i in (0, 1))
+    assert (capped["cap_mb"], capped["scopes_held"]) == (0.0, 1) and capped["evicted"] > 0
+    assert (free["cap_mb"], free["scopes_held"], free["evicted"]) == (None, 3, 0)
+    assert free["cache_mb"] > capped["cache_mb"] > 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [["--scopes", "0"], ["--rows", "30", "--batch", "25"], ["--caps", "-1"], ["--caps", "x"]],
+)
+def test_bench_scopes_refuses_bad_values(bad, capsys):
+    from evals.commands import bench_main
+
+    assert bench_main(["scopes", *bad]) == 2
+    assert "memkit bench scopes" in capsys.readouterr().err
