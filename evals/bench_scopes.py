@@ -148,13 +148,15 @@ def _cap(text: str) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="memkit bench scopes", description=__doc__.split("\n")[0])
-    ap.add_argument("--scopes", type=int, default=200)
+    ap.add_argument("--scopes", type=int, default=200, help="scopes written round-robin")
     ap.add_argument("--rows", type=int, default=2000, help="rows written to each scope")
     ap.add_argument("--batch", type=int, default=50, help="items per remember_many")
     ap.add_argument(
         "--caps", default="default,256,none", help="index_cache_mb values: MB, default, none"
     )
-    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    ap.add_argument(
+        "--backend", choices=("sqlite", "postgres"), default="sqlite", help="the store's backend"
+    )
     ap.add_argument("--pg-dsn", default=None, help="a Postgres server (default: a private one)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args(argv)
