@@ -138,6 +138,9 @@ def _round(store, texts: dict[str, list[str]], r: int) -> list:
         out.append(None if got is None else got.id)
         for q in (probe, probe.split()[0]):
             out.append([(h.id, h.path, h.score) for h in store.recall(scope, q)])
+        # a zero query vector clears no floor: the keyword path answers
+        got = store.recall(scope, " ".join(probe.split()[:3]), query_embedding=np.zeros(64))
+        out.append([(h.id, h.path, h.score) for h in got])
     return out
 
 
