@@ -19,8 +19,8 @@ WRITER_TEXT = "a fresh writer's first note: the qzxv deploy runs on staging at d
 """What the fresh writer remembers: a new row (no stored text is near it)."""
 
 
-def peak_rss_mb(status: str | None = None) -> float | None:
-    """This process's peak RSS (VmHWM of /proc/self/status, or `status`) in MB;
+def status_mb(field: str, status: str | None = None) -> float | None:
+    """A memory field of /proc/self/status (or of `status`), e.g. "VmRSS", in MB;
     None where it is not said (no /proc: not Linux), never a made-up 0."""
     if status is None:
         try:
@@ -29,9 +29,14 @@ def peak_rss_mb(status: str | None = None) -> float | None:
             return None
     for line in status.splitlines():
         fields = line.split()
-        if fields[:1] == ["VmHWM:"] and len(fields) >= 2 and fields[1].isdigit():
+        if fields[:1] == [f"{field}:"] and len(fields) >= 2 and fields[1].isdigit():
             return int(fields[1]) / 1024
     return None
+
+
+def peak_rss_mb(status: str | None = None) -> float | None:
+    """This process's peak RSS (VmHWM) in MB, or None (`status_mb`)."""
+    return status_mb("VmHWM", status)
 
 
 def rss_cell(mb: float | None) -> str:

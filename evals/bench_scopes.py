@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import multiprocessing as mp
 import os
 import random
 import tempfile
@@ -35,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from evals.bench_clients import peak_rss_mb, spawned, status_mb
 from evals.bench_data import synthetic_texts
 
 DIM = 256
@@ -54,12 +54,6 @@ class SeededEmbedder:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def _rss_mb() -> tuple[float, float]:
-    """(VmRSS, VmHWM) of this process, in MiB."""
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
-    return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
-
-
 def _texts(scope: int, part: int, n: int) -> list[str]:
     return synthetic_texts(random.Random(f"{scope}/{part}"), n)
 
@@ -71,7 +65,7 @@ def _run(url: str, cap: Any, scopes: int, rows: int, batch: int, out: Any) -> No
     opener = open_scratch_store if is_postgres_url(url) else open_store  # a file on SQLite
     store = opener(url, embedder=SeededEmbedder(), index_cache_mb=cap)
     names = [f"agent-{i:05d}" for i in range(scopes)]
-    start_rss = _rss_mb()[0]
+    start_rss = status_mb("VmRSS")
     t = time.perf_counter()
     for part in range(rows // batch):
         for i, scope in enumerate(names):
@@ -84,7 +78,7 @@ def _run(url: str, cap: Any, scopes: int, rows: int, batch: int, out: Any) -> No
         store.recall(scope, _texts(i, 1, 1)[0].split()[0], query_embedding=np.zeros(DIM))
     recall_s = time.perf_counter() - t
     stats = store.cache_stats()
-    rss, peak = _rss_mb()
+    rss, peak = status_mb("VmRSS"), peak_rss_mb()
     store.close()
     out.put(
         {
@@ -102,15 +96,14 @@ def _run(url: str, cap: Any, scopes: int, rows: int, batch: int, out: Any) -> No
 
 
 def run_cap(url: str, cap: Any, scopes: int, rows: int, batch: int) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    p = ctx.Process(target=_run, args=(url, cap, scopes, rows, batch, out))
-    p.start()
-    got = out.get()
-    p.join()
-    if p.exitcode != 0:
-        raise RuntimeError(f"bench scopes run (cap {cap}) exited {p.exitcode}")
-    return dict(got)
+    """One cap's row, from a freshly spawned process (an error naming its exit code
+    when it dies without one)."""
+    return dict(spawned(_run, url, cap, scopes, rows, batch))
+
+
+def _mb(value: float | None) -> str:
+    """An RSS cell, "undefined" where /proc did not say it."""
+    return "undefined" if value is None else f"{value:,.0f}"
 
 
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -123,8 +116,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     )
     body = "".join(
         f"| {'none' if r['cap_mb'] is None else r['cap_mb']} | {r['writes_per_s']:,.0f} | "
-        f"{r['recalls_per_s']:,.0f} | {r['rss_start_mb']:,.0f} | {r['rss_end_mb']:,.0f} | "
-        f"{r['rss_peak_mb']:,.0f} | {r['cache_mb']:,.0f} | {r['scopes_held']} | "
+        f"{r['recalls_per_s']:,.0f} | {_mb(r['rss_start_mb'])} | {_mb(r['rss_end_mb'])} | "
+        f"{_mb(r['rss_peak_mb'])} | {r['cache_mb']:,.0f} | {r['scopes_held']} | "
         f"{r['evicted']:,} |\n"
         for r in rows
     )

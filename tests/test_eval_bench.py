@@ -151,3 +151,18 @@ def test_bench_scopes_refuses_bad_values(bad, capsys):
 
     assert bench_main(["scopes", *bad]) == 2
     assert "memkit bench scopes" in capsys.readouterr().err
+
+
+def test_bench_scopes_says_undefined_where_proc_gave_no_rss():
+    """A row whose RSS /proc did not say renders "undefined", never 0; VmRSS is
+    read by the same reader as the peak."""
+    from evals import bench_clients, bench_scopes
+
+    row = {"cap_mb": None, "writes_per_s": 10.0, "recalls_per_s": 5.0, "cache_mb": 1.0}
+    row |= {"rss_start_mb": None, "rss_end_mb": 40.0, "rss_peak_mb": None}
+    row |= {"scopes_held": 2, "evicted": 0}
+    meta = {"scopes": 2, "rows": 10, "batch": 5, "backend": "sqlite", "load": "0"}
+    body = bench_scopes.render([row], meta).splitlines()[-1]
+    assert body == "| none | 10 | 5 | undefined | 40 | undefined | 1 | 2 | 0 |"
+    assert bench_clients.status_mb("VmRSS", "VmRSS:\t  2048 kB\nVmHWM:\t 4096 kB") == 2.0
+    assert bench_clients.status_mb("VmRSS", "VmHWM:\t 4096 kB") is None
