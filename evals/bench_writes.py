@@ -20,29 +20,41 @@ SCOPE = "bench"
 """The scope the writers write (the bench's big scope)."""
 
 
-def _writer(url, emb, batch, ready, go, out, options, many) -> None:
+OWN_SCOPES = tuple(f"{SCOPE}-own-{k}" for k in range(4))
+"""The 4-process race's other shape: each writer its own scope, each a copy of
+the big scope's rows (as an agent's tools pin it to its own scope)."""
+
+
+def _writer(url, emb, scope, batch, ready, go, out, options, many) -> None:
     from memkit.store import open_store
 
     store = open_store(url, embedder=emb, **options)
-    store.remember(SCOPE, batch[0])  # loads the fold-in index before the clock starts
+    store.remember(scope, batch[0])  # loads the fold-in index before the clock starts
     ready.release()
     go.wait()
     cpu = time.process_time()
     if many:
-        store.remember_many(SCOPE, batch[1:])
+        store.remember_many(scope, batch[1:])
     else:
         for text in batch[1:]:
-            store.remember(SCOPE, text)
+            store.remember(scope, text)
     out.put(time.process_time() - cpu)
     store.close()
 
 
 def _write_rate(
-    url: str, emb: Any, batches: list[list[str]], options: dict | None = None, many: bool = False
+    url: str,
+    emb: Any,
+    batches: list[list[str]],
+    options: dict | None = None,
+    many: bool = False,
+    scopes: tuple[str, ...] | None = None,
 ) -> tuple[float, dict[str, float | None]]:
     """Remembers per second of len(batches) processes writing at once (`many`:
-    each process's batch in one `remember_many`), and the race's CPU cells."""
-    race = _race(_writer, [(url, emb, b) for b in batches], (options or {}, many))
+    each process's batch in one `remember_many`; `scopes`: process k writes
+    scopes[k], else all write `SCOPE`), and the race's CPU cells."""
+    each = [(url, emb, SCOPE if scopes is None else scopes[k], b) for k, b in enumerate(batches)]
+    race = _race(_writer, each, (options or {}, many))
     n = sum(len(b) - 1 for b in batches)
     return n / race.wall, cpu_cells(race, n)
 
@@ -170,14 +182,34 @@ def _keep(row: dict, key: str, measured: tuple[float, dict[str, float | None]]) 
     row.setdefault("cpu", {})[key] = cells
 
 
+def load_own_scopes(url: str, emb: Any, texts: list[str], vecs: Any, row: dict, log) -> None:
+    """Setup, not measured: `OWN_SCOPES`, each a copy of the big scope's rows,
+    so a writer in its own scope probes a fold-in index as big as the shared one."""
+    from memkit.store import open_store
+
+    store = open_store(url, embedder=emb)
+    t = time.perf_counter()
+    for scope in OWN_SCOPES:
+        store.bulk_load(scope, texts, vecs)
+    store.close()
+    row["setup_own_scopes_s"] = time.perf_counter() - t
+    log(
+        f"  setup (not measured): {len(OWN_SCOPES)} own scopes of {len(texts):,} rows "
+        f"{row['setup_own_scopes_s']:.1f} s"
+    )
+
+
 def measure(backend, url, emb, batch_texts, writes, vec0, row, log) -> None:
     """The write rates of `evals.bench_backends.bench_backend` into `row`, each
-    with its CPU cells in `row["cpu"]` (see the module docstring)."""
+    with its CPU cells in `row["cpu"]` (see the module docstring). The own-scopes
+    race needs `load_own_scopes` first."""
     four = [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)]
     _keep(row, "rem_1", _write_rate(url, emb, [batch_texts[:writes]]))
     log(f"  remembers/s, 1 process: {row['rem_1']:.0f}")
     _keep(row, "rem_4", _write_rate(url, emb, four))
     log(f"  remembers/s, 4 processes: {row['rem_4']:.0f}")
+    _keep(row, "rem_4_own", _write_rate(url, emb, four, scopes=OWN_SCOPES))
+    log(f"  remembers/s, 4 processes, each its own scope: {row['rem_4_own']:.0f}")
     _keep(row, "many_1", _write_rate(url, emb, [batch_texts[: writes // 2]], many=True))
     log(f"  remembers/s, remember_many: {row['many_1']:.0f}")
     if backend == "postgres":
@@ -217,6 +249,7 @@ def of_ceiling(rate: float, ceiling: float) -> float | None:
 WRITE_KINDS = {
     "rem_1": "remember, 1 process",
     "rem_4": "remember, 4 processes",
+    "rem_4_own": "remember, 4 processes, each its own scope",
     "many_1": "remember_many",
     "rem_1_async": "sync commit off, 1 process",
     "rem_4_async": "sync commit off, 4 processes",
