@@ -41,7 +41,7 @@ EVAL_COMMANDS: dict[str, str] = {
 """`memkit eval <name>` -> "module:function" of its command."""
 BENCH_COMMANDS: dict[str, str] = {
     name: f"evals.bench_{name}"
-    for name in ("store", "scopes", "assemble", "harness", "redact", "embed")
+    for name in ("store", "scopes", "assemble", "harness", "redact", "embed", "plot")
 }
 """`memkit bench <name>` -> the module whose `main(argv)` runs it (its docstring: the help)."""
 
@@ -75,7 +75,7 @@ def eval_main(argv: list[str] | None = None) -> int:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """benchmarks: store, scopes, assemble, harness, redact, embed"""
+    """benchmarks: store, scopes, assemble, harness, redact, embed; plot (the rows drawn)"""
     table = {name: _bench(module) for name, module in BENCH_COMMANDS.items()}
     return group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])
