@@ -40,8 +40,8 @@ EVAL_COMMANDS: dict[str, str] = {
 }
 """`memkit eval <name>` -> "module:function" of its command."""
 BENCH_COMMANDS: dict[str, str] = {
-    name: f"evals.bench_{name}"
-    for name in ("store", "scopes", "assemble", "harness", "redact", "embed", "plot")
+    name: f"evals.bench_{name.replace('-', '_')}"
+    for name in ("store", "scopes", "assemble", "harness", "redact", "embed", "plot", "fold-server")
 }
 """`memkit bench <name>` -> the module whose `main(argv)` runs it (its docstring: the help)."""
 
@@ -58,10 +58,10 @@ def _command(prog: str, target: str) -> Callable[[], Callable]:
     return load
 
 
-def _bench(module: str) -> Callable[[], Callable]:
+def _bench(name: str, module: str) -> Callable[[], Callable]:
     def load() -> Callable:
         mod = importlib.import_module(module)
-        main = guarded(f"memkit bench {module.rsplit('_', 1)[1]}")(mod.main)
+        main = guarded(f"memkit bench {name}")(mod.main)
         main.__doc__ = mod.__doc__
         return main
 
@@ -75,8 +75,8 @@ def eval_main(argv: list[str] | None = None) -> int:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """benchmarks: store, scopes, assemble, harness, redact, embed; plot (the rows drawn)"""
-    table = {name: _bench(module) for name, module in BENCH_COMMANDS.items()}
+    """benchmarks: store, scopes, assemble, harness, redact, embed, fold-server; plot"""
+    table = {name: _bench(name, module) for name, module in BENCH_COMMANDS.items()}
     return group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])
     )

@@ -120,6 +120,7 @@ DOCUMENTED = {
     "memkit.proposal",
     "memkit.runs",
     "memkit.store",
+    "memkit.store.gram_index",
     "memkit.text",
     "memkit.tools",
     "memkit.types",
