@@ -95,6 +95,7 @@ from evals.bench_data import (
 from evals.bench_writes import SCOPE
 from evals.pg_local import local_postgres
 from memkit.errors import ConfigError
+from memkit.params import DAY
 from memkit.store import PostgresStore
 
 SMALL = "bench-1pct"
@@ -200,11 +201,14 @@ def bench_backend(
     recall: bool = True,
     pool: tuple[str, list[str]] | None = None,
     hnsw_graph: tuple[int, int] | None = None,
+    rows_per_day: float | None = None,
 ) -> dict:
     """One backend at one size (see the module docstring); `recall=False` measures
     the writes only (`--skip-recall`: no recall, fresh recall client or HNSW build);
     `pool`: (its name, real texts) to store instead of synthetic ones;
-    `hnsw_graph`: the indexes' (m, ef_construction), None for the store's default."""
+    `hnsw_graph`: the indexes' (m, ef_construction), None for the store's default;
+    `rows_per_day`: the big scope's rows stamped as written that many a day, the
+    last now (None: all now), so a writer's fold-in index holds only its window's."""
     from memkit.store import open_store
 
     texts_name, pool_texts = pool if pool is not None else ("synthetic", None)
@@ -214,8 +218,17 @@ def bench_backend(
     )
     m = row["small_rows"] = len(small_texts)
     store = open_store(url, embedder=emb)
+    stamps = None
+    if rows_per_day is not None:
+        row["rows_per_day"] = rows_per_day
+        now = time.time()
+        stamps = [now - (n - 1 - i) * DAY / rows_per_day for i in range(n)]
+        log(
+            f"  rows stamped {rows_per_day:,.0f} a day: "
+            f"the first {(n - 1) / rows_per_day:,.0f} days ago"
+        )
     t = time.perf_counter()
-    store.bulk_load(SCOPE, texts, vecs)
+    store.bulk_load(SCOPE, texts, vecs, timestamps=stamps)
     if m:
         store.bulk_load(SMALL, small_texts, small_vecs)
     row["setup_load_s"] = time.perf_counter() - t
@@ -325,6 +338,12 @@ def _share(r: dict, key: str) -> str:
     return "undefined" if r[key] is None else f"{r[key]:.2f}"
 
 
+def _rows_cell(r: dict) -> str:
+    """The live rows, and how fast they were stamped as written when not all now."""
+    per_day = r.get("rows_per_day")
+    return f"{r['rows']:,}" + ("" if per_day is None else f" ({per_day:,.0f} a day)")
+
+
 def render(rows: list[dict]) -> str:
     """Two tables: recall (the big scope, then the 1 % scope) and writes."""
     lines = [
@@ -341,7 +360,7 @@ def render(rows: list[dict]) -> str:
             f"{r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f}" if "hnsw_build_s" in r else "–"
         )
         lines.append(
-            f"| {r['backend']} | {r['rows']:,} | {_pair(r, 'exact')} | {_pair(r, 'hnsw')} "
+            f"| {r['backend']} | {_rows_cell(r)} | {_pair(r, 'exact')} | {_pair(r, 'hnsw')} "
             f"| {_one(r, 'hnsw_recall8', '.3f')} | {_one(r, 'hnsw_fallbacks', 'd')} "
             f"| {r.get('small_rows', 0):,} | {_pair(r, 'small_exact')} | {_pair(r, 'small_hnsw')} "
             f"| {_one(r, 'small_hnsw_recall8', '.3f')} | {_one(r, 'small_hnsw_fallbacks', 'd')} "
@@ -468,6 +487,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the HNSW indexes' m,ef_construction, e.g. 24,48 (default: the store's, 16,64)",
     )
+    ap.add_argument(
+        "--rows-per-day",
+        type=float,
+        default=None,
+        help="stamp the loaded rows as written this many a day up to now (default: all now), "
+        "so a fold-in index holds only the rows of its window",
+    )
     ap.add_argument("--pg-dsn", default=None, help="a Postgres server (default: a private one)")
     ap.add_argument(
         "--pg-shared-buffers", default="2GB", help="the private server's shared_buffers"
@@ -490,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"text pool: {len(pool[1]):,} distinct LongMemEval sentences")
     elif args.texts != "synthetic":
         ap.error(f"--texts {args.texts!r}: want 'synthetic' or 'longmemeval:<datasets dir>'")
+    if args.rows_per_day is not None and not 0 < args.rows_per_day < float("inf"):
+        ap.error(f"--rows-per-day {args.rows_per_day}: want a positive number")
     if args.hnsw_graph is not None and len(args.hnsw_graph) != 2:
         ap.error(f"--hnsw-graph {args.hnsw_graph}: want two ints, m,ef_construction")
     graph = None if args.hnsw_graph is None else (args.hnsw_graph[0], args.hnsw_graph[1])
@@ -526,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                         recall,
                         pool,
                         graph,
+                        args.rows_per_day,
                     )
                 )
                 if args.json:

@@ -285,6 +285,9 @@ def test_a_text_pool_is_cut_disjoint_at_its_size_and_refused_one_past_it():
     [
         (["--texts", "longmemeval:/nowhere"], "need --vectors wordllama"),
         (["--texts", "wiki", "--vectors", "wordllama"], "want 'synthetic' or"),
+        (["--rows-per-day", "0"], "want a positive number"),
+        (["--rows-per-day", "-1"], "want a positive number"),
+        (["--rows-per-day", "inf"], "want a positive number"),
     ],
 )
 def test_text_sources_the_bench_cannot_use_are_refused(argv, says, capsys):
@@ -336,3 +339,22 @@ def test_the_lock_shape_ceiling_and_the_share_of_it_are_cells_of_the_writes_tabl
 def test_a_bare_rate_shape_it_does_not_know_is_refused_before_connecting():
     with pytest.raises(ValueError, match="two_trips"):
         bench_writes.bare_rate("postgresql://nowhere.invalid/x", [["a"]], "[1]", "twotrips")
+
+
+def test_rows_stamped_a_day_apart_leave_a_writer_only_its_window(pg_dsn):
+    """`--rows-per-day`: the big scope's rows are stamped as written at that rate up
+    to now, so a fresh writer's fold-in index reads only the window's rows, and the
+    table says how the rows were stamped."""
+    from memkit.store import open_store
+
+    logged: list[str] = []
+    row = bench_backends.bench_backend(
+        "postgres", pg_dsn, 300, 5, 0, logged.append, None, None, "random", "plain", False,
+        None, None, 10.0,
+    )  # fmt: skip
+    assert row["rows_per_day"] == 10.0 and row["writer_first_s"] > 0
+    with open_store(pg_dsn, embedder=None) as store:
+        seen = sorted(m.last_seen_at for m in store.live(bench_writes.SCOPE))
+    assert len(seen) >= 300
+    assert seen[-1] - seen[0] >= 29.8 * 86400  # 300 rows at 10 a day: ~30 days
+    assert "| 300 (10 a day) |" in bench_backends.render([row]).split("\n\n")[0]

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from memkit.embed import Embedder, normalize_rows
-from memkit.params import FoldParams, RedactionParams
+from memkit.params import DAY, FoldParams, RedactionParams
 from memkit.redact import redact
 from memkit.store.index import Indexes, Write
 from memkit.store.sidecar import Sidecars
@@ -58,7 +58,7 @@ class StoreBase:
         self._lock = threading.RLock()
         self._closed = False
         dim = int(embedder.dim) if embedder is not None else 0
-        self._ix = Indexes(conn, dim, sidecars, cache_cap)
+        self._ix = Indexes(conn, dim, sidecars, cache_cap, fold.window_days * DAY)
         self.new_id: Callable[[], str] = new_row_id
         """Row id factory; evaluations inject a deterministic one so replays reproduce."""
 

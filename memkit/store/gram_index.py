@@ -236,6 +236,15 @@ class GramIndex:
         self._probe: tuple[frozenset[str], list[int]] | None = None
         """The last search's grams and their ids in the order, while the index is
         unchanged: a write searches, then puts the same grams."""
+        self.cutoff: float | None = None
+        """Rows last seen at or before this time were left out when the index was
+        built (`memkit.store.index.Indexes.grams_of`: they cannot be fold
+        targets); None: built from every live row."""
+
+    def covers(self, since: float) -> bool:
+        """Whether every row seen after `since` is held: a fold-in decision whose
+        window starts at `since` may ask this index (SPEC §3.3's window is strict)."""
+        return self.cutoff is None or self.cutoff <= since
 
     def __len__(self) -> int:
         return len(self._slot)

@@ -35,18 +35,29 @@ operation, least recently used scopes lose all their indexes (`Indexes.trim`) as
 `forget` drops them; on Postgres with their numbering, while on SQLite the file's
 stays (the other scopes are caught up to it; a scope loaded afresh is past it).
 
+A (scope, kind) trigram index holds only the live rows a fold-in can still
+reach: those seen within the fold window (SPEC §3.3) and a margin before it
+(`WINDOW_MARGIN`), read when it is built (`grams_of`). A row's `last_seen_at`
+moves only by a write, which every index follows, so a row left out can be
+a fold target again only if the clock goes back past the margin. Each
+decision checks the index it asks against its own clock (`serves`): when the
+clock went back that far, or on by a margin (the index would hold rows aged
+out), the index is built again first. A writer's memory thus grows with the
+rows its scope saw in the last window and two margins, not with its size.
+
 Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.store.rank`);
 approximate search (vectors are exact brute force, no ANN; the gram index is
 exact); persistence (indexes are rebuilt from the table in each process, on a
 scope's first use; only a big scope's matrix is mapped from a file beside a
 SQLite database when one is there, `memkit.store.sidecar`); and a bound inside
-one scope (a scope's index holds all its live rows).
+one scope on the vector and keyword indexes (they hold all its live rows).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -55,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from memkit.embed import normalize_rows
+from memkit.params import DAY
 from memkit.store.gram_index import GramIndex
 from memkit.store.index_bound import Held
 from memkit.store.keyword_index import KeywordIndex
@@ -65,6 +77,12 @@ from memkit.types import KINDS
 
 SYNC_MAX = 5_000
 """Catching up on more changed rows than this drops the indexes instead (they reload)."""
+
+WINDOW_MARGIN = 0.5
+"""A trigram index reads the rows seen within (1 + this) fold windows (at least
+a day more than the window), so a clock that goes back less than that margin
+keeps it; it is built again once the clock moves the margin on (it then holds
+at most the window and twice the margin of rows)."""
 
 BACKLOG = 4_096
 """The vector and keyword indexes queue writes until their next query; once a
@@ -120,7 +138,12 @@ class Indexes:
     """Every in-memory index of one connection, and how far they have caught up."""
 
     def __init__(
-        self, conn: Any, dim: int, sidecars: Sidecars | None = None, cap: int | None = None
+        self,
+        conn: Any,
+        dim: int,
+        sidecars: Sidecars | None = None,
+        cap: int | None = None,
+        window: float | None = None,
     ):
         self.conn = conn
         """A `memkit.store.sqlite_db` connection (SQLiteDb or PgDb)."""
@@ -137,6 +160,11 @@ class Indexes:
             self.seen[None] = conn.top(None)
         self.held = Held(cap)
         """What each scope's indexes hold, and the bound (`trim`)."""
+        self.window = window if window is not None and window < float("inf") else None
+        """The fold window in seconds: trigram indexes hold the rows seen within it
+        (None: every live row)."""
+        self.margin = max(WINDOW_MARGIN * (self.window or 0.0), DAY)
+        """Seconds of rows a trigram index reads before the window (`WINDOW_MARGIN`)."""
 
     def key(self, scope_id: str) -> str | None:
         """The numbering a scope's changes belong to."""
@@ -314,27 +342,54 @@ class Indexes:
         key = self.key(scope_id)
         return self.seen.get(key, 0) if self._loaded(key) else None
 
-    def grams_of(self, scope_id: str, kind: str, threshold: float) -> GramIndex:
+    def grams_of(
+        self, scope_id: str, kind: str, threshold: float, since: float | None = None
+    ) -> GramIndex:
         """The (scope, kind) trigram index serving `threshold`, built from the table
-        on first use. Call after `catch_up`."""
+        on first use. `since`: the start of the fold window of the decision that
+        asks (its clock minus the window); the index is built again unless it
+        `serves` it (module docstring). Without `since` (read ahead of a decision,
+        which checks it then), an index held is returned as it is, and a first
+        one reads the rows from the wall clock's window on. Call after `catch_up`."""
         gi = self.grams.get((scope_id, kind))
-        if gi is None or gi.floor > threshold:  # built for a higher threshold
+        if (
+            gi is None
+            or gi.floor > threshold  # built for a higher threshold
+            or (since is not None and not self.serves(gi, since))
+        ):
+            cutoff = None
+            if self.window is not None:
+                start = time.time() - self.window if since is None else since
+                cutoff = start - self.margin
+            sql = (
+                "SELECT rowid, content FROM memories "
+                "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL"
+            )
+            args: tuple[Any, ...] = (scope_id, kind)
+            if cutoff is not None:
+                sql, args = sql + " AND last_seen_at > ?", (*args, cutoff)
             gi = GramIndex.build(
-                self.conn.stream(
-                    "SELECT rowid, content FROM memories "
-                    "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL",
-                    (scope_id, kind),
-                ),
+                self.conn.stream(sql, args),
                 floor=min(threshold, 1.0),  # above 1 nothing folds; the index still answers
             )
+            gi.cutoff = cutoff
             self.grams[(scope_id, kind)] = gi
         self.held.use(scope_id)
         return gi
 
+    def serves(self, gi: GramIndex, since: float) -> bool:
+        """Whether a trigram index may answer a decision whose fold window starts at
+        `since`: it holds every row seen after it (`GramIndex.covers`), and the
+        clock has not moved a margin past its build (it would hold aged rows)."""
+        if gi.cutoff is None:
+            return self.window is None
+        return gi.covers(since) and since - gi.cutoff <= 2 * self.margin
+
     def warm_grams(self, scope_id: str, kinds: Iterable[str], threshold: float) -> None:
         """Build the (scope, kind) trigram indexes a write will need before it takes
-        the write lock: a first build reads every live row of the scope (seconds at
-        100k rows), and other processes' writers would wait that long. Rows
+        the write lock: a first build reads every live row of the scope seen within
+        the window and margin (seconds at 100k rows), and other processes' writers
+        would wait that long. Rows
         committed meanwhile are applied again by the write's catch-up (puts and
         drops are idempotent)."""
         if threshold <= 0:
@@ -590,10 +645,17 @@ class Write:
         return [r for r in self._caught_up if r.scope_id == self.scope_id and r.kind == kind]
 
     def similar(
-        self, scope_id: str, kind: str, grams: frozenset[str], threshold: float
+        self,
+        scope_id: str,
+        kind: str,
+        grams: frozenset[str],
+        threshold: float,
+        since: float | None,
     ) -> dict[int, float]:
         """Live rows of (scope, kind) with trigram similarity >= threshold, as this
-        write sees them: the committed rows and the rows this write changed."""
+        write sees them: the committed rows and the rows this write changed (for a
+        decision whose fold window starts at `since`: `Indexes.grams_of`)."""
         self._touched.add(scope_id)  # an index loaded now reads this write's rows
         self._apply_grams()
-        return self._indexes.grams_of(scope_id, kind, threshold).similar(grams, threshold)
+        gi = self._indexes.grams_of(scope_id, kind, threshold, since)
+        return gi.similar(grams, threshold)

@@ -67,7 +67,9 @@ class SQLStore(RolloutQueue, Writes):
         with self._lock:
             report = reembed(self._conn, emb, where=self.path, batch=batch, progress=progress)
             self._ix.forget()
-            self.embedder, self._ix = emb, Indexes(self._conn, int(emb.dim), cap=self._ix.held.cap)
+            old = self._ix
+            self.embedder = emb
+            self._ix = Indexes(self._conn, int(emb.dim), None, old.held.cap, old.window)
         return report
 
     def digest(self) -> dict[str, Any]:

@@ -77,9 +77,14 @@ class _Committed:
         self.conn, self._ix = conn, indexes
 
     def similar(
-        self, scope_id: str, kind: str, grams: frozenset[str], threshold: float
+        self,
+        scope_id: str,
+        kind: str,
+        grams: frozenset[str],
+        threshold: float,
+        since: float | None,
     ) -> dict[int, float]:
-        return self._ix.grams_of(scope_id, kind, threshold).similar(grams, threshold)
+        return self._ix.grams_of(scope_id, kind, threshold, since).similar(grams, threshold)
 
 
 class Writes(StoreBase):
@@ -143,14 +148,22 @@ class Writes(StoreBase):
             return best_fold(
                 [(r, jaccard(grams, trigrams(r.content))) for r in rows], now, window, t
             )
-        return best_fold(self._candidates(w, scope_id, kind, grams).values(), now, window, t)
+        found = self._candidates(w, scope_id, kind, grams, now - window)
+        return best_fold(found.values(), now, window, t)
 
     def _candidates(
-        self, w: Write | _Committed, scope_id: str, kind: str, grams: frozenset[str]
+        self,
+        w: Write | _Committed,
+        scope_id: str,
+        kind: str,
+        grams: frozenset[str],
+        since: float | None,
     ) -> dict[int, tuple[Row, float]]:
         """{rowid: (row, similarity)} of the live rows of (scope, kind) at or above
-        the threshold (> 0), as `w` sees them (one round trip: the rows' facts)."""
-        sims = w.similar(scope_id, kind, grams, self.fold.threshold)
+        the threshold (> 0), as `w` sees them (one round trip: the rows' facts),
+        for a decision whose fold window starts at `since` (None: read ahead of
+        one, which checks the index then: `_decide`)."""
+        sims = w.similar(scope_id, kind, grams, self.fold.threshold, since)
         return {
             r.rowid: (r, sims[r.rowid])
             for r in sql.by_rowid(w.conn, sims).values()
@@ -189,7 +202,8 @@ class Writes(StoreBase):
                     rows = self._refreshed(rows, applied, scope_id, item)
         if rows is None:
             self._ix.catch_up(scope_id)
-            rows = self._candidates(_Committed(self._conn, ix), scope_id, item.kind, item.grams)
+            committed = _Committed(self._conn, ix)
+            rows = self._candidates(committed, scope_id, item.kind, item.grams, None)
         return _Foresight(
             ix.seen.get(ix.key(scope_id), 0), ix.grams_of(scope_id, item.kind, t), rows
         )
@@ -226,10 +240,11 @@ class Writes(StoreBase):
         changed = (
             None if ahead is None else w.changed_since(ahead.seen, item.kind, ahead.gram_index)
         )
-        if ahead is None or changed is None:
+        window = self.fold.window_days * DAY
+        if ahead is None or changed is None or not self._ix.serves(ahead.gram_index, now - window):
             return self._fold_target(w, scope_id, item.kind, item.grams, now)
         rows = self._refreshed(ahead.rows, changed, scope_id, item)
-        return best_fold(rows.values(), now, self.fold.window_days * DAY, self.fold.threshold)
+        return best_fold(rows.values(), now, window, self.fold.threshold)
 
     def remember(
         self,
