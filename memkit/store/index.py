@@ -45,6 +45,12 @@ clock went back that far, or on by a margin (the index would hold rows aged
 out), the index is built again first. A writer's memory thus grows with the
 rows its scope saw in the last window and two margins, not with its size.
 
+Why over 600 lines: the indexes and `Write`, the one path that keeps them true,
+hold one invariant together (a write's catch-up, its patches and its rollback
+change the indexes as one); the split planned is `Write` and the change
+readers (`patches`, `changes_since`) into a module of their own once the
+write path stops moving under #36's measurements.
+
 Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.store.rank`);
 approximate search (vectors are exact brute force, no ANN; the gram index is
 exact); persistence (indexes are rebuilt from the table in each process, on a
