@@ -380,7 +380,7 @@ def render(rows: list[dict]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['backend']} | {r['rows']:,} | {_one(r, 'rem_1', ',.0f')} "
+            f"| {r['backend']} | {_rows_cell(r)} | {_one(r, 'rem_1', ',.0f')} "
             f"| {_one(r, 'rem_4', ',.0f')} | {_one(r, 'rem_4_own', ',.0f')} "
             f"| {_one(r, 'many_1', ',.0f')} | {_one(r, 'rem_1_async', ',.0f')} "
             f"| {_one(r, 'rem_4_async', ',.0f')} | {_one(r, 'bare_1', ',.0f')} "
