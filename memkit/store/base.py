@@ -18,7 +18,7 @@ import numpy as np
 from memkit.embed import Embedder, normalize_rows
 from memkit.params import DAY, FoldParams, RedactionParams
 from memkit.redact import redact
-from memkit.store.index import Indexes, Write
+from memkit.store.index import Indexes, Statement, Write
 from memkit.store.sidecar import Sidecars
 
 
@@ -104,10 +104,11 @@ class StoreBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, scope_id: str, rows: int = 0) -> Write:
+    def _write(self, scope_id: str, rows: int = 0, read: Statement | None = None) -> Write:
         """The one write path: every writer runs inside `with self._write(scope) as w`
-        (`rows`: the most rows it inserts, whose rowids Postgres reserves at once)."""
-        return Write(self._lock, self._ix, scope_id, rows)
+        (`rows`: the most rows it inserts, whose rowids Postgres reserves at once;
+        `read`: a statement read under the lock with it, `Write.read_rows`)."""
+        return Write(self._lock, self._ix, scope_id, rows, read)
 
     def _embed(self, texts: Sequence[str]) -> list[np.ndarray | None]:
         """Embed in one call, outside the lock; failure is not an error (SPEC §3.2):

@@ -132,9 +132,9 @@ class Reload:
 Statement = tuple[str, Sequence[Any]]
 """A statement with `?` placeholders, and its arguments."""
 
-TopAndChanges = tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]
+TopAndChanges = tuple[int, list[tuple[Any, ...]]]
 """What a connection's `top_and_changes` reads: the scope's highest committed
-change number, the rows changed since, and the rows of the statement after them."""
+change number and the rows changed since."""
 
 
 # --- the indexes of one connection ----------------------------------------------------
@@ -297,7 +297,7 @@ class Indexes:
         key = self.key(scope_id)
         seen = self.seen.get(key, 0)
         if top is None and changes is None and self._loaded(key):
-            top, changes, _ = c.top_and_changes(key, seen, self.holds_vectors(key))
+            top, changes = c.top_and_changes(key, seen, self.holds_vectors(key))
         elif top is None:
             top = c.top(key)
         if top == seen:
@@ -324,18 +324,6 @@ class Indexes:
                 self.put(p, grams=grams_later is None)
         self.seen[key] = max([top, *(r[0] for r in rows)])
         return self.seen[key]
-
-    def catch_up_reading(
-        self, scope_id: str, then: Statement | None, applied: list[Row]
-    ) -> list[tuple[Any, ...]]:
-        """`catch_up` (the rows applied one by one appended to `applied`), and the
-        rows of the statement `then` ([] without one), read after the changes in
-        the same round trip."""
-        key = self.key(scope_id)
-        seen = self.seen.get(key, 0)
-        top, changes, got = self.conn.top_and_changes(key, seen, self.holds_vectors(key), then)
-        self.catch_up(scope_id, top, changes, applied)
-        return list(got)
 
     def holds_vectors(self, key: str | None) -> bool:
         """Whether a numbering's catch-up needs the changed rows' vectors (a scope's
@@ -526,9 +514,20 @@ class Write:
     """One write transaction of a scope: lock, `begin_write`, catch up, `seq`;
     collect index patches; commit; apply them. See the module docstring."""
 
-    def __init__(self, lock: threading.RLock, indexes: Indexes, scope_id: str, rows: int = 0):
+    def __init__(
+        self,
+        lock: threading.RLock,
+        indexes: Indexes,
+        scope_id: str,
+        rows: int = 0,
+        read: Statement | None = None,
+    ):
         self.rows = rows
         """Rows the write will insert at most (`begin_write` may reserve their rowids)."""
+        self.read = read
+        """A statement read under the lock, in the lock's round trip: its rows are
+        `read_rows` ([] without one)."""
+        self.read_rows: list[tuple[Any, ...]] = []
         self._lock = lock
         self._indexes = indexes
         self.conn = indexes.conn
@@ -551,11 +550,11 @@ class Write:
             ix = self._indexes
             since = ix.since(self.scope_id) if self.conn.per_scope else None
             self._entered_at = ix.seen.get(ix.key(self.scope_id), 0)
-            top = self.conn.begin_write(
-                self.scope_id, since, self.rows, ix.holds_vectors(ix.key(self.scope_id))
-            )
+            vectors = ix.holds_vectors(ix.key(self.scope_id))
+            top = self.conn.begin_write(self.scope_id, since, self.rows, vectors, self.read)
             try:
                 changes = self.conn.take_changes()
+                self.read_rows = self.conn.take_read()
                 self._top = ix.catch_up(
                     self.scope_id, top, changes, self._caught_up, self._grams_later
                 )

@@ -124,6 +124,7 @@ class PgDb:
         self.conn = conn
         self._changes: list[tuple[Any, ...]] | None = None
         self._reserved: list[int] = []
+        self._read: list[tuple[Any, ...]] = []
         self._batch: Any = None
         """The pipeline of the open `batch`, if any."""
         self._implicit = False
@@ -165,26 +166,34 @@ class PgDb:
             yield from cur
 
     def begin_write(
-        self, scope_id: str | None, since: int | None = None, reserve: int = 0, vectors: bool = True
+        self,
+        scope_id: str | None,
+        since: int | None = None,
+        reserve: int = 0,
+        vectors: bool = True,
+        read: Statement | None = None,
     ) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
         lock); the scope's highest committed change number. `memkit_lock_scope`
         (`memkit.store.pg_schema`) takes the lock, reserves `reserve` rowids (for
         `reserve_rowids`) and then reads the scope's rows changed after `since`
-        (for `take_changes`; with their vectors when `vectors`).
+        (for `take_changes`; with their vectors when `vectors`). The statement
+        `read` is sent with the lock, in its round trip, and runs after it (READ
+        COMMITTED: a snapshot taken once the lock is held; `take_read`).
 
         Inside a `batch` that is the write's only statement so far: the write is
         the pipeline's implicit transaction (what is sent before the pipeline's
         next sync is one transaction, which that sync commits: `end_write`), and
         the lock's rows are fetched with a flush, not a sync. Outside one: BEGIN
         and the lock, one round trip."""
-        self._changes, self._reserved, self._implicit = None, [], False
+        self._changes, self._reserved, self._implicit, self._read = None, [], False, []
         try:
             with _text_errors():
                 if self._batch is not None and scope_id is not None:
                     self._implicit = True  # no BEGIN, no COMMIT: two statements fewer
                     cur = self._lock_scope(scope_id, since, reserve, vectors)
-                    rows = cur.fetchall()
+                    then = None if read is None else self.execute(*read)
+                    rows = cur.fetchall()  # a flush: both statements' results come back
                 else:
                     with self.conn.pipeline():
                         self.conn.execute("BEGIN")
@@ -192,7 +201,10 @@ class PgDb:
                             self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
                             return 0
                         cur = self._lock_scope(scope_id, since, reserve, vectors)
+                        then = None if read is None else self.execute(*read)
                     rows = cur.fetchall()
+                if then is not None:
+                    self._read = then.fetchall()
             head, *changed = rows
             seq, ids = head[0], head[1]
             if since is not None and int(seq) - 1 != since:
@@ -208,6 +220,11 @@ class PgDb:
             "SELECT * FROM memkit_lock_scope(?::text, ?::bigint, ?::int, ?::boolean, ?::int)",
             (scope_id, since, max(int(reserve), 0), vectors, SYNC_MAX + 1),
         )
+
+    def take_read(self) -> list[tuple[Any, ...]]:
+        """The rows of `begin_write`'s `read` statement ([] without one)."""
+        out, self._read = self._read, []
+        return out
 
     def take_changes(self) -> list[tuple[Any, ...]] | None:
         """The rows `begin_write` read for the catch-up (None: it read none)."""
@@ -274,26 +291,21 @@ class PgDb:
         """Always []: Postgres checks its own pages (no amcheck here)."""
         return []
 
-    def top_and_changes(
-        self, scope_id: str | None, since: int, vectors: bool, then: Statement | None = None
-    ) -> TopAndChanges:
-        """`top`, the rows of `changes_since` and the rows of the statement `then`
-        ([] without one), in one statement (`read_ahead_sql`): one snapshot, in
-        which a scope's committed number and its rows agree (both change in the
-        transaction that takes the number), and one statement's client and
-        server overhead where three cost three."""
+    def top_and_changes(self, scope_id: str | None, since: int, vectors: bool) -> TopAndChanges:
+        """`top` and the rows of `changes_since` in one statement (`read_ahead_sql`):
+        one snapshot, in which a scope's committed number and its rows agree (both
+        change in the transaction that takes the number), and one statement's
+        client and server overhead where two cost two."""
         changes = changes_since(scope_id, since, vectors)
-        rows = self.execute(*read_ahead_sql(scope_id, changes, then)).fetchall()
-        top, changed, got = 0, [], []
+        rows = self.execute(*read_ahead_sql(scope_id, changes)).fetchall()
+        top, changed = 0, []
         for r in rows:
             if r[0] == 0:
                 top = int(r[1])
-            elif r[0] == 1:
-                changed.append(r[1:])
             else:
-                got.append(r[2:-1])
+                changed.append(r[1:])
         changed.sort(key=lambda r: r[0])  # change order, whatever order UNION ALL kept
-        return top, changed, got
+        return top, changed
 
     def top(self, scope_id: str | None) -> int:
         """The scope's highest committed change number."""
@@ -790,20 +802,15 @@ _ROW_NULLS = ", ".join(["NULL"] * (len(COLS.split(",")) + 1))
 """The read-ahead's part 0 padded to its width: a `Row`'s columns and the embedding."""
 
 
-def read_ahead_sql(scope_id: str | None, changes: Statement, then: Statement | None) -> Statement:
+def read_ahead_sql(scope_id: str | None, changes: Statement) -> Statement:
     """`PgDb.top_and_changes`'s one statement: a UNION ALL of the scope's number
-    (part 0), the `changes` rows (part 1: change_seq, the `Row`'s columns,
-    embedding) and the `then` rows (part 2: the `Row`'s columns), each row led
-    by its part; columns a part lacks are NULL."""
+    (part 0) and the `changes` rows (part 1: change_seq, the `Row`'s columns,
+    embedding), each row led by its part; columns part 0 lacks are NULL."""
     sql = (
         f"SELECT 0, seq, {_ROW_NULLS} FROM scopes WHERE scope_id = ? "
         f"UNION ALL SELECT 1, c.* FROM ({changes[0]}) c"
     )
-    args = [scope_id, *changes[1]]
-    if then is not None:
-        sql += f" UNION ALL SELECT 2, NULL, t.*, NULL FROM ({then[0]}) t"
-        args += then[1]
-    return sql, args
+    return sql, [scope_id, *changes[1]]
 
 
 def _check_readable(conn: Any, dsn: str) -> None:

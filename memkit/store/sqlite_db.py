@@ -15,9 +15,10 @@ adds only what differs between the engines:
   and stamps its rows with the next one. `begin_write(None)` takes the
   store-wide lock (recording the embedder).
 * **How a batch of statements travels** (`reserve_rowids`, `batch`,
-  `take_changes`): Postgres sends the lock, the catch-up's read and the
-  rowid reservation in one round trip and pipelines its inserts (a read
-  waits for them, in order); SQLite runs in-process and needs none of it.
+  `take_changes`, `take_read`): Postgres sends the lock, the catch-up's read,
+  the rowid reservation and the write's own read (`begin_write`'s `read`: the
+  fold-in candidates' facts) in one round trip and pipelines its inserts (a
+  read waits for them, in order); SQLite runs in-process and needs none of it.
 * **How an embedding is stored** (`vec` to write, `unvec` / `matrix` to
   read): a float32 blob, or a pgvector `vector`.
 * **How a long result is read** (`stream`, a scope's texts for its fold-in
@@ -47,18 +48,34 @@ class SQLiteDb(sqlite3.Connection):
     per_scope = False
     """Change numbers count across the file: one write lock serves every scope."""
 
+    _read: Sequence[tuple[Any, ...]] = ()
+    """The rows `begin_write` read for its `read` statement (`take_read`)."""
+
     def begin_write(
-        self, scope_id: str | None, since: int | None = None, reserve: int = 0, vectors: bool = True
+        self,
+        scope_id: str | None,
+        since: int | None = None,
+        reserve: int = 0,
+        vectors: bool = True,
+        read: Statement | None = None,
     ) -> int:
         """Start a write holding the file's write lock; the highest committed
-        change number (the write stamps the next one). `since`, `reserve` and
+        change number (the write stamps the next one). The rows of the statement
+        `read` are read under the lock (`take_read`). `since`, `reserve` and
         `vectors` are for a connection with round trips to save (Postgres); unused here."""
         self.execute("BEGIN IMMEDIATE")
         try:
-            return self.top(scope_id)
+            top = self.top(scope_id)
+            self._read = [] if read is None else self.execute(*read).fetchall()
+            return top
         except BaseException:
             self.execute("ROLLBACK")
             raise
+
+    def take_read(self) -> list[tuple[Any, ...]]:
+        """The rows of `begin_write`'s `read` statement ([] without one)."""
+        out, self._read = self._read, ()
+        return list(out)
 
     def end_write(self, commit: bool) -> None:
         self.execute("COMMIT" if commit else "ROLLBACK")
@@ -91,14 +108,10 @@ class SQLiteDb(sqlite3.Connection):
         found = [r[0] for r in self.execute("PRAGMA integrity_check").fetchall()]
         return [] if found == ["ok"] else found
 
-    def top_and_changes(
-        self, scope_id: str | None, since: int, vectors: bool, then: Statement | None = None
-    ) -> TopAndChanges:
-        """`top`, then the rows of `changes_since`, then those of `then` ([] without
-        one): a round trip saves nothing here."""
+    def top_and_changes(self, scope_id: str | None, since: int, vectors: bool) -> TopAndChanges:
+        """`top`, then the rows of `changes_since`: a round trip saves nothing here."""
         top = self.top(scope_id)
-        changed = self.execute(*changes_since(None, since, vectors)).fetchall()
-        return top, changed, [] if then is None else self.execute(*then).fetchall()
+        return top, self.execute(*changes_since(None, since, vectors)).fetchall()
 
     def top(self, scope_id: str | None) -> int:
         """The highest committed change number (of the file: `scope_id` is unused)."""

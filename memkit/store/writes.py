@@ -49,7 +49,11 @@ class _Foresight(NamedTuple):
     """The scope's numbering's change number the candidates reflect."""
     gram_index: GramIndex
     """The (scope, kind) trigram index that answered (a reload makes them stale)."""
-    rows: dict[int, tuple[Row, float]]
+    rows: dict[int, tuple[Row, float]] | None
+    """The candidates with their facts, when read before the lock; else None and
+    their facts are read with the lock (`sims`)."""
+    sims: dict[int, float]
+    """{rowid: similarity} of the candidates the index gave (`rows` None)."""
 
 
 def best_fold(
@@ -67,6 +71,18 @@ def best_fold(
         if best_key is None or key > best_key:
             best, best_key = r, key
     return best
+
+
+def _still_live(
+    sims: Mapping[int, float], rows: Iterable[Row], scope_id: str, kind: str
+) -> dict[int, tuple[Row, float]]:
+    """{rowid: (row, similarity)} of the candidates `sims` scored whose `rows` (their
+    facts) are still live in (scope, kind)."""
+    return {
+        r.rowid: (r, sims[r.rowid])
+        for r in rows
+        if r.scope_id == scope_id and r.kind == kind and r.live
+    }
 
 
 class _Committed:
@@ -164,48 +180,31 @@ class Writes(StoreBase):
         for a decision whose fold window starts at `since` (None: read ahead of
         one, which checks the index then: `_decide`)."""
         sims = w.similar(scope_id, kind, grams, self.fold.threshold, since)
-        return {
-            r.rowid: (r, sims[r.rowid])
-            for r in sql.by_rowid(w.conn, sims).values()
-            if r.scope_id == scope_id and r.kind == kind and r.live
-        }
+        return _still_live(sims, sql.by_rowid(w.conn, sims).values(), scope_id, kind)
 
     def _foresee(self, scope_id: str, item: _Item) -> _Foresight | None:
-        """`remember`'s fold-in candidates read before the scope's write lock: the
-        costly part of the decision (the trigram index's answer and a round trip
-        for the rows' facts) leaves the time other writers wait. Under the lock
-        `_decide` brings them up to date with the rows changed since. None when
-        there is nothing to read ahead (threshold <= 0 scans in SQL; no grams).
-
-        One round trip: the index answers as it stands, then the catch-up's rows
-        and the candidates' facts are read together, and the rows the catch-up
-        applied are scored again (`_refreshed`), as under the lock. When the
-        catch-up reloads the index, its candidates are asked again."""
+        """`remember`'s fold-in candidates asked before the scope's write lock: the
+        trigram index answers as it stands, with no round trip; the candidates'
+        facts are read in the lock's round trip (`Write.read`), and `_decide`
+        brings them up to date with the rows changed since this client last
+        looked, which the lock reads. None when there is nothing to ask ahead
+        (threshold <= 0 scans in SQL; no grams). When the index is not loaded
+        (or the candidates fill more than one read), the index is caught up and
+        the candidates' facts read now (one round trip)."""
         t = self.fold.threshold
         if t <= 0 or not item.grams:
             return None
         ix = self._ix
         gi = ix.grams.get((scope_id, item.kind))
-        rows: dict[int, tuple[Row, float]] | None = None
         if gi is not None and gi.floor <= t and ix.since(scope_id) is not None:
             sims = gi.similar(item.grams, t)
             if len(sims) <= sql.CHUNK:
-                applied: list[Row] = []
-                then = sql.by_rowid_statement(list(sims)) if sims else None  # none: no read
-                facts = ix.catch_up_reading(scope_id, then, applied)
-                if ix.grams.get((scope_id, item.kind)) is gi:
-                    rows = {
-                        r.rowid: (r, sims[r.rowid])
-                        for r in map(Row._make, facts)
-                        if r.scope_id == scope_id and r.kind == item.kind and r.live
-                    }
-                    rows = self._refreshed(rows, applied, scope_id, item)
-        if rows is None:
-            self._ix.catch_up(scope_id)
-            committed = _Committed(self._conn, ix)
-            rows = self._candidates(committed, scope_id, item.kind, item.grams, None)
+                return _Foresight(ix.seen.get(ix.key(scope_id), 0), gi, None, sims)
+        self._ix.catch_up(scope_id)
+        committed = _Committed(self._conn, ix)
+        rows = self._candidates(committed, scope_id, item.kind, item.grams, None)
         return _Foresight(
-            ix.seen.get(ix.key(scope_id), 0), ix.grams_of(scope_id, item.kind, t), rows
+            ix.seen.get(ix.key(scope_id), 0), ix.grams_of(scope_id, item.kind, t), rows, {}
         )
 
     def _refreshed(
@@ -243,7 +242,10 @@ class Writes(StoreBase):
         window = self.fold.window_days * DAY
         if ahead is None or changed is None or not self._ix.serves(ahead.gram_index, now - window):
             return self._fold_target(w, scope_id, item.kind, item.grams, now)
-        rows = self._refreshed(ahead.rows, changed, scope_id, item)
+        rows = ahead.rows
+        if rows is None:  # the facts came with the lock
+            rows = _still_live(ahead.sims, map(Row._make, w.read_rows), scope_id, item.kind)
+        rows = self._refreshed(rows, changed, scope_id, item)
         return best_fold(rows.values(), now, window, self.fold.threshold)
 
     def remember(
@@ -306,7 +308,8 @@ class Writes(StoreBase):
             # one item: its candidates are read now (a batch folds into its own rows)
             ahead = self._foresee(scope_id, items[0]) if len(items) == 1 else None
         # the batch holds the statements and the COMMIT (`end_write`): one round trip
-        with self._lock, self._conn.batch(), self._write(scope_id, len(items)) as w:
+        read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else None
+        with self._lock, self._conn.batch(), self._write(scope_id, len(items), read) as w:
             reserved = iter(w.conn.reserve_rowids(len(items)))
             for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())
