@@ -159,3 +159,18 @@ def test_bench_refuses_bad_values(bad, capsys):
         bench_main(["fold-server", *bad])
     assert e.value.code == 2
     assert "memkit bench fold-server" in capsys.readouterr().err
+
+
+def test_a_row_whose_server_answers_differ_is_named_and_fails_the_run():
+    from evals import bench_fold_server as b
+
+    ok = {"corpus": "synthetic", "rows": 1000, "btree_disagree": 0.0, "btree_len_disagree": 0.0}
+    assert b.disagreements([ok]) == []
+    assert b.disagreements([ok | {"gin_disagree": 0.0}]) == []
+    bad = ok | {"btree_len_disagree": 2.0, "gin_disagree": 1.0}
+    assert b.disagreements([bad]) == [
+        "synthetic 1,000 rows, btree_len: 2 probes differ",
+        "synthetic 1,000 rows, gin: 1 probes differ",
+    ]
+    unseen = {"corpus": "synthetic", "rows": 1000, "btree_disagree": 0.0}
+    assert b.disagreements([unseen]) == ["synthetic 1,000 rows, btree_len: not compared"]
