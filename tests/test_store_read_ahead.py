@@ -9,7 +9,7 @@ import pytest
 
 from memkit.params import FoldParams
 from memkit.store import open_store
-from memkit.store.index import Write
+from memkit.store.write_txn import Write
 from memkit.text import jaccard, trigrams
 
 SCOPE = "scope"

@@ -1,7 +1,8 @@
 """The base every layer of the store stands on (see `memkit.store.rules`).
 
 A connection of either backend, its lock, the in-memory indexes
-(`memkit.store.index`), the one write path that keeps them true, and the two
+(`memkit.store.index`), the one write path that keeps them true
+(`memkit.store.write_txn`), and the two
 steps every write takes before that lock: embedding and redaction.
 """
 
@@ -18,8 +19,9 @@ import numpy as np
 from memkit.embed import Embedder, normalize_rows
 from memkit.params import DAY, FoldParams, RedactionParams
 from memkit.redact import redact
-from memkit.store.index import Indexes, Statement, Write
+from memkit.store.index import Indexes, Statement
 from memkit.store.sidecar import Sidecars
+from memkit.store.write_txn import Write
 
 
 def new_row_id() -> str:

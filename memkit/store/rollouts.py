@@ -20,9 +20,10 @@ from memkit.params import ConsolidationParams
 from memkit.proposal import Proposal, validate_proposal
 from memkit.redact import redact
 from memkit.store import rows as sql
-from memkit.store.index import LiveRow, Write
+from memkit.store.index import LiveRow
 from memkit.store.parking import PROVIDER_CODES, failure_class, plan
 from memkit.store.reads import Reads
+from memkit.store.write_txn import Write
 from memkit.text import trigrams
 from memkit.types import Change, CommitResult, Memory, Rollout
 

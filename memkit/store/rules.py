@@ -8,7 +8,8 @@ and what a consolidation commit checks and applies (§7.7). They live once, in
 how to connect, and a connection (`memkit.store.sqlite_db`) adds what differs
 between the engines (write locks, change numbers, how a vector is stored).
 The machinery is apart: the in-memory indexes and the one write path that
-keeps them true across connections are `memkit.store.index`, the row record
+keeps them true across connections are `memkit.store.index` and
+`memkit.store.write_txn`, the row record
 and its SQL statements `memkit.store.rows`, the schema `memkit.store.schema`.
 
 `SQLStore` is assembled from one layer per responsibility, each its own
@@ -21,7 +22,7 @@ the recorded embedder both backends check when they open.
 Design choices, each for a measured reason:
 
 * WAL, autocommit connection, an explicit write transaction for every write
-  (`memkit.store.index.Write`: `BEGIN IMMEDIATE` on SQLite, the scope's row lock on
+  (`memkit.store.write_txn.Write`: `BEGIN IMMEDIATE` on SQLite, the scope's row lock on
   Postgres), so fold detection and the write it decides are one transaction
   even across processes (SPEC §3.7), and readers never block writers.
 * Fold-in and recall use in-memory indexes (`memkit.store.writes`,

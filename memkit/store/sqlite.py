@@ -18,11 +18,11 @@ from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RedactionParams
 from memkit.store import sidecar
-from memkit.store.index import Write
 from memkit.store.index_bound import CACHE_MB, cap_bytes
 from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
 from memkit.store.schema import SCHEMA_VERSION, check_own_file, migrate
 from memkit.store.sqlite_db import SQLiteDb
+from memkit.store.write_txn import Write
 
 _BUSY_TIMEOUT_MS = 60_000
 

@@ -22,8 +22,9 @@ from memkit.params import DAY
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase, new_row_id
 from memkit.store.gram_index import GramIndex
-from memkit.store.index import Indexes, LiveRow, Write
+from memkit.store.index import Indexes, LiveRow
 from memkit.store.rows import Row
+from memkit.store.write_txn import Write
 from memkit.text import jaccard, recent_trigrams, trigrams
 from memkit.types import Memory, RememberResult
 
