@@ -1,7 +1,9 @@
 """The HNSW half of `memkit bench store --backend postgres` (`evals.bench_backends`):
 query vectors by vector source, timed recalls, recall@8 against the exact answer
 with ties counted, and one pass over the scopes at an ef_search (a sweep runs
-it once per value on the same indexes).
+it once per value on the same indexes), the server's page reads of a pass
+(`Pages`: how many of a query's blocks came from outside shared_buffers),
+and the sweep's table.
 
 The baselines of those recalls: the exact answer (the full ranking) scores
 1.000 by definition, and a random ranking of a scope of n rows k/n on
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from evals.bench_data import LIMIT, embedded, percentiles, perturbed, unit_vectors
+from memkit.errors import MemkitError
 
 
 def recalls(store, scope: str, qs: np.ndarray) -> tuple[list[list[tuple[str, float]]], list[float]]:
@@ -53,16 +56,74 @@ def queries(
     return vecs[nrng.integers(0, len(vecs), k)] + 0.05 * unit_vectors(nrng, k)
 
 
-def ann_recalls(ann: Any, scopes: list[tuple[Any, ...]], ef: int, log) -> dict:
+PAGES_WAIT_S = 11.0
+"""Seconds to wait before reading the I/O counters after a pass: a backend flushes
+its counters when idle, at most once a second, else after PGSTAT_IDLE_INTERVAL
+(10 s; Postgres 16's pgstat.c), so a read sooner would miss the pass's last ones."""
+
+
+class Pages:
+    """The `memories` table's block counters (pg_statio_user_tables: the heap and all
+    its indexes), read on a connection of its own; `delta(queries)` is what the
+    pass since the last call read per query: blocks read from outside
+    shared_buffers (`idx_read`, `heap_read`: from the OS cache or the disk) and
+    found in them (`idx_hit`, `heap_hit`)."""
+
+    FIELDS = ("heap_blks_read", "heap_blks_hit", "idx_blks_read", "idx_blks_hit")
+
+    def __init__(self, url: str, wait_s: float | None = None):
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.wait_s = PAGES_WAIT_S if wait_s is None else wait_s
+        self.last = self._read()
+
+    def _read(self) -> dict[str, int]:
+        time.sleep(self.wait_s)
+        self.conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = self.conn.execute(
+            f"SELECT {', '.join(self.FIELDS)} FROM pg_statio_user_tables "
+            "WHERE relid = 'memories'::regclass"
+        ).fetchone()
+        if row is None:
+            raise MemkitError("pg_statio_user_tables has no row for the table memories")
+        return {k: int(v or 0) for k, v in zip(self.FIELDS, row, strict=True)}
+
+    def delta(self, queries: int) -> dict[str, float]:
+        now = self._read()
+        out = {
+            k.replace("_blks", ""): (now[k] - self.last[k]) / max(queries, 1) for k in self.FIELDS
+        }
+        self.last = now
+        return out
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def warm_up(ann: Any, scopes: list[tuple[Any, ...]], qs: dict[str, np.ndarray], log) -> None:
+    """Untimed recalls of other queries on each scope (`qs` by scope), at the store's
+    ef_search: the pages a long-running server's index would hold."""
+    for _key, scope, _qq, _want in scopes:
+        t = time.perf_counter()
+        recalls(ann, scope, qs[scope])
+        log(f"  warm-up: {len(qs[scope])} recalls on {scope} in {time.perf_counter() - t:.1f} s")
+
+
+def ann_recalls(
+    ann: Any, scopes: list[tuple[Any, ...]], ef: int, log, pages: Pages | None = None
+) -> dict:
     """HNSW recall at one ef_search on each (key, scope, queries, exact hits):
     p50/p95, recall@8 against the exact hits (ties counted, `recall_with_ties`),
     recall@1 (the same rule on each answer's first hit: was the best row found,
-    the one a reworded query is about) and how many recalls were answered exactly
-    instead."""
+    the one a reworded query is about), how many recalls were answered exactly
+    instead and, with `pages`, the blocks a query read (`Pages.delta`)."""
     out: dict = {"ef_search": ef}
     for key, scope, qq, want in scopes:
         before = ann.ann_counts["exact_fallback"]
         got, times = recalls(ann, scope, qq)
+        if pages is not None:
+            out |= {f"{key}_{k}": v for k, v in pages.delta(len(qq)).items()}
         hit = [recall_with_ties(g, w) for g, w in zip(got, want, strict=True)]
         out[f"{key}_p50"], out[f"{key}_p95"] = percentiles(times)
         out[f"{key}_recall8"] = float(np.mean(hit))
@@ -76,3 +137,56 @@ def ann_recalls(ann: Any, scopes: list[tuple[Any, ...]], ef: int, log) -> dict:
             f"exact instead {out[f'{key}_fallbacks']}/{len(qq)}"
         )
     return out
+
+
+def pair(r: dict, key: str, fmt: str = ".2f") -> str:
+    """'p50 / p95' of `key`, or – when the row has none."""
+    if f"{key}_p50" not in r:
+        return "–"
+    return f"{r[f'{key}_p50']:{fmt}} / {r[f'{key}_p95']:{fmt}}"
+
+
+def cell(r: dict, key: str, fmt: str) -> str:
+    """A cell: – when the row has none, "undefined" when it is None (not measurable)."""
+    if key not in r:
+        return "–"
+    return "undefined" if r[key] is None else format(r[key], fmt)
+
+
+def _reads(e: dict, key: str) -> str:
+    """'index / heap' blocks a query read from outside shared_buffers, or –."""
+    if f"{key}_idx_read" not in e:
+        return "–"
+    return f"{e[f'{key}_idx_read']:,.0f} / {e[f'{key}_heap_read']:,.0f}"
+
+
+def render_sweep(rows: list[dict]) -> str:
+    """The HNSW rows by vector source and ef_search, cold then warm ('' when no row has one)."""
+    lines = [
+        "| live rows | vectors / texts | distinct texts / vectors | build, m / ef_construction "
+        "| build s / index MB "
+        "| ef_search | HNSW p50 / p95 ms | recall@8 | recall@1 | exact instead "
+        "| 1 % HNSW p50 / p95 ms | 1 % recall@8 | 1 % exact instead "
+        "| pages | blocks read a query, index / heap | 1 %: index / heap | load 1/5/15 |",
+        "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        graph = r.get("hnsw_graph")
+        build = r.get("hnsw_build_mode", "–") + (f", m {graph[0]} / {graph[1]}" if graph else "")
+        sweeps = [("cold", e) for e in r.get("ef_sweep", [])]
+        sweeps += [(f"warm ({r.get('warm', 0):,} before)", e) for e in r.get("ef_sweep_warm", [])]
+        for state, e in sweeps:
+            lines.append(
+                f"| {r['rows']:,} | {r.get('vectors', 'random')} / {r.get('texts', 'synthetic')} "
+                f"| {cell(r, 'distinct_texts', ',d')} / {cell(r, 'distinct_vectors', ',d')} "
+                f"| {build} | {r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f} "
+                f"| {e['ef_search']} "
+                f"| {pair(e, 'hnsw')} | {cell(e, 'hnsw_recall8', '.3f')} "
+                f"| {cell(e, 'hnsw_recall1', '.3f')} "
+                f"| {cell(e, 'hnsw_fallbacks', 'd')} | {pair(e, 'small_hnsw')} "
+                f"| {cell(e, 'small_hnsw_recall8', '.3f')} "
+                f"| {cell(e, 'small_hnsw_fallbacks', 'd')} | {state} | {_reads(e, 'hnsw')} "
+                f"| {_reads(e, 'small_hnsw')} | {r.get('load', '–')} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else ""

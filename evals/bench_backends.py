@@ -19,7 +19,10 @@ Measured:
   how many recalls were answered exactly instead (no index for the scope, or
   a possibly short answer); the build time (`--hnsw-build`: concurrent or
   plain) under `memkit.store.pg_search.BUILD_SETTINGS`, the graph built
-  (`--hnsw-graph` m,ef_construction) and the indexes' size;
+  (`--hnsw-graph` m,ef_construction) and the indexes' size; with `--warm N`
+  the sweep again after N other recalls, each pass with the blocks it read
+  from outside shared_buffers; with `--hnsw-ops` pgvector's operator classes
+  side by side on the big scope (`evals.bench_ops`);
 * a freshly spawned client answering 20 recalls: the seconds from opening the
   store to its first answer (a cold open: SQLite maps the vector sidecar the
   setup's first recall left beside the file, `memkit.store.sidecar`, for a
@@ -80,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from evals import bench_ann, bench_clients, bench_writes
+from evals import bench_ann, bench_clients, bench_ops, bench_writes
 from evals.bench_data import (
     DIM,
     LIMIT,
@@ -202,13 +205,19 @@ def bench_backend(
     pool: tuple[str, list[str]] | None = None,
     hnsw_graph: tuple[int, int] | None = None,
     rows_per_day: float | None = None,
+    warm: int = 0,
+    hnsw_ops: list[str] | None = None,
 ) -> dict:
     """One backend at one size (see the module docstring); `recall=False` measures
     the writes only (`--skip-recall`: no recall, fresh recall client or HNSW build);
     `pool`: (its name, real texts) to store instead of synthetic ones;
     `hnsw_graph`: the indexes' (m, ef_construction), None for the store's default;
     `rows_per_day`: the big scope's rows stamped as written that many a day, the
-    last now (None: all now), so a writer's fold-in index holds only its window's."""
+    last now (None: all now), so a writer's fold-in index holds only its window's;
+    `warm`: after the sweep, that many untimed recalls of other queries on each
+    scope, then the sweep again (`ef_sweep_warm`), each pass with the blocks it
+    read (`bench_ann.Pages`); `hnsw_ops`: pgvector operator classes measured
+    side by side on the big scope after the store's indexes (`evals.bench_ops`)."""
     from memkit.store import open_store
 
     texts_name, pool_texts = pool if pool is not None else ("synthetic", None)
@@ -290,13 +299,33 @@ def bench_backend(
         scopes = [("hnsw", SCOPE, qs, exact)] + (
             [("small_hnsw", SMALL, sq, small_exact)] if m else []
         )
+        pages = bench_ann.Pages(url) if warm else None
         row["ef_sweep"] = []
         for ef in efs or [ann.ef_search]:
             ann.ef_search = ef
-            row["ef_sweep"].append(bench_ann.ann_recalls(ann, scopes, ef, log))
+            row["ef_sweep"].append(bench_ann.ann_recalls(ann, scopes, ef, log, pages))
         row |= row["ef_sweep"][0]  # the first ef_search is the main table's
+        if pages is not None:  # other queries (drawn last: no other draw moves)
+            row["warm"], ann.ef_search = warm, max(efs or [ann.ef_search])
+            wq = {SCOPE: bench_ann.queries(vectors, texts, vecs, warm, rng, nrng)}
+            if m:
+                wq[SMALL] = bench_ann.queries(vectors, small_texts, small_vecs, warm, rng, nrng)
+            bench_ann.warm_up(ann, scopes, wq, log)
+            pages.delta(1)  # the warm-up's reads are not a pass's
+            row["ef_sweep_warm"] = []
+            for ef in efs or [ann.ef_search]:
+                ann.ef_search = ef
+                row["ef_sweep_warm"].append(bench_ann.ann_recalls(ann, scopes, ef, log, pages))
+            pages.close()
         ann.drop_hnsw()  # writes are measured as on a store without ANN (docstring)
         ann.close()
+        if hnsw_ops:  # after the store's indexes are gone: no plan picks theirs
+            # the store's graph as built; under hnsw_min_rows none: pgvector's default
+            row["ops_graph"] = row.get("hnsw_graph") or list(hnsw_graph or (16, 64))
+            row["ops_sweep"] = bench_ops.ops_sweep(
+                url, SCOPE, qs, efs or [200], hnsw_ops, tuple(row["ops_graph"]),
+                dict(b["settings"]), log,
+            )  # fmt: skip
     _fresh_writer(url, n, row, log)  # after the HNSW part: its row is in no exact answer
     if writes > 0:  # (--writes 0: recall only, e.g. a 1M-row part)
         bench_writes.load_own_scopes(url, emb, texts, vecs, row, log)
@@ -317,18 +346,7 @@ def _fresh_writer(url: str, n: int, row: dict, log) -> None:
     )
 
 
-def _pair(r: dict, key: str, fmt: str = ".2f") -> str:
-    """'p50 / p95' of `key`, or – when the row has none."""
-    if f"{key}_p50" not in r:
-        return "–"
-    return f"{r[f'{key}_p50']:{fmt}} / {r[f'{key}_p95']:{fmt}}"
-
-
-def _one(r: dict, key: str, fmt: str) -> str:
-    """A cell: – when the row has none, "undefined" when it is None (not measurable)."""
-    if key not in r:
-        return "–"
-    return "undefined" if r[key] is None else format(r[key], fmt)
+_pair, _one = bench_ann.pair, bench_ann.cell
 
 
 def _share(r: dict, key: str) -> str:
@@ -389,36 +407,11 @@ def render(rows: list[dict]) -> str:
             f"| {r.get('load', '–')} |"
         )
     cpu = bench_writes.render_cpu(rows)
-    sweep = render_sweep(rows)
-    return "\n".join(lines) + (f"\n\n{cpu}" if cpu else "") + (f"\n\n{sweep}" if sweep else "")
+    extra = [t for t in (cpu, render_sweep(rows), bench_ops.render_ops(rows)) if t]
+    return "\n\n".join(["\n".join(lines), *extra])
 
 
-def render_sweep(rows: list[dict]) -> str:
-    """The HNSW rows by vector source and ef_search ('' when no row has one)."""
-    lines = [
-        "| live rows | vectors / texts | distinct texts / vectors | build, m / ef_construction "
-        "| build s / index MB "
-        "| ef_search | HNSW p50 / p95 ms | recall@8 | recall@1 | exact instead "
-        "| 1 % HNSW p50 / p95 ms | 1 % recall@8 | 1 % exact instead | load 1/5/15 |",
-        "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| --- |",
-    ]
-    for r in rows:
-        graph = r.get("hnsw_graph")
-        build = r.get("hnsw_build_mode", "–") + (f", m {graph[0]} / {graph[1]}" if graph else "")
-        for e in r.get("ef_sweep", []):
-            lines.append(
-                f"| {r['rows']:,} | {r.get('vectors', 'random')} / {r.get('texts', 'synthetic')} "
-                f"| {_one(r, 'distinct_texts', ',d')} / {_one(r, 'distinct_vectors', ',d')} "
-                f"| {build} | {r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f} "
-                f"| {e['ef_search']} "
-                f"| {_pair(e, 'hnsw')} | {_one(e, 'hnsw_recall8', '.3f')} "
-                f"| {_one(e, 'hnsw_recall1', '.3f')} "
-                f"| {_one(e, 'hnsw_fallbacks', 'd')} | {_pair(e, 'small_hnsw')} "
-                f"| {_one(e, 'small_hnsw_recall8', '.3f')} "
-                f"| {_one(e, 'small_hnsw_fallbacks', 'd')} | {r.get('load', '–')} |"
-            )
-    return "\n".join(lines) if len(lines) > 2 else ""
+render_sweep = bench_ann.render_sweep
 
 
 def _ints(text: str) -> list[int]:
@@ -494,6 +487,19 @@ def main(argv: list[str] | None = None) -> int:
         help="stamp the loaded rows as written this many a day up to now (default: all now), "
         "so a fold-in index holds only the rows of its window",
     )
+    ap.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="after the ef sweep, this many untimed recalls of other queries per scope, then "
+        "the sweep again; each pass reports the blocks it read (waits 11 s a pass)",
+    )
+    ap.add_argument(
+        "--hnsw-ops",
+        default=None,
+        help="pgvector operator classes to measure side by side on the big scope, e.g. "
+        "cosine,ip (evals.bench_ops: the bench's own SQL, after the store's indexes)",
+    )
     ap.add_argument("--pg-dsn", default=None, help="a Postgres server (default: a private one)")
     ap.add_argument(
         "--pg-shared-buffers", default="2GB", help="the private server's shared_buffers"
@@ -521,6 +527,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.hnsw_graph is not None and len(args.hnsw_graph) != 2:
         ap.error(f"--hnsw-graph {args.hnsw_graph}: want two ints, m,ef_construction")
     graph = None if args.hnsw_graph is None else (args.hnsw_graph[0], args.hnsw_graph[1])
+    if args.warm < 0:
+        ap.error(f"--warm {args.warm}: want 0 or more recalls")
+    ops = None
+    if args.hnsw_ops is not None:
+        try:
+            ops = bench_ops.check_ops([x.strip() for x in args.hnsw_ops.split(",")])
+        except ConfigError as e:
+            ap.error(str(e))
     if graph is not None:
         try:  # before the corpus and its load, not after them
             PostgresStore.check_hnsw_graph(*graph)
@@ -555,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
                         pool,
                         graph,
                         args.rows_per_day,
+                        args.warm,
+                        ops,
                     )
                 )
                 if args.json:
