@@ -127,6 +127,8 @@ class PgDb:
         self._read: list[tuple[Any, ...]] = []
         self._batch: Any = None
         """The pipeline of the open `batch`, if any."""
+        self._end_batch: Callable[[], None] | None = None
+        """Ends the open `batch`'s pipeline now: its sync, awaited (`end_write`)."""
         self._implicit = False
         """The open write is its batch's implicit transaction (`begin_write`)."""
 
@@ -249,21 +251,25 @@ class PgDb:
         write begun inside it is the pipeline's implicit transaction (`begin_write`),
         committed by `end_write`'s sync with the statements still queued, in one
         round trip; until then nothing inside it may sync (a nested pipeline
-        does: it would commit the write half done)."""
-        outer = self._batch
-        with _pipeline(self.conn) as p:
-            self._batch = p
+        does: it would commit the write half done). That sync is the pipeline's
+        exit (psycopg's sends one, awaited, even when nothing is left): the
+        batch ends there, and what follows in it runs outside a pipeline."""
+        outer, outer_end = self._batch, self._end_batch
+        with contextlib.ExitStack() as stack:
+            self._batch = stack.enter_context(_pipeline(self.conn))
+            self._end_batch = stack.close
             try:
                 yield
             finally:
-                self._batch = outer
+                self._batch, self._end_batch = outer, outer_end
 
     def end_write(self, commit: bool) -> None:
         """Commit or roll back, done when this returns: inside a `batch` the statements
         still queued go with it, in one round trip. A write begun in a batch
         commits by the pipeline's sync, and rolls back by a ROLLBACK before it
         (which aborts the implicit transaction; the server notes there was no
-        transaction block)."""
+        transaction block); that sync ends the batch's pipeline, so leaving the
+        batch costs no round trip more."""
         import psycopg
 
         implicit, self._implicit = self._implicit, False
@@ -273,8 +279,9 @@ class PgDb:
                     self.conn.execute("COMMIT" if commit else "ROLLBACK")
                 elif not commit:
                     self.conn.execute("ROLLBACK")
-                if self._batch is not None:
-                    self._batch.sync()
+                if self._end_batch is not None:
+                    end, self._batch, self._end_batch = self._end_batch, None, None
+                    end()
         except psycopg.errors.PipelineAborted:
             if commit:  # a rollback after a failed statement: aborted already
                 raise
