@@ -4,12 +4,16 @@ exactly as a scan of every live row would, whichever way the clock moves."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_store_helpers import Clock
 
 from memkit.params import DAY, FoldParams
 from memkit.store import SQLiteStore
+from memkit.store.gram_index import GramIndex
+from memkit.store.index import WINDOW_MARGIN
+from memkit.store.write_txn import Write
 from memkit.text import jaccard, trigrams
 
 WINDOW = FoldParams().window_days * DAY
@@ -99,3 +103,81 @@ def test_every_fold_decision_is_a_scan_of_every_live_row_whatever_the_clock_does
                     assert got.id in want
     finally:
         s.close()
+
+
+# --- the index built again as the clock moves: before the write lock ---------------------
+
+MARGIN = WINDOW_MARGIN * WINDOW  # 7 days: half the 14-day window
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """(move, built): `move(seconds)` moves the store's clock and the monotonic time
+    `memkit.store.index` reads by as much, as time moves a real clock; `built`
+    lists, for each trigram index build since, whether a write held its lock."""
+    ticks = [0.0]
+    monkeypatch.setattr("memkit.store.index.monotonic", lambda: ticks[0])
+    holding: list[bool] = []
+    built: list[bool] = []
+    enter, leave, build = Write.__enter__, Write.__exit__, GramIndex.build
+
+    def entering(self):
+        w = enter(self)
+        holding.append(True)
+        return w
+
+    def leaving(self, *exc):
+        try:
+            return leave(self, *exc)
+        finally:
+            holding.pop()
+
+    def building(cls, *args, **kwargs):
+        built.append(bool(holding))
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(Write, "__enter__", entering)
+    monkeypatch.setattr(Write, "__exit__", leaving)
+    monkeypatch.setattr(GramIndex, "build", classmethod(building))
+    clock = Clock()
+
+    def move(seconds: float, ticks_too: bool = True) -> None:
+        clock.advance(seconds)
+        if ticks_too:
+            ticks[0] += seconds
+
+    return clock, move, built
+
+
+def _aging(make_store, builds, by, ticks_too=True):
+    """A writer whose index was built when the clock read T; the clock then moves
+    `by` more: what its next writes decide, and where the index was built."""
+    clock, move, built = builds
+    s = make_store(clock=clock)
+    s.bulk_load("s", ["the deploy runs on box one"], timestamps=[clock.t - DAY])
+    s.remember("s", "prefers dark mode")  # the index, and the clock a decision read
+    move(MARGIN + 1)
+    staging = s.remember("s", "the staging db is db.staging.internal")  # built again: at T
+    built.clear()
+    move(by, ticks_too)
+    got = [s.remember("s", "the staging db is db.staging.internal!"),
+           s.remember("s", "the deploy runs on box one!")]  # fmt: skip
+    # the staging row is `by` old (in the window), the deploy row a day and a margin more
+    assert [r.folded for r in got] == [True, False]
+    assert got[0].id == staging.id
+    return list(built)
+
+
+def test_an_index_at_the_margin_bound_is_not_built_again(make_store, builds):
+    assert _aging(make_store, builds, MARGIN) == []
+
+
+def test_an_index_past_the_margin_is_built_again_before_the_write_lock(make_store, builds):
+    assert _aging(make_store, builds, MARGIN + 1) == [False]  # once, no lock held
+
+
+def test_a_clock_that_jumps_is_caught_under_the_lock(make_store, builds):
+    """Before its lock a write sees the clock only as time moves (`window_start`:
+    the store's clock is read once a decision, under the lock); a jump is seen by
+    the decision's own check, which builds the index again there."""
+    assert _aging(make_store, builds, MARGIN + 1, ticks_too=False) == [True]

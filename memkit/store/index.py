@@ -29,8 +29,11 @@ moves only by a write, which every index follows, so a row left out can be
 a fold target again only if the clock goes back past the margin. Each
 decision checks the index it asks against its own clock (`serves`): when the
 clock went back that far, or on by a margin (the index would hold rows aged
-out), the index is built again first. A writer's memory thus grows with the
-rows its scope saw in the last window and two margins, not with its size.
+out), the index is built again first. A write checks it before its lock too
+(`warm_grams`, against the window `window_start` estimates), so the build
+that aging needs is not done while other writers wait; the check under the
+lock stays exact for a clock that jumped. A writer's memory thus grows with
+the rows its scope saw in the last window and two margins, not with its size.
 
 Leaves out: any rule (what folds, what ranks: `memkit.store`, `memkit.store.rank`);
 approximate search (vectors are exact brute force, no ANN; the gram index is
@@ -46,6 +49,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 import numpy as np
@@ -143,6 +147,8 @@ class Indexes:
         (None: every live row)."""
         self.margin = max(WINDOW_MARGIN * (self.window or 0.0), DAY)
         """Seconds of rows a trigram index reads before the window (`WINDOW_MARGIN`)."""
+        self.asked: tuple[float, float] | None = None
+        """The fold window's start a decision last asked for, and `monotonic()` then."""
 
     def key(self, scope_id: str) -> str | None:
         """The numbering a scope's changes belong to."""
@@ -318,11 +324,7 @@ class Indexes:
         which checks it then), an index held is returned as it is, and a first
         one reads the rows from the wall clock's window on. Call after `catch_up`."""
         gi = self.grams.get((scope_id, kind))
-        if (
-            gi is None
-            or gi.floor > threshold  # built for a higher threshold
-            or (since is not None and not self.serves(gi, since))
-        ):
+        if gi is None or not self.answers(gi, threshold, since):
             cutoff = None
             if self.window is not None:
                 start = time.time() - self.window if since is None else since
@@ -343,28 +345,53 @@ class Indexes:
         self.held.use(scope_id)
         return gi
 
+    def answers(self, gi: GramIndex, threshold: float, since: float | None) -> bool:
+        """Whether `grams_of` returns the trigram index `gi` as it is for `threshold`
+        (it was built for one at most as high) and a decision whose fold window
+        starts at `since` (`serves`; None: not checked)."""
+        return gi.floor <= threshold and (since is None or self.serves(gi, since))
+
     def serves(self, gi: GramIndex, since: float) -> bool:
         """Whether a trigram index may answer a decision whose fold window starts at
         `since`: it holds every row seen after it (`GramIndex.covers`), and the
-        clock has not moved a margin past its build (it would hold aged rows)."""
+        clock has not moved a margin past its build (it would hold aged rows).
+        `since` is noted as the window last asked for (`window_start`)."""
+        self.asked = (since, monotonic())
         if gi.cutoff is None:
             return self.window is None
         return gi.covers(since) and since - gi.cutoff <= 2 * self.margin
 
+    def window_start(self) -> float | None:
+        """The start of the fold window a decision would ask for now, estimated before
+        the store's clock is read (under the write lock, once a decision): the one
+        last asked for plus the monotonic seconds since (None before any). A
+        clock that moves as time does is followed; a jump of the clock is seen by
+        the decision's own check (`serves`), under the lock."""
+        if self.asked is None:
+            return None
+        since, at = self.asked
+        return since + (monotonic() - at)
+
     def warm_grams(self, scope_id: str, kinds: Iterable[str], threshold: float) -> None:
         """Build the (scope, kind) trigram indexes a write will need before it takes
-        the write lock: a first build reads every live row of the scope seen within
-        the window and margin (seconds at 100k rows), and other processes' writers
-        would wait that long. Rows
-        committed meanwhile are applied again by the write's catch-up (puts and
-        drops are idempotent)."""
+        the write lock: a first build, or a build again once the clock has moved a
+        margin on (`window_start`, `serves`), reads every live row of the scope
+        seen within the window and margin (seconds at 100k rows), and other
+        processes' writers would wait that long. Rows committed meanwhile are
+        applied again by the write's catch-up (puts and drops are idempotent)."""
         if threshold <= 0:
             return  # the fold-in scan needs no index
-        missing = [k for k in kinds if (scope_id, k) not in self.grams]
-        if missing:
+        since = self.window_start()
+        stale = [
+            k
+            for k in kinds
+            if (gi := self.grams.get((scope_id, k))) is None
+            or not self.answers(gi, threshold, since)
+        ]
+        if stale:
             self.catch_up(scope_id)
-            for kind in missing:
-                self.grams_of(scope_id, kind, threshold)
+            for kind in stale:
+                self.grams_of(scope_id, kind, threshold, since)
 
     def keywords_of(self, scope_id: str) -> KeywordIndex:
         """The scope's keyword index, caught up with other connections' writes."""
