@@ -116,7 +116,7 @@ def test_a_remember_makes_two_round_trips(clients, case):
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_a_catch_up_before_the_lock_is_a_third_round_trip(clients, monkeypatch):
+def test_one_more_read_before_the_lock_counts_three(clients, monkeypatch):
     """The count is not blind to one more: reading the scope's number before the
     lock (the `remember` before 2026-12-06 read the changed rows there) counts 3."""
     a, _, conn = clients
