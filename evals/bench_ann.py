@@ -139,6 +139,28 @@ def ann_recalls(
     return out
 
 
+def recall_baselines(rows: list[dict]) -> str:
+    """The baselines beside every recall@8 the tables show, one line a size that has
+    one ('' when none does): the full ranking (exact) scores 1.000, a random ranking
+    LIMIT / rows of the scope it ranks (the big scope's, and the 1 % scope's)."""
+    out = []
+    for r in rows:
+        if r.get("hnsw_recall8") is None and not r.get("ef_sweep") and not r.get("ops_sweep"):
+            continue
+        scopes = [("", int(r["rows"]))]
+        small = r.get("small_hnsw_recall8") is not None or any(
+            "small_hnsw_recall8" in e for e in r.get("ef_sweep", [])
+        )
+        if small and r.get("small_rows"):
+            scopes.append(("1 % scope ", int(r["small_rows"])))
+        random_ = ", ".join(f"{name}{n:,} rows {LIMIT / n:.6f}" for name, n in scopes)
+        out.append(
+            f"recall@8 baselines at {int(r['rows']):,} rows: the full ranking (exact) 1.000; "
+            f"a random ranking {LIMIT} / rows: {random_}"
+        )
+    return "\n".join(dict.fromkeys(out))
+
+
 def pair(r: dict, key: str, fmt: str = ".2f") -> str:
     """'p50 / p95' of `key`, or – when the row has none."""
     if f"{key}_p50" not in r:

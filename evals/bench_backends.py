@@ -407,7 +407,8 @@ def render(rows: list[dict]) -> str:
             f"| {r.get('load', '–')} |"
         )
     cpu = bench_writes.render_cpu(rows)
-    extra = [t for t in (cpu, render_sweep(rows), bench_ops.render_ops(rows)) if t]
+    recall = (render_sweep(rows), bench_ops.render_ops(rows), bench_ann.recall_baselines(rows))
+    extra = [t for t in (cpu, *recall) if t]
     return "\n\n".join(["\n".join(lines), *extra])
 
 

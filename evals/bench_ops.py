@@ -26,6 +26,7 @@ import numpy as np
 
 from evals.bench_ann import recall_with_ties
 from evals.bench_data import LIMIT, percentiles
+from memkit.embed import normalize_rows
 from memkit.errors import ConfigError, MemkitError
 
 OPS = {"cosine": ("vector_cosine_ops", "<=>"), "ip": ("vector_ip_ops", "<#>")}
@@ -41,27 +42,24 @@ def check_ops(names: list[str]) -> list[str]:
 
 
 def _where(conn: Any, scope: str) -> str:
+    """The store's predicate of a scope's HNSW index (written again here: evals use
+    only memkit's documented names, tests/test_boundaries.py)."""
     from psycopg import sql
 
     lit = sql.Literal(scope).as_string(conn)
     return f"scope_id = {lit} AND superseded_by IS NULL AND embedding IS NOT NULL"
 
 
-def _unit(blobs: list[bytes]) -> np.ndarray:
-    """pgvector's binary form (int16 dim, int16 unused, float32 big-endian) as rows,
-    normalised as the client normalises what it reads."""
-    from memkit.embed import normalize_rows
-
-    mat = np.stack([np.frombuffer(b, dtype=">f4", offset=4) for b in blobs]).astype(np.float32)
-    return normalize_rows(mat)
-
-
 def scope_matrix(conn: Any, scope: str) -> tuple[dict[int, int], np.ndarray]:
-    """The scope's live embedded rows: rowid -> row of the matrix, and the unit rows."""
-    cur = conn.cursor(binary=True)
+    """The scope's live embedded rows: rowid -> row of the matrix, and the rows
+    normalised as the client normalises what it reads (pgvector's loader, binary)."""
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)
     sql = f"SELECT rowid, embedding FROM memories WHERE {_where(conn, scope)}"
-    rows = cur.execute(sql).fetchall()
-    return {int(r[0]): j for j, r in enumerate(rows)}, _unit([bytes(r[1]) for r in rows])
+    rows = conn.cursor(binary=True).execute(sql).fetchall()
+    mat = normalize_rows(np.stack([r[1].to_numpy() for r in rows]))
+    return {int(r[0]): j for j, r in enumerate(rows)}, mat
 
 
 def build(

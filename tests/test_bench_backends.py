@@ -46,7 +46,12 @@ def _row(backend: str, writes: bool) -> dict:
 
 def test_tables_have_as_many_cells_per_row_as_their_header_with_or_without_writes():
     rows = [_row("sqlite", True), _row("postgres", False)]
-    recall, writes = bench_backends.render(rows).split("\n\n")  # no ef sweep: two tables
+    # no ef sweep: two tables, then the recall baselines
+    recall, writes, baselines = bench_backends.render(rows).split("\n\n")
+    assert baselines == (
+        "recall@8 baselines at 1,000,000 rows: the full ranking (exact) 1.000; a random "
+        "ranking 8 / rows: 1,000,000 rows 0.000008, 1 % scope 10,000 rows 0.000800"
+    )  # only the postgres row has a recall
     for table in (recall, writes):
         assert len({line.count("|") for line in table.splitlines()}) == 1
     assert (
@@ -150,8 +155,9 @@ def _sweep_row() -> dict:
 
 def test_the_ef_sweep_table_has_a_row_per_ef_search():
     tables = bench_backends.render([_row("sqlite", True), _sweep_row()]).split("\n\n")
-    assert len(tables) == 3
+    assert len(tables) == 4
     sweep = tables[2]
+    assert tables[3].startswith("recall@8 baselines at 1,000,000 rows:")  # once a size
     lines = sweep.splitlines()
     assert len({line.count("|") for line in lines}) == 1 and len(lines) == 4
     assert lines[2].startswith(
@@ -226,7 +232,7 @@ def test_the_cpu_table_has_a_row_per_write_race_and_says_undefined():
         "rem_4": {"client_ms": 1.5, "machine_ms": None, "cores": None},
     }
     tables = bench_backends.render([row]).split("\n\n")
-    assert len(tables) == 3
+    assert len(tables) == 4 and tables[3].startswith("recall@8 baselines")
     lines = tables[2].splitlines()
     assert len({line.count("|") for line in lines}) == 1 and len(lines) == 4
     assert lines[2].startswith(
@@ -317,6 +323,15 @@ def test_the_real_text_corpus_bench_runs_at_a_tiny_size(pg_dsn, shared_datasets)
     assert row["texts"] == "longmemeval" and row["distinct_texts"] == 300
     assert row["ef_sweep"][0]["hnsw_recall8"] == 1.0  # under hnsw_min_rows: exact
     assert "/ longmemeval |" in bench_backends.render_sweep([row])
+
+
+def test_recall_baselines_name_each_scope_a_recall_was_measured_on():
+    big = {"rows": 200_000, "ops_sweep": [{"ops": "ip"}]}  # the ops sweep: the big scope only
+    assert bench_ann.recall_baselines([big]) == (
+        "recall@8 baselines at 200,000 rows: the full ranking (exact) 1.000; "
+        "a random ranking 8 / rows: 200,000 rows 0.000040"
+    )
+    assert bench_ann.recall_baselines([{"rows": 10, "rem_1": 5.0}]) == ""  # writes only
 
 
 def test_the_lock_shape_ceiling_and_the_share_of_it_are_cells_of_the_writes_table():
