@@ -9,7 +9,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 LOCAL_STAMP := $(VENV)/.installed-local
 PYTEST_ARGS ?=
 
-.PHONY: eval test test-local lint bench bench-backends notebooks clean
+.PHONY: eval test test-local lint bench bench-backends bench-corpus notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -70,6 +70,13 @@ bench-backends: $(STAMP)
 	uptime
 	$(BIN)/memkit bench store --backend postgres --sizes $(SIZES)
 	uptime
+
+# A real-text corpus of 1M+ distinct prose sentences from Debian's documentation,
+# dictionary and source packages (installs them: root, apt-get); written outside
+# the repository with a manifest beside it. Use: --texts file:$(CORPUS).
+CORPUS ?= $(HOME)/.cache/memkit/bench-corpus-debian.txt
+bench-corpus: $(STAMP)
+	$(BIN)/memkit bench corpus --out $(CORPUS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

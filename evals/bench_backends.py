@@ -90,6 +90,7 @@ from evals.bench_data import (
     VECTOR_SOURCES,
     corpus_stats,
     embedded,
+    file_sentences,
     longmemeval_sentences,
     percentiles,
     synthetic_texts,
@@ -462,7 +463,9 @@ def main(argv: list[str] | None = None) -> int:
         default="synthetic",
         help="the stored texts: 'synthetic' (common words mixed with random identifiers) "
         "or 'longmemeval:<datasets dir>' (LongMemEval's distinct chat sentences, read in "
-        "place: about 115k, so sizes up to about 110k; needs --vectors wordllama)",
+        "place: about 115k, so sizes up to about 110k) or 'file:<path>' (one distinct "
+        "text a line, e.g. `memkit bench corpus`'s 1M+ sentences); real texts need "
+        "--vectors wordllama",
     )
     ap.add_argument(
         "--hnsw-build",
@@ -514,15 +517,24 @@ def main(argv: list[str] | None = None) -> int:
             print(msg, flush=True)
 
     pool = None
+    if args.texts.startswith(("longmemeval:", "file:")) and args.vectors != "wordllama":
+        kind = args.texts.split(":", 1)[0]
+        ap.error(f"--texts {kind}: stores real texts; their vectors need --vectors wordllama")
     if args.texts.startswith("longmemeval:"):
-        if args.vectors != "wordllama":
-            ap.error(
-                "--texts longmemeval: stores real texts; their vectors need --vectors wordllama"
-            )
         pool = ("longmemeval", longmemeval_sentences(args.texts.split(":", 1)[1]))
         log(f"text pool: {len(pool[1]):,} distinct LongMemEval sentences")
+    elif args.texts.startswith("file:"):
+        path = args.texts.split(":", 1)[1]
+        try:
+            pool = (f"file:{os.path.basename(path)}", file_sentences(path))
+        except ConfigError as e:
+            ap.error(str(e))
+        log(f"text pool: {len(pool[1]):,} distinct texts of {path}")
     elif args.texts != "synthetic":
-        ap.error(f"--texts {args.texts!r}: want 'synthetic' or 'longmemeval:<datasets dir>'")
+        ap.error(
+            f"--texts {args.texts!r}: want 'synthetic', 'longmemeval:<datasets dir>' "
+            "or 'file:<path>'"
+        )
     if args.rows_per_day is not None and not 0 < args.rows_per_day < float("inf"):
         ap.error(f"--rows-per-day {args.rows_per_day}: want a positive number")
     if args.hnsw_graph is not None and len(args.hnsw_graph) != 2:

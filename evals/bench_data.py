@@ -1,7 +1,7 @@
 """The workloads both store benches draw from (`memkit bench store`,
 `evals.bench_store`, and its `--backend` side by side, `evals.bench_backends`):
 random unit vectors, short synthetic texts, LongMemEval's real chat sentences
-(read in place), and the percentiles they report. Its own
+(read in place), a corpus file's texts, and the percentiles they report. Its own
 module so that neither bench imports the other's internals.
 """
 
@@ -65,6 +65,32 @@ def longmemeval_sentences(path: str) -> list[str]:
                     pool.append(sent)
     random.Random(0).shuffle(pool)
     return pool
+
+
+def file_sentences(path: str) -> list[str]:
+    """A text corpus file (`--texts file:PATH`, e.g. `memkit bench corpus`'s): one
+    text a line, in the file's order. A missing file, an empty line or a repeated
+    text is a ConfigError naming the path and line (a corpus of repeats would make
+    recall@8 meaningless)."""
+    from memkit.errors import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except OSError as e:
+        raise ConfigError(f"--texts file:{path}: cannot read it ({e.strerror})") from e
+    if lines and lines[-1] == "":
+        lines.pop()
+    first: dict[str, int] = {}
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            raise ConfigError(f"--texts file:{path}: line {i} is empty")
+        if line in first:
+            raise ConfigError(f"--texts file:{path}: line {i} repeats line {first[line]}")
+        first[line] = i
+    if not lines:
+        raise ConfigError(f"--texts file:{path}: holds no text")
+    return lines
 
 
 def perturbed(rng: random.Random, text: str) -> str:

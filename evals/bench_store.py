@@ -47,7 +47,8 @@ For each size (live rows in one scope, 256-d vectors) the same run measures:
 Rows are bulk-loaded through the store's `bulk_load` (no fold-in)
 (random unit vectors; synthetic short texts, or with `--texts
 longmemeval:<dir>` real chat sentences, which make fold-in work harder:
-longer, with more common trigrams). Queries are noisy copies of stored vectors, so a few
+longer, with more common trigrams; `--texts file:<path>` a corpus file's texts,
+one a line, such as `memkit bench corpus`'s). Queries are noisy copies of stored vectors, so a few
 rows clear the relevance floor and recall stays on the vector path.
 """
 
@@ -68,6 +69,7 @@ import numpy as np
 from evals.bench_data import (
     DIM,
     LIMIT,
+    file_sentences,
     longmemeval_sentences,
     low_diversity_texts,
     percentiles,
@@ -75,6 +77,7 @@ from evals.bench_data import (
     unit_vectors,
 )
 from memkit import redact
+from memkit.errors import ConfigError
 from memkit.params import DAY, RecallParams
 from memkit.text import jaccard, trigrams
 
@@ -521,8 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         "--texts",
         default="synthetic",
         help="memory texts: 'synthetic' (default: common words mixed with random "
-        "identifiers), 'lowdiversity' (24 common words only: every trigram is common) "
-        "or 'longmemeval:<datasets dir>' (real chat sentences, read in place)",
+        "identifiers), 'lowdiversity' (24 common words only: every trigram is common), "
+        "'longmemeval:<datasets dir>' (real chat sentences, read in place) or "
+        "'file:<path>' (one distinct text a line, e.g. `memkit bench corpus`'s)",
     )
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -532,16 +536,23 @@ def main(argv: list[str] | None = None) -> int:
             print(msg, flush=True)
 
     pool: list[str] | None = None
-    if args.texts.startswith("longmemeval:"):
-        pool = longmemeval_sentences(args.texts.split(":", 1)[1])
+    if args.texts.startswith(("longmemeval:", "file:")):
+        kind, where = args.texts.split(":", 1)
+        try:
+            pool = longmemeval_sentences(where) if kind == "longmemeval" else file_sentences(where)
+        except ConfigError as e:
+            ap.error(str(e))
         need = max(sizes, default=0) + _WRITES_NEEDED
         if len(pool) < need:
             ap.error(
-                f"LongMemEval holds {len(pool):,} distinct sentences; --sizes up to "
+                f"--texts {kind}: holds {len(pool):,} distinct texts; --sizes up to "
                 f"{max(sizes):,} need {need:,}"
             )
     elif args.texts not in ("synthetic", "lowdiversity"):
-        ap.error(f"--texts {args.texts!r}: want 'synthetic', 'lowdiversity' or 'longmemeval:<dir>'")
+        ap.error(
+            f"--texts {args.texts!r}: want 'synthetic', 'lowdiversity', 'longmemeval:<dir>' "
+            "or 'file:<path>'"
+        )
     log(f"texts: {args.texts}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="memkit-bench-") as tmp:

@@ -41,7 +41,17 @@ EVAL_COMMANDS: dict[str, str] = {
 """`memkit eval <name>` -> "module:function" of its command."""
 BENCH_COMMANDS: dict[str, str] = {
     name: f"evals.bench_{name.replace('-', '_')}"
-    for name in ("store", "scopes", "assemble", "harness", "redact", "embed", "plot", "fold-server")
+    for name in (
+        "store",
+        "scopes",
+        "assemble",
+        "harness",
+        "redact",
+        "embed",
+        "plot",
+        "fold-server",
+        "corpus",
+    )
 }
 """`memkit bench <name>` -> the module whose `main(argv)` runs it (its docstring: the help)."""
 
@@ -75,7 +85,7 @@ def eval_main(argv: list[str] | None = None) -> int:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """benchmarks: store, scopes, assemble, harness, redact, embed, fold-server; plot"""
+    """benchmarks: store, scopes, assemble, harness, redact, embed, fold-server; plot, corpus"""
     table = {name: _bench(name, module) for name, module in BENCH_COMMANDS.items()}
     return group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])

@@ -290,7 +290,9 @@ def test_a_text_pool_is_cut_disjoint_at_its_size_and_refused_one_past_it():
     ("argv", "says"),
     [
         (["--texts", "longmemeval:/nowhere"], "need --vectors wordllama"),
-        (["--texts", "wiki", "--vectors", "wordllama"], "want 'synthetic' or"),
+        (["--texts", "wiki", "--vectors", "wordllama"], "want 'synthetic', 'longmemeval"),
+        (["--texts", "file:/nowhere"], "need --vectors wordllama"),
+        (["--texts", "file:/nowhere/x.txt", "--vectors", "wordllama"], "cannot read it"),
         (["--rows-per-day", "0"], "want a positive number"),
         (["--rows-per-day", "-1"], "want a positive number"),
         (["--rows-per-day", "inf"], "want a positive number"),
@@ -300,6 +302,21 @@ def test_text_sources_the_bench_cannot_use_are_refused(argv, says, capsys):
     with pytest.raises(SystemExit) as e:
         bench_backends.main([*argv, "--sizes", ""])
     assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_a_corpus_file_fills_the_split_at_its_size_and_is_refused_one_past_it(tmp_path):
+    """`--texts file:` texts go through the same cut as LongMemEval's: a size the
+    file cannot fill is a ConfigError naming both counts."""
+    from memkit.errors import ConfigError
+
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join(f"Sentence number {i} of the corpus.\n" for i in range(12)))
+    pool = bench_data.file_sentences(str(path))
+    big, small, fresh = bench_backends.pool_split(pool, 10, 0, 2)  # 12 of 12
+    assert small == []
+    assert big[0] == "Sentence number 0 of the corpus." and fresh[-1] == pool[11]
+    with pytest.raises(ConfigError, match=r"holds 12 texts.*need 13"):
+        bench_backends.pool_split(pool, 10, 1, 2)
 
 
 def test_the_real_text_corpus_bench_runs_at_a_tiny_size(pg_dsn, shared_datasets):

@@ -166,6 +166,15 @@ def test_unknown_text_source_is_refused_by_name(capsys):
     assert "'poetry'" in capsys.readouterr().err
 
 
+def test_a_corpus_file_too_small_for_the_sizes_is_refused_naming_both_counts(tmp_path, capsys):
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join(f"Stored sentence number {i}.\n" for i in range(50)))
+    with pytest.raises(SystemExit) as e:
+        bench_store.main(["--sizes", "10", "--texts", f"file:{path}"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "holds 50 distinct texts" in err and "need " in err
+
+
 def test_longmemeval_sentences_are_distinct_bounded_and_stable(shared_datasets):
     pool = bench_data.longmemeval_sentences(str(shared_datasets))
     assert len(pool) > 100_000 and len(set(pool)) == len(pool)
