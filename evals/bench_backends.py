@@ -208,6 +208,7 @@ def bench_backend(
     rows_per_day: float | None = None,
     warm: int = 0,
     hnsw_ops: list[str] | None = None,
+    fold_search: str = "client",
 ) -> dict:
     """One backend at one size (see the module docstring); `recall=False` measures
     the writes only (`--skip-recall`: no recall, fresh recall client or HNSW build);
@@ -218,16 +219,21 @@ def bench_backend(
     `warm`: after the sweep, that many untimed recalls of other queries on each
     scope, then the sweep again (`ef_sweep_warm`), each pass with the blocks it
     read (`bench_ann.Pages`); `hnsw_ops`: pgvector operator classes measured
-    side by side on the big scope after the store's indexes (`evals.bench_ops`)."""
+    side by side on the big scope after the store's indexes (`evals.bench_ops`);
+    `fold_search`: the Postgres database's fold-in mode (every client follows it);
+    with `--skip-recall` also the probe's time (`bench_writes.fold_probe_times`)."""
     from memkit.store import open_store
 
     texts_name, pool_texts = pool if pool is not None else ("synthetic", None)
     row: dict = {"backend": backend, "rows": n, "vectors": vectors, "texts": texts_name}
+    if backend == "postgres":
+        row["fold_search"] = fold_search
     texts, vecs, small_texts, small_vecs, batch_texts, emb, rng, nrng = _corpus(
         vectors, n, writes, row, log, pool_texts
     )
     m = row["small_rows"] = len(small_texts)
-    store = open_store(url, embedder=emb)
+    mode = {"fold_search": fold_search} if backend == "postgres" else {}
+    store = open_store(url, embedder=emb, **mode)
     stamps = None
     if rows_per_day is not None:
         row["rows_per_day"] = rows_per_day
@@ -244,6 +250,7 @@ def bench_backend(
     row["setup_load_s"] = time.perf_counter() - t
     log(f"  {backend} {n:,}: setup (not measured): bulk load {row['setup_load_s']:.1f} s")
     if not recall:
+        bench_writes.fold_probe_times(store, texts, row, log)
         store.close()
         _fresh_writer(url, n, row, log)
         if writes > 0:  # (--skip-recall --writes 0: the fresh writer alone, e.g. at 1M rows)
@@ -347,7 +354,7 @@ def _fresh_writer(url: str, n: int, row: dict, log) -> None:
     )
 
 
-_pair, _one = bench_ann.pair, bench_ann.cell
+_pair, _one, _backend = bench_ann.pair, bench_ann.cell, bench_writes.backend_cell
 
 
 def _share(r: dict, key: str) -> str:
@@ -379,7 +386,7 @@ def render(rows: list[dict]) -> str:
             f"{r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f}" if "hnsw_build_s" in r else "–"
         )
         lines.append(
-            f"| {r['backend']} | {_rows_cell(r)} | {_pair(r, 'exact')} | {_pair(r, 'hnsw')} "
+            f"| {_backend(r)} | {_rows_cell(r)} | {_pair(r, 'exact')} | {_pair(r, 'hnsw')} "
             f"| {_one(r, 'hnsw_recall8', '.3f')} | {_one(r, 'hnsw_fallbacks', 'd')} "
             f"| {r.get('small_rows', 0):,} | {_pair(r, 'small_exact')} | {_pair(r, 'small_hnsw')} "
             f"| {_one(r, 'small_hnsw_recall8', '.3f')} | {_one(r, 'small_hnsw_fallbacks', 'd')} "
@@ -399,7 +406,7 @@ def render(rows: list[dict]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['backend']} | {_rows_cell(r)} | {_one(r, 'rem_1', ',.0f')} "
+            f"| {_backend(r)} | {_rows_cell(r)} | {_one(r, 'rem_1', ',.0f')} "
             f"| {_one(r, 'rem_4', ',.0f')} | {_one(r, 'rem_4_own', ',.0f')} "
             f"| {_one(r, 'many_1', ',.0f')} | {_one(r, 'rem_1_async', ',.0f')} "
             f"| {_one(r, 'rem_4_async', ',.0f')} | {_one(r, 'bare_1', ',.0f')} "
@@ -508,6 +515,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--pg-shared-buffers", default="2GB", help="the private server's shared_buffers"
     )
+    ap.add_argument(
+        "--fold-search",
+        choices=("client", "server", "client,server"),
+        default="client",
+        help="the Postgres database's fold-in mode (client,server: each size in both)",
+    )
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     ap.add_argument("--quiet", action="store_true", help="only print the table")
     args = ap.parse_args(argv)
@@ -553,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
             PostgresStore.check_hnsw_graph(*graph)
         except ConfigError as e:
             ap.error(f"--hnsw-graph: {e}")
-    backends = [b for b in ("sqlite", "postgres") if args.only in (None, b)]
+    modes = {"sqlite": ["client"], "postgres": args.fold_search.split(",")}
+    backends = [(b, m) for b in ("sqlite", "postgres") if args.only in (None, b) for m in modes[b]]
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="memkit-bench-") as tmp,
@@ -561,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         for n in [int(x) for x in args.sizes.split(",") if x.strip()]:
             q = args.queries if n < 1_000_000 else max(args.queries // 4, 10)
-            for backend in backends:
+            for backend, mode in backends:
                 url = f"{tmp}/s{n}.db" if backend == "sqlite" else _fresh_pg(base)
                 mwm = args.maintenance_work_mem
                 build = None if mwm is None else {"maintenance_work_mem": mwm}
@@ -584,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.rows_per_day,
                         args.warm,
                         ops,
+                        mode,
                     )
                 )
                 if args.json:

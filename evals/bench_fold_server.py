@@ -56,35 +56,36 @@ SCOPE, SK = "bench", 1
 CHUNK = 20_000
 
 DDL = """
-CREATE TABLE fold_postings (sk integer NOT NULL, gram bigint NOT NULL, rowid bigint NOT NULL);
-CREATE TABLE fold_postings_len (
+-- (named apart from the store's own fold_postings, fold_search="server")
+CREATE TABLE proto_postings (sk integer NOT NULL, gram bigint NOT NULL, rowid bigint NOT NULL);
+CREATE TABLE proto_postings_len (
     sk integer NOT NULL, gram bigint NOT NULL, m integer NOT NULL, rowid bigint NOT NULL
 );
-CREATE TABLE fold_prefix (rowid bigint PRIMARY KEY, sk integer NOT NULL, grams bigint[] NOT NULL);
+CREATE TABLE proto_prefix (rowid bigint PRIMARY KEY, sk integer NOT NULL, grams bigint[] NOT NULL);
 """
 INDEXES = """
-ALTER TABLE fold_postings ADD PRIMARY KEY (sk, gram, rowid);
-ALTER TABLE fold_postings_len ADD PRIMARY KEY (sk, gram, m, rowid);
-CREATE INDEX fold_prefix_grams ON fold_prefix USING gin (grams);
+ALTER TABLE proto_postings ADD PRIMARY KEY (sk, gram, rowid);
+ALTER TABLE proto_postings_len ADD PRIMARY KEY (sk, gram, m, rowid);
+CREATE INDEX proto_prefix_grams ON proto_prefix USING gin (grams);
 """
 _LIVE = """m.scope_id = %(scope)s AND m.kind = 'fact' AND m.superseded_by IS NULL
   AND m.last_seen_at > %(since)s"""
 PROBES = {
     "btree": f"""
 SELECT m.rowid, m.content FROM (
-    SELECT rowid FROM fold_postings WHERE sk = %(sk)s AND gram = ANY(%(codes)s)
+    SELECT rowid FROM proto_postings WHERE sk = %(sk)s AND gram = ANY(%(codes)s)
     GROUP BY rowid HAVING count(*) >= %(h)s
 ) c JOIN memories m ON m.rowid = c.rowid
 WHERE {_LIVE} AND m.ngrams BETWEEN %(lo)s AND %(hi)s""",
     "btree_len": f"""
 SELECT m.rowid, m.content FROM (
-    SELECT rowid FROM fold_postings_len
+    SELECT rowid FROM proto_postings_len
     WHERE sk = %(sk)s AND gram = ANY(%(codes)s) AND m BETWEEN %(lo)s AND %(hi)s
     GROUP BY rowid HAVING count(*) >= %(h)s
 ) c JOIN memories m ON m.rowid = c.rowid
 WHERE {_LIVE}""",
     "gin": f"""
-SELECT m.rowid, m.content FROM fold_prefix p JOIN memories m ON m.rowid = p.rowid
+SELECT m.rowid, m.content FROM proto_prefix p JOIN memories m ON m.rowid = p.rowid
 WHERE p.grams && %(codes)s AND p.sk = %(sk)s
   AND cardinality(ARRAY(SELECT unnest(p.grams) INTERSECT SELECT unnest(%(codes)s))) >= %(h)s
   AND {_LIVE} AND m.ngrams BETWEEN %(lo)s AND %(hi)s""",
@@ -121,22 +122,22 @@ def backfill(
         rowids = np.asarray([rid for rid, _ in chunk], dtype=np.int64)[r]
         posted += codes.size
         g, ms, rids = codes.tolist(), m[r].tolist(), rowids.tolist()
-        with conn.cursor().copy("COPY fold_postings (sk, gram, rowid) FROM STDIN") as cp:
+        with conn.cursor().copy("COPY proto_postings (sk, gram, rowid) FROM STDIN") as cp:
             for gram, rid in zip(g, rids, strict=True):
                 cp.write_row((SK, gram, rid))
-        with conn.cursor().copy("COPY fold_postings_len (sk, gram, m, rowid) FROM STDIN") as cp:
+        with conn.cursor().copy("COPY proto_postings_len (sk, gram, m, rowid) FROM STDIN") as cp:
             for gram, mm, rid in zip(g, ms, rids, strict=True):
                 cp.write_row((SK, gram, mm, rid))
         if not r.size:
             continue  # no text of the chunk has a gram: nothing to post
         bounds = np.flatnonzero(np.r_[True, r[1:] != r[:-1], True]).tolist()
-        with conn.cursor().copy("COPY fold_prefix (rowid, sk, grams) FROM STDIN") as cp:
+        with conn.cursor().copy("COPY proto_prefix (rowid, sk, grams) FROM STDIN") as cp:
             for x, y in itertools.pairwise(bounds):
                 cp.write_row((rids[x], SK, g[x:y]))
     t1 = time.perf_counter()
     conn.execute(INDEXES)
     t2 = time.perf_counter()
-    for table in ("fold_postings", "fold_postings_len", "fold_prefix"):
+    for table in ("proto_postings", "proto_postings_len", "proto_prefix"):
         conn.execute(f"VACUUM ANALYZE {table}")
 
     def mb(rel: str) -> float:
@@ -148,9 +149,9 @@ def backfill(
         "postings_per_row": posted / max(len(rows), 1),
         "copy_s": t1 - t0,
         "index_s": t2 - t1,
-        "btree_mb": mb("fold_postings"),
-        "btree_len_mb": mb("fold_postings_len"),
-        "gin_mb": mb("fold_prefix"),
+        "btree_mb": mb("proto_postings"),
+        "btree_len_mb": mb("proto_postings_len"),
+        "gin_mb": mb("proto_prefix"),
         "memories_mb": mb("memories"),
     }
 
@@ -213,9 +214,9 @@ def postings_read(
         grams = trigrams(q)
         codes, _ = probe_codes(grams, order, THRESHOLD, hits)
         lo, hi = length_bounds(len(grams), THRESHOLD)
-        q1 = "SELECT count(*) FROM fold_postings WHERE sk = %s AND gram = ANY(%s)"
+        q1 = "SELECT count(*) FROM proto_postings WHERE sk = %s AND gram = ANY(%s)"
         plain.append(conn.execute(q1, (SK, codes)).fetchone()[0])
-        q2 = "SELECT count(*) FROM fold_postings_len WHERE sk = %s AND gram = ANY(%s)"
+        q2 = "SELECT count(*) FROM proto_postings_len WHERE sk = %s AND gram = ANY(%s)"
         by_len.append(
             conn.execute(q2 + " AND m BETWEEN %s AND %s", (SK, codes, lo, hi)).fetchone()[0]
         )
@@ -237,9 +238,9 @@ def write_costs(conn: Any, texts: Sequence[str], order: GramOrder, hits: int) ->
     with_row = f"WITH r AS ({row} RETURNING rowid) "
     shapes = {
         "row": row,
-        "postings": with_row + "INSERT INTO fold_postings (sk, gram, rowid) "
+        "postings": with_row + "INSERT INTO proto_postings (sk, gram, rowid) "
         "SELECT 2, g, r.rowid FROM r, unnest(%(p)s::bigint[]) g",
-        "array": with_row + "INSERT INTO fold_prefix (rowid, sk, grams) "
+        "array": with_row + "INSERT INTO proto_prefix (rowid, sk, grams) "
         "SELECT r.rowid, 2, %(p)s::bigint[] FROM r",
     }
     vec = "[" + ",".join(["0.0625"] * 256) + "]"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import random
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -281,3 +282,40 @@ def render_cpu(rows: list[dict]) -> str:
                 f"| {'undefined' if c is None else f'{c:.2f}'} | {r.get('load', '–')} |"
             )
     return "\n".join(lines) if len(lines) > 2 else ""
+
+
+PROBES = 200
+"""`fold_target` calls `fold_probe_times` times (half stored texts reworded, half new)."""
+
+
+def fold_probe_times(store: Any, texts: list[str], row: dict, log) -> None:
+    """p50/p95 ms of a fold-in decision's candidate search (`fold_target`: the
+    probe and exact scoring, no write) after one untimed call (client mode: it
+    builds the in-memory index, timed apart as `probe_first_s`)."""
+    from evals.bench_data import percentiles
+
+    rng = random.Random(len(texts))
+    qs = [
+        rng.choice(texts) + " again" if i % 2 == 0 else f"a new note {i} on {rng.random():.6f}"
+        for i in range(PROBES)
+    ]
+    t = time.perf_counter()
+    store.fold_target(SCOPE, qs[0])
+    row["probe_first_s"] = time.perf_counter() - t
+    times, folds = [], 0
+    for q in qs:
+        t = time.perf_counter()
+        folds += store.fold_target(SCOPE, q) is not None
+        times.append(time.perf_counter() - t)  # seconds: `percentiles` gives ms
+    row["probe_p50"], row["probe_p95"] = percentiles(times)
+    row["probe_folds"] = folds
+    log(
+        f"  fold-in probe ({row.get('fold_search', 'client')}): "
+        f"first {row['probe_first_s']:.2f} s, "
+        f"p50 {row['probe_p50']:.2f} ms, p95 {row['probe_p95']:.2f} ms, {folds} of {PROBES} fold"
+    )
+
+
+def backend_cell(r: dict) -> str:
+    """The backend, and its fold-in mode when the database finds the candidates."""
+    return str(r["backend"]) + (" (fold server)" if r.get("fold_search") == "server" else "")

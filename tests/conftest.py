@@ -91,6 +91,52 @@ def with_schema(dsn: str, schema: str) -> str:
     return dsn_with_schema(dsn, schema)
 
 
+def pg_fold_search() -> str:
+    """The fold-in mode the Postgres half runs in: MEMKIT_TEST_FOLD_SEARCH=server runs
+    every Postgres test on databases set to `fold_search="server"` (floor
+    `SERVER_FLOOR`), which every store opened there follows; default client."""
+    mode = os.environ.get("MEMKIT_TEST_FOLD_SEARCH", "client").strip().lower()
+    assert mode in ("client", "server"), mode
+    return mode
+
+
+SERVER_FLOOR = 0.1
+"""The postings' floor of a server-mode test database: the lowest positive fold
+threshold a test opens with."""
+
+
+def _set_mode(dsn: str) -> None:
+    """Make `dsn`'s (empty) schema a server-mode store when the run asks for it."""
+    if pg_fold_search() != "server":
+        return
+    import psycopg
+
+    from memkit.store.fold_postings import common_list
+    from memkit.store.pg_schema import migrate
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        migrate(c)
+        for k, v in (
+            ("fold_search", "server"),
+            ("fold_floor", repr(SERVER_FLOOR)),
+            ("fold_order", common_list()[1]),
+        ):
+            c.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
+                "DO UPDATE SET value = excluded.value",
+                (k, v),
+            )
+
+
+def _postings_problems(c) -> list[str]:
+    """In a server-mode run, how the test's live rows' postings are wrong ([]: right)."""
+    from memkit.store.fold_postings import problems, read_mode
+    from memkit.store.postgres import PgDb
+
+    postings = read_mode(c)
+    return [] if postings is None else problems(PgDb(c), postings)
+
+
 _PG_POOL: list[str] = []
 """Emptied schemas of this session, reused: emptying costs a fraction of creating,
 migrating and dropping a schema per test."""
@@ -109,8 +155,10 @@ def pg_dsn(pg_server_dsn, request):
         schema = f"t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(pg_server_dsn, autocommit=True) as c:
             c.execute(f"CREATE SCHEMA {schema}")
+    dsn = with_schema(pg_server_dsn, schema)
+    _set_mode(dsn)
     try:
-        yield with_schema(pg_server_dsn, schema)
+        yield dsn
     finally:
         _recycle_schema(pg_server_dsn, schema)
 
@@ -123,6 +171,7 @@ def _recycle_schema(base: str, schema: str) -> None:
     from memkit.store.pg_ann import drop_all
     from memkit.store.pg_schema import SCHEMA_VERSION
 
+    bad: list[str] = []
     with psycopg.connect(with_schema(base, schema), autocommit=True) as c:
         ok = False
         try:
@@ -134,8 +183,11 @@ def _recycle_schema(base: str, schema: str) -> None:
             if tables and versions:
                 (top,) = c.execute("SELECT max(version) FROM schema_version").fetchone()
                 if top == SCHEMA_VERSION:
+                    bad = _postings_problems(c)
                     drop_all(c)  # every HNSW index (memkit.store.pg_ann)
-                    c.execute("TRUNCATE memories, rollouts, scopes, meta RESTART IDENTITY")
+                    c.execute(
+                        "TRUNCATE memories, rollouts, scopes, meta, fold_postings RESTART IDENTITY"
+                    )
                     ok = True
             else:
                 ok = not tables and not versions  # never opened: still empty
@@ -143,8 +195,9 @@ def _recycle_schema(base: str, schema: str) -> None:
             ok = False
         if not ok:
             c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-            return
-    _PG_POOL.append(schema)
+    if ok:
+        _PG_POOL.append(schema)
+    assert not bad, f"fold-in postings out of step with the rows: {bad}"
 
 
 @pytest.fixture(params=BACKENDS)
@@ -197,6 +250,7 @@ def _fresh_pg_schema(request) -> str:
     with psycopg.connect(base, autocommit=True) as c:
         c.execute(f"CREATE SCHEMA {schema}")
     request.addfinalizer(lambda: _drop_schema(base, schema))
+    _set_mode(with_schema(base, schema))
     return with_schema(base, schema)
 
 
@@ -206,6 +260,9 @@ def _empty_pg_schema(dsn: str) -> None:
 
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("TRUNCATE memories, rollouts, scopes, meta RESTART IDENTITY")
+        if c.execute("SELECT to_regclass('fold_postings')").fetchone()[0] is not None:
+            c.execute("TRUNCATE fold_postings")
+    _set_mode(dsn)
 
 
 def _drop_schema(base: str, schema: str) -> None:

@@ -325,7 +325,9 @@ def test_a_postgres_store_from_before_parking_migrates_with_its_queue(pg_dsn):
     from memkit.store.pg_schema import MIGRATIONS
 
     with psycopg.connect(pg_dsn, autocommit=True) as c:  # a store at migration 1
-        c.execute("DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version")
+        c.execute(
+            "DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version, fold_postings"
+        )
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")
         c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
         for stmt in MIGRATIONS[0][1].split(";"):

@@ -233,6 +233,18 @@ class _PostgresRaw(_Raw):
                         for r in rolls
                     ],
                 )  # fmt: skip
+            self._post(seqs)
+
+    def _post(self, seqs: dict[str, int]) -> None:
+        """The copied rows' fold-in postings, when the destination keeps them
+        (`fold_search="server"`, `memkit.store.fold_postings`), in the copy's transaction."""
+        from memkit.store.fold_postings import read_mode
+        from memkit.store.postgres import PgDb
+
+        postings = read_mode(self.conn)
+        if postings is not None:
+            for scope, seq in seqs.items():
+                postings.backfill(PgDb(self.conn), "scope_id = ? AND change_seq = ?", (scope, seq))
 
 
 def _raw(url: str) -> _Raw:
@@ -254,7 +266,8 @@ def copy_store(src: str, dst: str, *, into_nonempty: bool = False) -> CopyReport
     open_store(dst, embedder=None).close()  # create and migrate the destination
     s, d = _raw(src), _raw(dst)
     try:
-        meta = s.meta()
+        # the fold-in mode is the destination's own (its postings: `write`)
+        meta = {k: v for k, v in s.meta().items() if not k.startswith("fold_")}
         mems = list(s.memories())
         rolls = list(s.rollouts())
         dmeta = d.meta()

@@ -172,6 +172,22 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
 """
         + _LOCK_SCOPE.format(rowids=_ROWIDS_5),
     ),
+    (
+        6,
+        """
+        -- (issue #36) fold_search='server' (memkit.store.fold_postings): each live
+        -- row's trigram prefix under a fixed order, keyed by a hash of its scope and
+        -- kind and its gram count, so a probe reads the postings of a possible length.
+        -- Empty unless the store's meta says fold_search = 'server'.
+        CREATE TABLE fold_postings (
+            sk    bigint  NOT NULL,
+            gram  bigint  NOT NULL,
+            m     integer NOT NULL,
+            rowid bigint  NOT NULL,
+            PRIMARY KEY (sk, gram, m, rowid)
+        );
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when schema_version < n."""
 

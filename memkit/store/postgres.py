@@ -51,6 +51,15 @@ from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
 from memkit.store import pg_ann, rank
+from memkit.store.fold_postings import (
+    MODE_LOCK,
+    Postings,
+    check_floor,
+    check_mode,
+    problems,
+    read_mode,
+)
+from memkit.store.fold_postings import set_mode as set_fold_mode
 from memkit.store.index import SYNC_MAX, Statement, TopAndChanges, changes_since
 from memkit.store.index_bound import CACHE_MB, cap_bytes
 from memkit.store.pg_schema import SCHEMA_VERSION, migrate
@@ -131,6 +140,9 @@ class PgDb:
         """Ends the open `batch`'s pipeline now: its sync, awaited (`end_write`)."""
         self._implicit = False
         """The open write is its batch's implicit transaction (`begin_write`)."""
+        self.postings: Postings | None = None
+        """The database's fold-in postings when its mode is `fold_search="server"`
+        (`memkit.store.fold_postings`): every write posts with them; else None."""
 
     def execute(
         self, sql: str, args: Sequence[Any] = (), binary: bool = False, per_run: bool = False
@@ -450,6 +462,7 @@ class PostgresStore(SQLStore):
         hnsw_m: int = pg_ann.M,
         hnsw_ef_construction: int = pg_ann.EF_CONSTRUCTION,
         index_cache_mb: float | None = CACHE_MB,
+        fold_search: str | None = None,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
@@ -473,6 +486,14 @@ class PostgresStore(SQLStore):
         commits, never consistency); the default keeps the server's setting.
         `index_cache_mb`: the bound on this client's in-memory indexes, as in
         `SQLiteStore.open`.
+        `fold_search`: where fold-in candidates are found, a property of the
+        database (`memkit.store.fold_postings`): "client" (an in-memory trigram
+        index per scope and kind, growing with the rows in the fold window) or
+        "server" (a postings table every writer maintains: no per-scope index
+        in the client, writes slower). None (default) takes the database's mode
+        ("client" unless set). Asking "server" of a new, empty store sets it
+        (its postings serve fold thresholds >= this store's); asking a mode the
+        database does not have is a ConfigError (`set_fold_search` switches).
         """
         if ann not in _ANN_KINDS:
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
@@ -486,6 +507,7 @@ class PostgresStore(SQLStore):
             raise ConfigError(f"build_concurrently={build_concurrently!r}: want True or False")
         if not isinstance(synchronous_commit, bool):
             raise ConfigError(f"synchronous_commit={synchronous_commit!r}: want True or False")
+        check_mode(fold_search)
         emb = get_embedder(embedder)
         try:
             import psycopg
@@ -502,6 +524,7 @@ class PostgresStore(SQLStore):
             db = PgDb(conn)
             if read_only:
                 _check_readable(conn, dsn)
+                conn.execute("SELECT pg_advisory_lock_shared(%s)", (MODE_LOCK,))
                 conn.execute("SET default_transaction_read_only = on")
                 register_vector(conn)
                 if emb is not None:
@@ -510,8 +533,10 @@ class PostgresStore(SQLStore):
                 if not synchronous_commit:
                     conn.execute("SET synchronous_commit = off")
                 migrate(conn)
+                conn.execute("SELECT pg_advisory_lock_shared(%s)", (MODE_LOCK,))
                 register_vector(conn)
                 record_embedder(db, emb, safe_dsn(dsn))
+            db.postings = _fold_mode(db, fold_search, fold, dsn, read_only)
             store = cls(
                 db,
                 dsn=dsn,
@@ -538,6 +563,32 @@ class PostgresStore(SQLStore):
         """ConfigError unless `open` takes (`hnsw_m`, `hnsw_ef_construction`): for a
         caller that checks before long work (the store bench, before its corpus)."""
         pg_ann.check_graph(m, ef_construction)
+
+    @property
+    def fold_search(self) -> str:
+        """Where fold-in candidates are found: "client" or "server" (`open`)."""
+        return "client" if self._conn.postings is None else "server"
+
+    def set_fold_search(self, mode: str, floor: float | None = None) -> None:
+        """Switch the database's fold-in mode (`open`'s `fold_search`) in one
+        transaction: to "server", every live row's postings are written (for
+        fold thresholds >= `floor`, default this store's threshold, at most 1);
+        to "client", they are dropped. ConfigError while another client has the
+        store open: it would go on in the old mode (`memkit.store.fold_postings`)."""
+        check_mode(mode)
+        f = check_floor(min(self.fold.threshold, 1.0) if floor is None else floor)
+        if mode == "server" and 0 < self.fold.threshold < f:
+            raise ConfigError(f"floor {f!r} is above this store's fold threshold")
+        with self._lock:
+            self._conn.postings = set_fold_mode(self._conn, mode, f)
+            self._ix.forget()
+
+    def fold_postings_problems(self) -> list[str]:
+        """How the live rows' fold-in postings differ from what their texts post
+        (`memkit.store.fold_postings.problems`): [] when right, or in client mode."""
+        with self._lock:
+            postings = self._conn.postings
+            return [] if postings is None else problems(self._conn, postings)
 
     def _embedding_dim(self) -> int:
         if self._dim is None:
@@ -802,6 +853,10 @@ class PostgresStore(SQLStore):
             for mid, scope, kind, content, conf, ts, vec, grams in rows:
                 emb = None if vec is None else _vec_text(vec)
                 cp.write_row((mid, scope, kind, content, "[]", conf, ts, 1, ts, emb, grams, w.seq))
+        postings = self._conn.postings
+        if postings is not None:  # this write's rows: its change number in its scope
+            postings.backfill(self._conn, "scope_id = ? AND change_seq = ?", (w.scope_id, w.seq))
+            self._conn.conn.execute("ANALYZE fold_postings")
         self._conn.conn.execute("ANALYZE memories")
 
 
@@ -818,6 +873,26 @@ def read_ahead_sql(scope_id: str | None, changes: Statement) -> Statement:
         f"UNION ALL SELECT 1, c.* FROM ({changes[0]}) c"
     )
     return sql, [scope_id, *changes[1]]
+
+
+def _fold_mode(
+    db: PgDb, asked: str | None, fold: FoldParams, dsn: str, read_only: bool
+) -> Postings | None:
+    """The database's fold-in postings as `open` asked (module `memkit.store.fold_postings`)."""
+    have = read_mode(db.conn)
+    mode = "client" if have is None else "server"
+    if asked is None or asked == mode:
+        if have is not None:
+            have.check(fold.threshold)
+        return have
+    (rows,) = db.conn.execute("SELECT count(*) FROM (SELECT 1 FROM memories LIMIT 1) x").fetchone()
+    if asked == "server" and not rows and not read_only:
+        floor = check_floor(min(fold.threshold, 1.0)) if fold.threshold > 0 else 1.0
+        return set_fold_mode(db, "server", floor)
+    raise ConfigError(
+        f"fold_search={asked!r}, but store {safe_dsn(dsn)!r} is in {mode!r} mode: open it "
+        f"with fold_search={mode!r} or None, or switch it (PostgresStore.set_fold_search)"
+    )
 
 
 def _check_readable(conn: Any, dsn: str) -> None:

@@ -145,9 +145,24 @@ def insert(
     values = "?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, ?, ?, ?"
     if rowid is not None:
         conn.execute(f"INSERT INTO memories (rowid, {cols}) VALUES (?, {values})", (rowid, *args))
-        return rowid
-    cur = conn.execute(f"INSERT INTO memories ({cols}) VALUES ({values}) RETURNING rowid", args)
-    return int(cur.fetchall()[0][0])
+    else:
+        cur = conn.execute(f"INSERT INTO memories ({cols}) VALUES ({values}) RETURNING rowid", args)
+        rowid = int(cur.fetchall()[0][0])
+    repost(conn, scope_id, kind, rowid, None, content)
+    return rowid
+
+
+def repost(conn: Conn, scope_id: str, kind: str, rowid: int, old: str | None, content: str) -> None:
+    """A live row's fold-in postings follow its text (`old`: the text it had, None
+    for a new row), when the connection keeps them (Postgres `fold_search="server"`,
+    `memkit.store.fold_postings`); sent with the write, no round trip of its own
+    in a batch."""
+    postings = getattr(conn, "postings", None)
+    if postings is None or old == content:
+        return
+    if old is not None:
+        postings.unpost(conn, scope_id, kind, rowid, old)
+    postings.post(conn, scope_id, kind, rowid, content)
 
 
 def fold_into(

@@ -179,7 +179,17 @@ class Writes(StoreBase):
         """{rowid: (row, similarity)} of the live rows of (scope, kind) at or above
         the threshold (> 0), as `w` sees them (one round trip: the rows' facts),
         for a decision whose fold window starts at `since` (None: read ahead of
-        one, which checks the index then: `_decide`)."""
+        one, which checks the index then: `_decide`). With the database's postings
+        (`fold_search="server"`), the server finds them and they are scored here."""
+        postings = getattr(self._conn, "postings", None)
+        if postings is not None:
+            probe = postings.probe(scope_id, kind, grams, self.fold.threshold)
+            if probe is None:
+                return {}
+            found: dict[int, tuple[Row, float]] = postings.scored(
+                w.conn.execute(*probe).fetchall(), grams, self.fold.threshold
+            )
+            return found
         sims = w.similar(scope_id, kind, grams, self.fold.threshold, since)
         return _still_live(sims, sql.by_rowid(w.conn, sims).values(), scope_id, kind)
 
@@ -304,17 +314,28 @@ class Writes(StoreBase):
         out: list[RememberResult] = []
         if not items:
             return out
-        with self._lock:  # not under the write lock: other processes' writers go on
-            self._ix.warm_grams(scope_id, {it.kind for it in items}, self.fold.threshold)
-            # one item: its candidates are read now (a batch folds into its own rows)
-            ahead = self._foresee(scope_id, items[0]) if len(items) == 1 else None
+        t = self.fold.threshold
+        postings = getattr(self._conn, "postings", None)
+        ahead, probe = None, None
+        if postings is not None:  # the server's postings: no index here
+            if len(items) == 1 and t > 0:  # probed with the lock, in its round trip
+                probe = postings.probe(scope_id, items[0].kind, items[0].grams, t)
+        else:
+            with self._lock:  # not under the write lock: other processes' writers go on
+                self._ix.warm_grams(scope_id, {it.kind for it in items}, t)
+                # one item: its candidates are read now (a batch folds into its own rows)
+                ahead = self._foresee(scope_id, items[0]) if len(items) == 1 else None
         # the batch holds the statements and the COMMIT (`end_write`): one round trip
-        read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else None
+        read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else probe
         with self._lock, self._conn.batch(), self._write(scope_id, len(items), read) as w:
             reserved = iter(w.conn.reserve_rowids(len(items)))
             for it, vec in zip(items, vecs, strict=True):
                 now = float(self.clock())
-                target = self._decide(w, ahead, scope_id, it, now)
+                if probe is not None and postings is not None:
+                    found = postings.scored(w.read_rows, it.grams, t)
+                    target = best_fold(found.values(), now, self.fold.window_days * DAY, t)
+                else:
+                    target = self._decide(w, ahead, scope_id, it, now)
                 created: float | None
                 if target is None:
                     mid = self.new_id()
@@ -330,6 +351,7 @@ class Writes(StoreBase):
                         w.conn, rowid, it.content, it.tags, conf, it.source_run_id, now, vec,
                         len(it.grams), w.seq,
                     )  # fmt: skip
+                    sql.repost(w.conn, scope_id, it.kind, rowid, target.content, it.content)
                 w.put(
                     LiveRow(
                         scope_id,

@@ -1,0 +1,375 @@
+"""Fold-in candidates searched by Postgres: the `fold_search="server"` mode (issue #36).
+
+In the default mode a writer finds fold-in candidates in an in-memory trigram
+index of its (scope, kind) (`memkit.store.gram_index`), which grows with the
+rows seen in the fold window: 634 MB at 1M rows written at once. In server
+mode the database holds the index instead, as a postings table, and a writer
+holds nothing per scope: the server returns the few rows that can reach the
+threshold, and the client scores them exactly and decides with the same rule.
+
+Why exact: l-prefix filtering holds for ANY fixed total order of the grams
+(`memkit.store.gram_index`'s proof). Here the order needs no per-scope state:
+the common trigrams of a static list (`memkit/data/common_trigrams.txt`, its
+provenance in the file) go last, the most common last; every other gram is
+ordered by `mix64` of its exact code (`gram_codes`: no two grams share one),
+ties by the code. A live row posts the first `prefix_len(m)` of its m grams
+(for the database's `floor`, the lowest threshold served) as
+(sk, gram, m, rowid); a probe reads its own first `probe_codes` grams'
+postings at a possible length, keeps the rows with enough hits, and joins the
+live rows of the scope and kind. `sk` is a 64-bit hash of (scope, kind): a
+collision only adds candidates, which the join drops.
+
+The mode is a property of the database (meta rows `fold_search`,
+`fold_floor`, `fold_order`), read at open, so every writer maintains the
+postings: a row's postings are written with it (`post`), a row whose text
+changes re-posts (`unpost` of the old text, then `post`), and a dead row's
+postings stay and are filtered by the live join. Switching (`set_mode`)
+backfills in one transaction while no other client has the store open:
+every open holds a shared advisory lock (`MODE_LOCK`) for its session.
+
+Leaves out: the rule (what folds: `memkit.store.writes`), and SQLite (one
+process's store: its in-memory index is the fast path).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from memkit.errors import ConfigError
+from memkit.store.gram_index import HITS, gram_codes
+from memkit.store.rows import COLS, Row
+from memkit.text import jaccard, trigrams
+
+MODES = ("client", "server")
+"""`fold_search` values: the writer's memory (default) or the database's postings."""
+
+MODE_LOCK = 0x6D656D666F6C64
+"""Advisory key: every open holds it shared for its session; `set_mode` exclusively."""
+
+BACKFILL_ROWS = 20_000
+"""Rows posted at once by `backfill` (their postings' arrays stay a few MB)."""
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a fixed bijection of uint64 that scatters the codes,
+    so the grams off the common list come in no order related to their letters."""
+    z = np.asarray(x).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+_COMMON_BASE = np.uint64(1 << 63)
+
+
+class GramOrder:
+    """A fixed total order of every trigram code: by key, then code. The key is
+    mix64(code) >> 1 (< 2**63) off the list, 2**63 + place on it, the most
+    common gram (`common[0]`) placed last."""
+
+    def __init__(self, common: Sequence[int] | np.ndarray = ()):
+        self.common = np.asarray(common, dtype=np.int64)
+        if np.unique(self.common).size != self.common.size:
+            raise ConfigError("the common trigram list repeats a code")
+        by_code = np.argsort(self.common)
+        self._sorted = self.common[by_code]
+        self._place = (self.common.size - 1 - by_code).astype(np.uint64)
+
+    def keys(self, codes: np.ndarray) -> np.ndarray:
+        codes = np.asarray(codes, dtype=np.int64)
+        k: np.ndarray = mix64(codes) >> np.uint64(1)
+        if self._sorted.size:
+            pos = np.minimum(np.searchsorted(self._sorted, codes), self._sorted.size - 1)
+            hit = self._sorted[pos] == codes
+            k[hit] = _COMMON_BASE + self._place[pos[hit]]
+        return k
+
+    def sort(self, codes: np.ndarray) -> np.ndarray:
+        """`codes` in the order."""
+        codes = np.asarray(codes, dtype=np.int64)
+        out: np.ndarray = codes[np.lexsort((codes, self.keys(codes)))]
+        return out
+
+
+@functools.cache
+def common_list() -> tuple[np.ndarray, str]:
+    """The shipped common trigram codes, most common first, and the order's id
+    (`common2048-` and the file's sha256 prefix), recorded with the postings."""
+    raw = resources.files("memkit").joinpath("data/common_trigrams.txt").read_bytes()
+    codes = [int(x) for x in raw.decode("ascii").splitlines() if x and not x.startswith("#")]
+    order_id = f"common{len(codes)}-{hashlib.sha256(raw).hexdigest()[:16]}"
+    return np.asarray(codes, dtype=np.int64), order_id
+
+
+@functools.cache
+def default_order() -> GramOrder:
+    return GramOrder(common_list()[0])
+
+
+def prefix_len(m: Any, floor: float, hits: int = HITS) -> Any:
+    """How many of its first grams a row of m grams posts (as `GramIndex`)."""
+    m = np.asarray(m, dtype=np.int64)
+    return np.minimum(m, m - np.ceil(floor * m - 1e-9).astype(np.int64) + hits)
+
+
+def row_postings(
+    texts: Sequence[str], order: GramOrder, floor: float, hits: int = HITS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(text index, code) of every posting of `texts`, grouped by text and in the
+    order within each, and each text's number of distinct grams."""
+    row, codes = gram_codes(list(texts))
+    if codes.size == 0:
+        return row, codes, np.zeros(len(texts), dtype=np.int64)
+    o = np.lexsort((codes, order.keys(codes), row))
+    row, codes = row[o], codes[o]
+    keep = np.ones(row.size, dtype=bool)
+    keep[1:] = (row[1:] != row[:-1]) | (codes[1:] != codes[:-1])
+    row, codes = row[keep], codes[keep]
+    m = np.bincount(row, minlength=len(texts)).astype(np.int64)
+    starts = np.zeros(len(texts), dtype=np.int64)
+    np.cumsum(m[:-1], out=starts[1:])
+    posted = np.arange(row.size) - starts[row] < prefix_len(m, floor, hits)[row]
+    return row[posted], codes[posted], m
+
+
+def gram_code(g: str) -> int:
+    """The `gram_codes` code of one trigram."""
+    return (ord(g[0]) << 42) | (ord(g[1]) << 21) | ord(g[2])
+
+
+def probe_codes(
+    grams: frozenset[str], order: GramOrder, t: float, hits: int = HITS
+) -> tuple[list[int], int]:
+    """The codes whose postings a probe at threshold `t` (> 0) reads, in the
+    order, and the hits a row needs among them; ([], 0) when nothing can match."""
+    n = len(grams)
+    need = max(1, math.ceil(t * n - 1e-9))
+    if n == 0 or need > n:
+        return [], 0
+    codes = np.fromiter(map(gram_code, grams), np.int64, n)
+    take = min(n, n - need + hits)
+    out: list[int] = order.sort(codes)[:take].tolist()
+    return out, min(hits, need)
+
+
+def length_bounds(n: int, t: float) -> tuple[int, int]:
+    """The gram counts a row can have and reach similarity t with n grams (loose by one)."""
+    return math.floor(t * n - 1e-9), math.ceil(n / t + 1e-9)
+
+
+def scope_key(scope_id: str, kind: str) -> int:
+    """The postings' 64-bit key of a (scope, kind): a hash (a collision only adds
+    candidates, which the probe's join on scope and kind drops)."""
+    h = hashlib.blake2b(f"{scope_id}\x00{kind}".encode("utf-8", "surrogatepass"), digest_size=8)
+    return int.from_bytes(h.digest(), "little", signed=True)
+
+
+def _array(codes: Iterable[int]) -> str:
+    """A bigint[] literal (a text parameter cast in SQL: one type, whatever the values)."""
+    return "{" + ",".join(map(str, codes)) + "}"
+
+
+_M_COLS = ", ".join(f"m.{c.strip()}" for c in COLS.split(","))
+
+
+@dataclass(frozen=True)
+class Postings:
+    """A database's server-mode postings: the floor they serve and their order."""
+
+    floor: float
+    order_id: str
+
+    @property
+    def order(self) -> GramOrder:
+        return default_order()
+
+    def check(self, threshold: float) -> None:
+        """ConfigError unless the postings serve a fold threshold (> 0 needs >= floor)."""
+        if 0 < threshold < self.floor:
+            raise ConfigError(
+                f"fold threshold {threshold!r} is below the store's fold-in postings floor "
+                f"{self.floor!r} (fold_search='server'): open with a threshold >= the floor, "
+                "or set the mode again with a lower floor (set_fold_search)"
+            )
+
+    def post(self, conn: Any, scope_id: str, kind: str, rowid: int, content: str) -> None:
+        """Post a live row's prefix (one statement; none when it has no gram)."""
+        _, codes, m = row_postings([content], self.order, self.floor)
+        if codes.size:
+            conn.execute(
+                "INSERT INTO fold_postings (sk, gram, m, rowid) "
+                "SELECT ?, g, ?, ? FROM unnest(?::text::bigint[]) g ON CONFLICT DO NOTHING",
+                (scope_key(scope_id, kind), int(m[0]), int(rowid), _array(codes.tolist())),
+            )
+
+    def unpost(self, conn: Any, scope_id: str, kind: str, rowid: int, content: str) -> None:
+        """Drop the postings a row's earlier text `content` made (by their whole key)."""
+        _, codes, m = row_postings([content], self.order, self.floor)
+        if codes.size:
+            conn.execute(
+                "DELETE FROM fold_postings WHERE sk = ? AND m = ? AND rowid = ? "
+                "AND gram = ANY(?::text::bigint[])",
+                (scope_key(scope_id, kind), int(m[0]), int(rowid), _array(codes.tolist())),
+            )
+
+    def probe(
+        self, scope_id: str, kind: str, grams: frozenset[str], t: float
+    ) -> tuple[str, tuple[Any, ...]] | None:
+        """The statement returning (as `Row`s) the live rows of (scope, kind) that may
+        reach similarity `t` with `grams`; None when none can. ConfigError for a
+        `t` below the floor (a store's fold threshold may change after its open)."""
+        self.check(t)
+        codes, h = probe_codes(grams, self.order, t)
+        if not codes:
+            return None
+        lo, hi = length_bounds(len(grams), t)
+        return (
+            f"SELECT {_M_COLS} FROM (SELECT rowid FROM fold_postings "
+            "WHERE sk = ? AND gram = ANY(?::text::bigint[]) AND m BETWEEN ? AND ? "
+            "GROUP BY rowid HAVING count(*) >= ?) c JOIN memories m ON m.rowid = c.rowid "
+            "WHERE m.scope_id = ? AND m.kind = ? AND m.superseded_by IS NULL",
+            (scope_key(scope_id, kind), _array(codes), lo, hi, h, scope_id, kind),
+        )
+
+    @staticmethod
+    def scored(
+        rows: Iterable[tuple[Any, ...]], grams: frozenset[str], t: float
+    ) -> dict[int, tuple[Row, float]]:
+        """{rowid: (row, similarity)} of a probe's rows at or above `t`, scored exactly."""
+        out: dict[int, tuple[Row, float]] = {}
+        for r in map(Row._make, rows):
+            sim = jaccard(grams, trigrams(r.content))
+            if sim >= t:
+                out[r.rowid] = (r, sim)
+        return out
+
+    def backfill(self, db: Any, where: str = "", args: Sequence[Any] = ()) -> int:
+        """Post every live row (`AND where`), `BACKFILL_ROWS` at a time by COPY, in
+        the caller's transaction; the postings written."""
+        sql = "SELECT rowid, scope_id, kind, content FROM memories WHERE superseded_by IS NULL"
+        chunk: list[tuple[Any, ...]] = []
+        done = 0
+        for r in db.stream(sql + (f" AND {where}" if where else ""), args):
+            chunk.append(r)
+            if len(chunk) >= BACKFILL_ROWS:
+                done += self._copy(db, chunk)
+                chunk = []
+        return done + self._copy(db, chunk)
+
+    def _copy(self, db: Any, rows: Sequence[tuple[Any, ...]]) -> int:
+        if not rows:
+            return 0
+        idx, codes, m = row_postings([r[3] for r in rows], self.order, self.floor)
+        sks = [scope_key(r[1], r[2]) for r in rows]
+        with db.conn.cursor().copy("COPY fold_postings (sk, gram, m, rowid) FROM STDIN") as cp:
+            for i, code in zip(idx.tolist(), codes.tolist(), strict=True):
+                cp.write_row((sks[i], code, int(m[i]), int(rows[i][0])))
+        return int(codes.size)
+
+
+def read_mode(conn: Any) -> Postings | None:
+    """The database's postings (server mode), or None (client mode: no row, or 'client')."""
+    got = dict(
+        conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('fold_search', 'fold_floor', 'fold_order')"
+        ).fetchall()
+    )
+    mode = got.get("fold_search", "client")
+    if mode == "client":
+        return None
+    if mode != "server" or "fold_floor" not in got or "fold_order" not in got:
+        raise ConfigError(f"the store records fold_search {mode!r} incompletely or unknown: {got}")
+    _, order_id = common_list()
+    if got["fold_order"] != order_id:
+        raise ConfigError(
+            f"the store's fold-in postings use gram order {got['fold_order']!r}, this memkit "
+            f"{order_id!r}: set the mode again (set_fold_search) to rebuild them"
+        )
+    return Postings(float(got["fold_floor"]), order_id)
+
+
+def check_mode(mode: Any) -> None:
+    if mode is not None and mode not in MODES:
+        raise ConfigError(f"fold_search={mode!r}: want None, 'client' or 'server'")
+
+
+def check_floor(floor: Any) -> float:
+    if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 < floor <= 1:
+        raise ConfigError(f"fold floor {floor!r}: want a number in (0, 1]")
+    return float(floor)
+
+
+def set_mode(db: Any, mode: str, floor: float) -> Postings | None:
+    """Switch the database's fold-in mode in one transaction (postings emptied, and
+    in server mode every live row posted), holding `MODE_LOCK` exclusively:
+    ConfigError if another client has the store open (it would go on in the
+    old mode). The caller's own shared hold is released first and taken again."""
+    check_mode(mode)
+    floor = check_floor(floor)
+    c = db.conn
+    c.execute("SELECT pg_advisory_unlock_shared(%s)", (MODE_LOCK,))
+    try:
+        (got,) = c.execute("SELECT pg_try_advisory_lock(%s)", (MODE_LOCK,)).fetchone()
+        if not got:
+            raise ConfigError(
+                "cannot switch fold_search: other clients have this store open "
+                "(they would go on in the old mode); close them first"
+            )
+        try:
+            out = None
+            with c.transaction():
+                c.execute("TRUNCATE fold_postings")
+                _, order_id = common_list()
+                for k, v in (
+                    ("fold_search", mode),
+                    ("fold_floor", repr(floor)),
+                    ("fold_order", order_id),
+                ):
+                    c.execute(
+                        "INSERT INTO meta (key, value) VALUES (%s, %s) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                        (k, v),
+                    )
+                if mode == "server":
+                    out = Postings(floor, order_id)
+                    out.backfill(db)
+            c.execute("ANALYZE fold_postings")
+            return out
+        finally:
+            c.execute("SELECT pg_advisory_unlock(%s)", (MODE_LOCK,))
+    finally:
+        c.execute("SELECT pg_advisory_lock_shared(%s)", (MODE_LOCK,))
+
+
+def problems(db: Any, postings: Postings) -> list[str]:
+    """How the live rows' postings differ from what their texts post (a check for
+    tests and `memkit store check`-like tools): [] when every live row has exactly
+    its own postings."""
+    rows = db.execute(
+        "SELECT rowid, scope_id, kind, content FROM memories WHERE superseded_by IS NULL"
+    ).fetchall()
+    idx, codes, m = row_postings([r[3] for r in rows], postings.order, postings.floor)
+    want = {
+        (scope_key(rows[i][1], rows[i][2]), c, int(m[i]), int(rows[i][0]))
+        for i, c in zip(idx.tolist(), codes.tolist(), strict=True)
+    }
+    have = set(
+        map(
+            tuple,
+            db.execute(
+                "SELECT p.sk, p.gram, p.m, p.rowid FROM fold_postings p JOIN memories m "
+                "ON m.rowid = p.rowid AND m.superseded_by IS NULL"
+            ).fetchall(),
+        )
+    )
+    out = [f"missing posting {p}" for p in sorted(want - have)[:5]]
+    return out + [f"stale posting {p}" for p in sorted(have - want)[:5]]

@@ -1,0 +1,319 @@
+"""Postgres `fold_search="server"` (issue #36, `memkit.store.fold_postings`): the
+database finds fold-in's candidates from a postings table every writer keeps,
+and decides exactly as the in-memory index (client mode) and SQLite do.
+
+The whole Postgres half also runs in server mode: MEMKIT_TEST_FOLD_SEARCH=server
+(tests/conftest.py; every test's live rows' postings are checked after it)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import numpy as np
+import psycopg
+import pytest
+from conftest import with_schema
+from test_store_helpers import Clock
+
+from memkit.errors import ConfigError, NotFound
+from memkit.params import DAY, FoldParams
+from memkit.store import SQLiteStore, copy_store
+from memkit.store.fold_postings import (
+    GramOrder,
+    Postings,
+    common_list,
+    probe_codes,
+    row_postings,
+)
+from memkit.store.postgres import PostgresStore
+from memkit.text import jaccard, trigrams
+
+WORDS = (
+    "deploy", "staging", "box", "db", "postgres", "dark", "mode", "Đức", "naïve",
+    "😀", "𝔘𝔫𝔦", "tea", "four", "cache", "disk", "shared", "ticket", "runs",
+)  # fmt: skip
+NO_GRAM = ("!!!", "— … —", "😀 😀")  # texts without a trigram (symbols only)
+
+
+@pytest.fixture
+def schemas(pg_server_dsn):
+    """`new()`: the DSN of another empty schema, dropped after the test."""
+    made: list[str] = []
+
+    def new() -> str:
+        schema = f"fs_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+            c.execute(f"CREATE SCHEMA {schema}")
+        made.append(schema)
+        return with_schema(pg_server_dsn, schema)
+
+    yield new
+    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+        for schema in made:
+            c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _text(rng: random.Random) -> str:
+    if rng.random() < 0.06:
+        return rng.choice(NO_GRAM)
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 7)))
+
+
+def _ids():
+    n = iter(range(10**9))
+    return lambda: f"id{next(n):08d}"
+
+
+def _script(rng: random.Random, n: int) -> list[tuple]:
+    """Random writes: remember (often a reworded earlier text), remember_many, retract,
+    update, fold_target, and clock moves across the 14-day window both ways."""
+    ops: list[tuple] = []
+    texts: list[str] = []
+    for _ in range(n):
+        x = rng.random()
+        if texts and x < 0.35:  # an earlier text, one word changed or appended
+            words = rng.choice(texts).split()
+            if words and rng.random() < 0.5:
+                words[rng.randrange(len(words))] = rng.choice(WORDS)
+            else:
+                words.append(rng.choice(WORDS))
+            t = " ".join(words)
+        else:
+            t = _text(rng)
+        texts.append(t)
+        kind = rng.choice(("fact", "fact", "preference"))
+        if x < 0.55:
+            ops.append(("remember", t, kind))
+        elif x < 0.65:
+            ops.append(("many", [t, *(_text(rng) for _ in range(rng.randint(0, 3))), t + " box"]))
+        elif x < 0.72:
+            ops.append(("retract", rng.randrange(10**6)))
+        elif x < 0.78:
+            ops.append(("update", rng.randrange(10**6), t))
+        elif x < 0.88:
+            ops.append(("target", t, kind))
+        else:
+            ops.append(("clock", rng.choice((-20, -13, -8, -1, 1, 6, 13, 15, 30)) * DAY))
+    return ops
+
+
+def _run(store, clock: Clock, ops: list[tuple]) -> list:
+    """Each op's outcome (ids are deterministic: `_ids`)."""
+    out: list = []
+    live: list[str] = []
+    for op in ops:
+        if op[0] == "remember":
+            r = store.remember("s", op[1], kind=op[2])
+            live.append(r.id)
+            out.append((r.id, r.folded))
+        elif op[0] == "many":
+            rs = store.remember_many("s", op[1])
+            live += [r.id for r in rs]
+            out.append([(r.id, r.folded) for r in rs])
+        elif op[0] in ("retract", "update"):
+            if not live:
+                out.append(None)
+                continue
+            mid = live[op[1] % len(live)]
+            try:
+                if op[0] == "retract":
+                    store.retract("s", mid)
+                    out.append(("retracted", mid))
+                else:
+                    new = store.update("s", mid, op[2])
+                    live.append(new)
+                    out.append(("updated", mid, new))
+            except NotFound:
+                out.append(("gone", mid))
+        elif op[0] == "target":
+            m = store.fold_target("s", op[1], kind=op[2])
+            out.append(None if m is None else m.id)
+        else:
+            clock.advance(op[1])
+            out.append(clock.t)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("threshold", [0.65, 0.4])
+def test_server_mode_decides_as_client_mode_and_sqlite(schemas, seed, threshold):
+    ops = _script(random.Random(seed), 70)
+    fold = FoldParams(threshold=threshold)
+    got = {}
+    for name in ("sqlite", "client", "server"):
+        clock = Clock()
+        if name == "sqlite":
+            store = SQLiteStore.open(":memory:", embedder=None, clock=clock, fold=fold)
+        else:
+            store = PostgresStore.open(
+                schemas(), embedder=None, clock=clock, fold=fold, fold_search=name
+            )
+            assert store.fold_search == name
+        store.new_id = _ids()
+        with store:
+            got[name] = _run(store, clock, ops)
+            if name == "server":
+                assert store.fold_postings_problems() == []
+                assert not any(store.cache_stats()["scopes"].values())  # no index held
+    assert got["server"] == got["client"] == got["sqlite"]
+    assert any(o[1] for o in got["server"] if isinstance(o, tuple) and len(o) == 2)  # folds
+
+
+def test_rows_written_before_the_switch_and_by_any_client_are_found(schemas):
+    """A client-mode store's rows are posted by the switch's backfill; after it, a
+    writer opened without asking (None follows the database) keeps the postings,
+    and a server-mode probe finds its rows."""
+    dsn = schemas()
+    with PostgresStore.open(dsn, embedder=None) as a:
+        first = a.remember("s", "the deploy runs on box one")
+        a.remember("s", "tea at four in the staging room")
+        with PostgresStore.open(dsn, embedder=None) as other:
+            with pytest.raises(ConfigError, match="other clients have this store open"):
+                a.set_fold_search("server")
+            assert other.fold_search == a.fold_search == "client"
+        a.set_fold_search("server")
+        assert a.fold_search == "server"
+        assert a.remember("s", "the deploy runs on box one!").id == first.id
+    with PostgresStore.open(dsn, embedder=None) as b:  # follows the database
+        assert b.fold_search == "server"
+        later = b.remember("s", "the cache lives on the shared disk", kind="preference")
+    with PostgresStore.open(dsn, embedder=None, fold_search="server") as c:
+        got = c.remember("s", "the cache lives on the shared disk!", kind="preference")
+        assert got.folded and got.id == later.id
+        assert c.fold_postings_problems() == []
+        c.set_fold_search("client")
+        assert _postings(dsn) == 0
+    with PostgresStore.open(dsn, embedder=None) as d:
+        assert d.fold_search == "client"
+        assert d.remember("s", "the cache lives on the shared disk!!", kind="preference").folded
+
+
+def test_a_mode_the_database_does_not_have_is_refused(schemas):
+    dsn = schemas()
+    with PostgresStore.open(dsn, embedder=None) as s:
+        s.remember("s", "a row: the store is no longer new")
+    with pytest.raises(ConfigError, match="is in 'client' mode"):
+        PostgresStore.open(dsn, embedder=None, fold_search="server")
+    with pytest.raises(ConfigError, match="fold_search='hybrid'"):
+        PostgresStore.open(dsn, embedder=None, fold_search="hybrid")
+    fresh = schemas()
+    PostgresStore.open(fresh, embedder=None, fold_search="server").close()  # new: set
+    with pytest.raises(ConfigError, match="is in 'server' mode"):
+        PostgresStore.open(fresh, embedder=None, fold_search="client")
+
+
+def test_the_floor_bounds_the_thresholds_served(schemas):
+    """Postings posted for a floor serve thresholds at and above it; below it is
+    refused at open and at a write (the threshold may change after the open)."""
+    dsn = schemas()
+    with PostgresStore.open(dsn, embedder=None, fold_search="server") as s:
+        s.set_fold_search("server", floor=0.5)
+    PostgresStore.open(dsn, embedder=None, fold=FoldParams(threshold=0.5)).close()  # at it
+    with pytest.raises(ConfigError, match=r"threshold 0.49 is below .* floor 0.5"):
+        PostgresStore.open(dsn, embedder=None, fold=FoldParams(threshold=0.49))
+    with PostgresStore.open(dsn, embedder=None, fold=FoldParams(threshold=0.0)) as s:
+        assert not s.remember("s", "a scan needs no postings").folded  # <= 0: the SQL scan
+        s.fold = FoldParams(threshold=0.49)
+        with pytest.raises(ConfigError, match="below"):
+            s.remember("s", "a scan needs no postings")
+        for bad in (0, 0.0, 1.01, True, "0.5"):
+            with pytest.raises(ConfigError, match="floor"):
+                s.set_fold_search("server", floor=bad)
+        s.fold = FoldParams(threshold=1.0)
+        s.set_fold_search("server", floor=1.0)  # the top of the range
+
+
+def test_postings_of_another_gram_order_are_refused(schemas):
+    dsn = schemas()
+    PostgresStore.open(dsn, embedder=None, fold_search="server").close()
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("UPDATE meta SET value = 'common2048-0000' WHERE key = 'fold_order'")
+    with pytest.raises(ConfigError, match="gram order 'common2048-0000'"):
+        PostgresStore.open(dsn, embedder=None)
+
+
+def test_a_fold_reposts_and_a_retraction_is_filtered(schemas):
+    dsn = schemas()
+    with PostgresStore.open(dsn, embedder=None, fold_search="server") as s:
+        r = s.remember("s", "the staging db is db.staging.internal")
+        assert s.remember("s", "the staging db is db.staging.internal now").id == r.id
+        assert s.fold_postings_problems() == []
+        assert _postings(dsn, "count(DISTINCT m)") == 1  # the old text's postings are gone
+        s.retract("s", r.id)
+        assert s.fold_target("s", "the staging db is db.staging.internal now") is None
+        assert not s.remember("s", "the staging db is db.staging.internal now").folded
+
+
+def test_copy_store_posts_into_a_server_mode_destination(schemas, tmp_path):
+    src = str(tmp_path / "src.db")
+    with SQLiteStore.open(src, embedder=None) as s:
+        kept = s.remember("s", "the deploy runs on box one").id
+        s.remember_many("t", ["tea at four", "Đức likes 😀 naïve tea"])
+    dst = schemas()
+    PostgresStore.open(dst, embedder=None, fold_search="server").close()
+    copy_store(src, dst)
+    with PostgresStore.open(dst, embedder=None) as d:
+        assert d.fold_search == "server"
+        assert d.fold_postings_problems() == []
+        assert d.remember("s", "the deploy runs on box one!").id == kept
+    back = schemas()  # a server-mode source's mode does not travel: the destination's own
+    copy_store(dst, back)
+    with PostgresStore.open(back, embedder=None) as b:
+        assert b.fold_search == "client"
+
+
+def test_bulk_load_posts_its_rows(schemas):
+    dsn = schemas()
+    with PostgresStore.open(dsn, embedder=None, fold_search="server") as s:
+        texts = [f"note {i} on the {WORDS[i % len(WORDS)]} service" for i in range(300)]
+        s.bulk_load("s", texts)
+        assert s.fold_postings_problems() == []
+        assert s.fold_target("s", texts[7] + " again").content == texts[7]
+
+
+def _postings(dsn: str, what: str = "count(*)") -> int:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        return int(c.execute(f"SELECT {what} FROM fold_postings").fetchone()[0])
+
+
+def _brute(rows: dict[int, str], grams: frozenset[str], t: float) -> set[int]:
+    return {r for r, c in rows.items() if jaccard(grams, trigrams(c)) >= t}
+
+
+@pytest.mark.parametrize("floor,t", [(0.65, 0.65), (0.65, 0.8), (0.65, 1.0), (0.3, 0.3)])
+def test_the_prefix_filter_misses_nothing_under_the_shipped_order(floor, t):
+    """The prefix search in memory (as the SQL runs it) against brute force on
+    random texts: non-ASCII, astral, duplicates, texts without a gram."""
+    rng = random.Random(7)
+    order = GramOrder(common_list()[0])
+    texts = [_text(rng) for _ in range(400)]
+    texts += [" ".join(t_.split()[:-1]) + " tea" for t_ in texts[:100]]
+    rows = dict(enumerate(texts))
+    idx, codes, m = row_postings(texts, order, floor)
+    post: dict[int, list[int]] = {}
+    for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
+        post.setdefault(c, []).append(i)
+    from memkit.store.fold_postings import length_bounds
+
+    for q in texts[::3] + [_text(rng) for _ in range(100)]:
+        grams = trigrams(q)
+        pc, h = probe_codes(grams, order, t)
+        lo, hi = length_bounds(len(grams), t)
+        hits: dict[int, int] = {}
+        for c in pc:
+            for r in post.get(c, ()):
+                if lo <= m[r] <= hi:
+                    hits[r] = hits.get(r, 0) + 1
+        found = {r for r, k in hits.items() if k >= h and jaccard(grams, trigrams(rows[r])) >= t}
+        assert found == _brute(rows, grams, t), q
+
+
+def test_the_shipped_order_is_the_list_it_says():
+    codes, order_id = common_list()
+    assert codes.size == 2048 and np.unique(codes).size == 2048
+    assert order_id.startswith("common2048-")
+    assert (
+        Postings(0.65, order_id).order.keys(codes[:1])[0]
+        > Postings(0.65, order_id).order.keys(codes[1:2])[0]
+    )  # the most common gram goes last
