@@ -77,7 +77,6 @@ import os
 import random
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +96,7 @@ from evals.bench_data import (
     unit_vectors,
 )
 from evals.bench_writes import SCOPE
-from evals.pg_local import local_postgres
+from evals.pg_local import fresh_schema, local_postgres
 from memkit.errors import ConfigError
 from memkit.params import DAY
 from memkit.store import PostgresStore
@@ -120,18 +119,6 @@ class _Table:
 
     def embed(self, texts):
         return np.stack([self._t[t] for t in texts])
-
-
-def _fresh_pg(base: str) -> str:
-    from urllib.parse import quote
-
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(base, autocommit=True) as c:
-        c.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options={quote(f'-csearch_path={schema},public')}"
 
 
 def _load() -> str:
@@ -576,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in [int(x) for x in args.sizes.split(",") if x.strip()]:
             q = args.queries if n < 1_000_000 else max(args.queries // 4, 10)
             for backend, mode in backends:
-                url = f"{tmp}/s{n}.db" if backend == "sqlite" else _fresh_pg(base)
+                url = f"{tmp}/s{n}.db" if backend == "sqlite" else fresh_schema(base)
                 mwm = args.maintenance_work_mem
                 build = None if mwm is None else {"maintenance_work_mem": mwm}
                 recall = not args.skip_recall

@@ -22,6 +22,7 @@ import signal
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -207,3 +208,16 @@ def _remove(folder: Path, cleanup: Callable[[], None] | None) -> None:
     finally:
         stop_postmaster(folder / DATA)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def fresh_schema(base: str) -> str:
+    """A DSN of `base` whose search_path is a new, empty schema of its own (a bench's store)."""
+    from urllib.parse import quote
+
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(base, autocommit=True) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options={quote(f'-csearch_path={schema},public')}"
