@@ -317,3 +317,41 @@ def test_the_shipped_order_is_the_list_it_says():
         Postings(0.65, order_id).order.keys(codes[:1])[0]
         > Postings(0.65, order_id).order.keys(codes[1:2])[0]
     )  # the most common gram goes last
+
+
+BATCH = [
+    "the deploy runs on box one",
+    "tea at four in the staging room",
+    "the deploy runs on box one!",  # folds into item 0 (a row the batch wrote)
+    "the cache lives on the shared disk",  # folds into the stored row
+    "the cache lives on the shared disk now",  # into that row as item 3 left it
+    "😀 😀",  # no gram
+]
+
+
+@pytest.mark.parametrize("bound", [len(BATCH), len(BATCH) - 1])
+def test_a_batch_probes_with_the_lock_up_to_its_bound_and_item_by_item_past_it(
+    schemas, monkeypatch, bound
+):
+    """`remember_many` reads every item's candidates in one statement with the lock
+    (2 round trips in all) while it has at most `BATCH_PROBES` items, and probes
+    item by item inside its transaction past that: the same decisions as SQLite's."""
+    from test_postgres_round_trips import traced
+
+    monkeypatch.setattr("memkit.store.writes.BATCH_PROBES", bound)
+    want = SQLiteStore.open(":memory:", embedder=None)
+    opened: list = []
+    dsn, connect = schemas(), psycopg.connect
+    with monkeypatch.context() as m:  # the store's own connection, for its trace
+        m.setattr(psycopg, "connect", lambda *a, **k: opened.append(connect(*a, **k)) or opened[-1])
+        s = PostgresStore.open(dsn, embedder=None, fold_search="server")
+    with s:
+        for store in (want, s):
+            store.new_id = _ids()
+            store.remember("s", "the cache lives on a shared disk")
+        with traced(opened[0]) as trips:
+            got = s.remember_many("s", BATCH)
+        assert s.fold_postings_problems() == []
+    assert got == want.remember_many("s", BATCH)
+    assert [r.folded for r in got] == [False, False, True, True, True, False]
+    assert trips == ([2] if bound == len(BATCH) else [2 + 5])  # the batch; or 5 probes more

@@ -276,6 +276,60 @@ class Postings:
         return int(codes.size)
 
 
+BATCH_PROBES = 2_048
+"""Items of a `remember_many` whose probes go in one statement with the lock
+(`BatchProbe`); a longer batch probes item by item inside its transaction."""
+
+
+class BatchProbe:
+    """A write's fold-in candidates for every item at once: one statement, read
+    with the scope's lock (each item's probe, its rows tagged by its position),
+    then kept true as the write goes: a row the write inserted or folded into is
+    scored from its state in the write (`wrote`), not as the read found it, so
+    item i decides as a probe after items 0..i-1 would."""
+
+    def __init__(
+        self,
+        postings: Postings,
+        scope_id: str,
+        items: Sequence[tuple[str, frozenset[str]]],
+        t: float,
+    ):
+        self.t = t
+        self._probes = [postings.probe(scope_id, kind, grams, t) for kind, grams in items]
+        parts = [(i, p) for i, p in enumerate(self._probes) if p is not None]
+        self.statement: tuple[str, tuple[Any, ...]] | None = None
+        if parts:
+            self.statement = (
+                " UNION ALL ".join(f"SELECT {i}, q.* FROM ({p[0]}) q" for i, p in parts),
+                tuple(a for _, p in parts for a in p[1]),
+            )
+        self._found: dict[int, list[tuple[Any, ...]]] = {}
+        self._wrote: dict[int, Row] = {}
+
+    def take(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """The statement's rows (item position, then a `Row`'s columns)."""
+        for r in rows:
+            self._found.setdefault(int(r[0]), []).append(tuple(r[1:]))
+
+    def candidates(self, i: int, kind: str, grams: frozenset[str]) -> dict[int, tuple[Row, float]]:
+        """{rowid: (row, similarity >= t)} of item i (of `kind`, with `grams`)."""
+        if self._probes[i] is None:
+            return {}  # nothing can reach t: no grams, or t above 1
+        read = [r for r in self._found.get(i, ()) if r[0] not in self._wrote]
+        out = Postings.scored(read, grams, self.t)
+        for row in self._wrote.values():
+            if row.kind == kind and row.live:
+                sim = jaccard(grams, trigrams(row.content))
+                if sim >= self.t:
+                    out[row.rowid] = (row, sim)
+        return out
+
+    def wrote(self, row: Row) -> None:
+        """The write inserted this row or folded into it: its state now."""
+        self._wrote[row.rowid] = row
+
+
 def read_mode(conn: Any) -> Postings | None:
     """The database's postings (server mode), or None (client mode: no row, or 'client')."""
     got = dict(

@@ -6,7 +6,9 @@ statement lives once, in `memkit.store` (over `memkit.store.rows` and
 connection that speaks Postgres (`PgDb`), and what only Postgres has (the
 optional HNSW index). It does not use `pg_trgm`: fold-in runs memkit's own
 trigram rule on the same in-memory index as the SQLite store, so both
-backends make exactly the same decisions.
+backends make exactly the same decisions; or, on a database in
+`fold_search="server"` mode, on candidates the database finds from postings
+every writer keeps (`memkit.store.fold_postings`), scored the same way.
 
 * **One writer per scope at a time.** Every write transaction first bumps
   its scope's row in `scopes` (`UPDATE ... RETURNING seq`); the row lock is

@@ -4,12 +4,16 @@
 Fold-in never compares against every row: an in-memory trigram index per
 (scope, kind) (`memkit.store.gram_index`, exact by l-prefix filtering) scores
 the few candidates exactly; the database then confirms they are live and in
-window. Embedding happens before the store lock is taken, so a slow embedder
+window. On a Postgres database in `fold_search="server"` mode the database
+finds the candidates instead (`memkit.store.fold_postings`: a postings table
+every writer keeps) and the client holds no such index; the rule and the
+scoring are the same. Embedding happens before the store lock is taken, so a slow embedder
 never stalls other readers and writers.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -21,6 +25,7 @@ from memkit.errors import ConfigError, NotFound
 from memkit.params import DAY
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase, new_row_id
+from memkit.store.fold_postings import BATCH_PROBES, BatchProbe
 from memkit.store.gram_index import GramIndex
 from memkit.store.index import Indexes, LiveRow
 from memkit.store.rows import Row
@@ -72,6 +77,27 @@ def best_fold(
         if best_key is None or key > best_key:
             best, best_key = r, key
     return best
+
+
+def _written(
+    it: _Item, target: Row | None, mid: str, scope_id: str, rowid: int, conf: float, now: float
+) -> Row:
+    """The row a write's item left: inserted (`target` None) or folded into `target`,
+    as `memkit.store.rows.insert` / `fold_into` write it."""
+    tags = json.dumps(list(it.tags), ensure_ascii=False)
+    if target is None:
+        return Row(
+            rowid, mid, scope_id, it.kind, it.content, tags, conf, it.source_run_id, now, 1, now,
+            None,
+        )  # fmt: skip
+    return target._replace(
+        content=it.content,
+        tags=tags,
+        confidence=conf,
+        source_run_id=it.source_run_id if it.source_run_id is not None else target.source_run_id,
+        seen_count=target.seen_count + 1,
+        last_seen_at=now,
+    )
 
 
 def _still_live(
@@ -318,21 +344,24 @@ class Writes(StoreBase):
         postings = getattr(self._conn, "postings", None)
         ahead, probe = None, None
         if postings is not None:  # the server's postings: no index here
-            if len(items) == 1 and t > 0:  # probed with the lock, in its round trip
-                probe = postings.probe(scope_id, items[0].kind, items[0].grams, t)
+            if t > 0 and len(items) <= BATCH_PROBES:  # probed with the lock, in its round trip
+                probe = BatchProbe(postings, scope_id, [(it.kind, it.grams) for it in items], t)
         else:
             with self._lock:  # not under the write lock: other processes' writers go on
                 self._ix.warm_grams(scope_id, {it.kind for it in items}, t)
                 # one item: its candidates are read now (a batch folds into its own rows)
                 ahead = self._foresee(scope_id, items[0]) if len(items) == 1 else None
         # the batch holds the statements and the COMMIT (`end_write`): one round trip
-        read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else probe
+        read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else None
+        read = read if probe is None else probe.statement
         with self._lock, self._conn.batch(), self._write(scope_id, len(items), read) as w:
             reserved = iter(w.conn.reserve_rowids(len(items)))
-            for it, vec in zip(items, vecs, strict=True):
+            if probe is not None:
+                probe.take(w.read_rows)
+            for i, (it, vec) in enumerate(zip(items, vecs, strict=True)):
                 now = float(self.clock())
-                if probe is not None and postings is not None:
-                    found = postings.scored(w.read_rows, it.grams, t)
+                if probe is not None:
+                    found = probe.candidates(i, it.kind, it.grams)
                     target = best_fold(found.values(), now, self.fold.window_days * DAY, t)
                 else:
                     target = self._decide(w, ahead, scope_id, it, now)
@@ -352,6 +381,8 @@ class Writes(StoreBase):
                         len(it.grams), w.seq,
                     )  # fmt: skip
                     sql.repost(w.conn, scope_id, it.kind, rowid, target.content, it.content)
+                if probe is not None:
+                    probe.wrote(_written(it, target, mid, scope_id, rowid, conf, now))
                 w.put(
                     LiveRow(
                         scope_id,
