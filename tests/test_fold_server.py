@@ -355,3 +355,22 @@ def test_a_batch_probes_with_the_lock_up_to_its_bound_and_item_by_item_past_it(
     assert got == want.remember_many("s", BATCH)
     assert [r.folded for r in got] == [False, False, True, True, True, False]
     assert trips == ([2] if bound == len(BATCH) else [2 + 5])  # the batch; or 5 probes more
+
+
+def test_the_store_command_switches_the_mode(schemas, tmp_path, capsys):
+    from memkit.store.cli import main
+
+    dsn = schemas()
+    with PostgresStore.open(dsn, embedder=None) as s:
+        kept = s.remember("s", "the deploy runs on box one").id
+    assert main(["fold-search", "--db", dsn, "server", "--floor", "0.5"]) == 0
+    assert "client -> server (floor 0.5)" in capsys.readouterr().out
+    with PostgresStore.open(dsn, embedder=None, fold=FoldParams(threshold=0.5)) as s:
+        assert s.fold_search == "server" and s.fold_postings_problems() == []
+        assert s.remember("s", "the deploy runs on box one!").id == kept
+        assert main(["fold-search", "--db", dsn, "client"]) == 2  # s is open
+        assert "other clients have this store open" in capsys.readouterr().err
+    assert main(["fold-search", "--db", dsn, "client", "--json"]) == 0
+    assert '"fold_search": "client"' in capsys.readouterr().out
+    assert main(["fold-search", "--db", str(tmp_path / "x.db"), "server"]) == 2
+    assert "Postgres store's mode" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`memkit store {stats,recall,history,copy,reembed} --db PATH ...`: a store from a shell.
+"""`memkit store {stats,recall,history,copy,reembed,sidecar,fold-search} --db PATH`: shell use.
 
 `stats`, `recall` and `history` are read-only on what they inspect: the store is
 opened with `read_only=True`, so
@@ -10,7 +10,8 @@ Stored text is printed through `memkit.text.terminal_safe` (control characters,
 terminal escapes and bidi overrides as visible escapes); `--json` escapes them
 as JSON does (ASCII only).
 `copy` writes only its destination; `reembed` moves a store to another
-embedder in place (`memkit.store.reembed`), with progress on stderr.
+embedder in place (`memkit.store.reembed`), with progress on stderr;
+`fold-search` switches a Postgres store's fold-in mode (`memkit.store.fold_postings`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from memkit.errors import ConfigError, MemkitError, MissingExtra, did_you_mean
-from memkit.params import RecallParams
+from memkit.params import FoldParams, RecallParams
 from memkit.store.backends import is_postgres_url, open_store, sqlite_path
 from memkit.store.rules import SQLStore
 from memkit.store.sidecar import MIN_ROWS
@@ -160,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(
         dest="sub",
-        metavar="{stats,recall,history,copy,reembed,sidecar}",
+        metavar="{stats,recall,history,copy,reembed,sidecar,fold-search}",
         required=True,
         help="what to do",
     )
@@ -229,6 +230,20 @@ def _parser() -> argparse.ArgumentParser:
         default=MIN_ROWS,
         help=f"refuse a scope with fewer live embedded rows (default {MIN_ROWS:,})",
     )
+    p = command(
+        "fold-search",
+        "switch a Postgres store's fold-in mode: client (each writer's in-memory index) or "
+        "server (the database's postings; backfilled now, no other client may be open)",
+        _fold_search,
+    )
+    p.add_argument("mode", choices=("client", "server"), metavar="MODE", help="client or server")
+    p.add_argument(
+        "--floor",
+        type=float,
+        default=FoldParams().threshold,
+        help="server: the lowest fold threshold the postings serve "
+        f"(default {FoldParams().threshold}, the store's default threshold)",
+    )
     return ap
 
 
@@ -284,6 +299,23 @@ def _sidecar(args: argparse.Namespace) -> int:
             f"{safe(rep['path'])}: {rep['rows']:,} rows of scope {safe(args.scope)}, "
             f"{rep['bytes'] / 2**20:.1f} MiB, written in {rep['seconds']:.2f} s"
         )
+    return 0
+
+
+def _fold_search(args: argparse.Namespace) -> int:
+    from memkit.store.postgres import PostgresStore
+
+    if not is_postgres_url(args.db):
+        raise ConfigError("fold-search is a Postgres store's mode (a SQLite store's is its own)")
+    # threshold 1: at or above any floor, so the open takes the database's mode as it is
+    with PostgresStore.open(args.db, embedder=None, fold=FoldParams(threshold=1.0)) as store:
+        before = store.fold_search
+        store.set_fold_search(args.mode, floor=args.floor)
+    if args.json:
+        print(json.dumps({"before": before, "fold_search": args.mode, "floor": args.floor}))
+    else:
+        floor = f" (floor {args.floor})" if args.mode == "server" else ""
+        print(f"fold_search: {before} -> {args.mode}{floor}")
     return 0
 
 
