@@ -82,6 +82,8 @@ def test_block_bytes_sweep_bound(tiny, emb):
 
 def test_fold_threshold_sweep_changes_fold_recall(tiny, emb):
     _, ds = tiny
+    # warm the cache here, so the test holds alone as in the whole file's order
+    sweep(ds, {"fold_threshold": [0.5]}, embedder=emb, objective="fold_recall")
     calls = emb.calls
     res = sweep(ds, {"fold_threshold": [0.2, 0.99]}, embedder=emb, objective="fold_recall")
     v = res.frame[res.frame.metric == "fold_recall"].set_index("fold_threshold")["value"]
