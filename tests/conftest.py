@@ -105,6 +105,27 @@ SERVER_FLOOR = 0.1
 threshold a test opens with."""
 
 
+def pytest_collection_modifyitems(config, items):
+    """A server-mode run (MEMKIT_TEST_FOLD_SEARCH=server, `make test-fold-server`)
+    keeps only the tests that open a Postgres store: the rest do not depend on
+    the mode and `make test` already ran them. The benches' tests go too: a bench
+    names its mode itself (`--fold-search`; tests/test_bench_backends.py runs it in
+    server mode)."""
+    if pg_fold_search() != "server":
+        return
+    pg = ("pg_dsn", "pg_server_dsn")
+    kept, dropped = [], []
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        uses_pg = any(n in names for n in pg) or params.get("backend") == "postgres"
+        uses_pg = uses_pg and not item.nodeid.startswith("tests/test_bench_")
+        (kept if uses_pg else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def _set_mode(dsn: str) -> None:
     """Make `dsn`'s (empty) schema a server-mode store when the run asks for it."""
     if pg_fold_search() != "server":

@@ -276,6 +276,32 @@ def test_writes_only_with_no_writes_measures_the_fresh_writer_alone(pg_dsn):
     assert not any("remembers/s" in line for line in logged)
 
 
+def test_the_fold_server_mode_bench_runs_at_a_tiny_size(pg_dsn):
+    """`--fold-search server` on a new store: the writer's row says its mode and
+    the fold-in probe is timed (under --skip-recall) in that mode."""
+    from memkit.store import open_store
+
+    logged: list[str] = []
+    row = bench_backends.bench_backend(
+        "postgres",
+        pg_dsn,
+        300,
+        5,
+        0,
+        logged.append,
+        None,
+        None,
+        "random",
+        "plain",
+        False,
+        fold_search="server",
+    )
+    assert row["fold_search"] == "server" and row["writer_rss_mb"] > 10
+    assert any("fold-in probe (server)" in line for line in logged)
+    with open_store(pg_dsn, embedder=None) as store:  # the database kept the mode
+        assert store.fold_search == "server"
+
+
 def test_a_text_pool_is_cut_disjoint_at_its_size_and_refused_one_past_it():
     from memkit.errors import ConfigError
 
