@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 
 from evals.bench_data import longmemeval_sentences, percentiles, perturbed, synthetic_texts
-from evals.fold_prefix import GramOrder, common_trigrams, length_bounds, probe_codes, row_prefixes
+from evals.fold_prefix import common_trigrams
 from memkit.params import DAY, FoldParams
+from memkit.store.fold_postings import GramOrder, length_bounds, probe_codes, row_postings
 from memkit.store.gram_index import HITS, GramIndex
 from memkit.text import jaccard, trigrams
 
@@ -118,7 +119,7 @@ def backfill(
     posted = 0
     for a in range(0, len(rows), CHUNK):
         chunk = rows[a : a + CHUNK]
-        r, codes, m = row_prefixes([c for _, c in chunk], order, THRESHOLD, hits)
+        r, codes, m = row_postings([c for _, c in chunk], order, THRESHOLD, hits)
         rowids = np.asarray([rid for rid, _ in chunk], dtype=np.int64)[r]
         posted += codes.size
         g, ms, rids = codes.tolist(), m[r].tolist(), rowids.tolist()
@@ -249,7 +250,7 @@ def write_costs(conn: Any, texts: Sequence[str], order: GramOrder, hits: int) ->
     for i, text in enumerate(texts):
         name = list(shapes)[i % len(shapes)]
         t0 = time.perf_counter()
-        _, codes, m = row_prefixes([text], order, THRESHOLD, hits)
+        _, codes, m = row_postings([text], order, THRESHOLD, hits)
         args = {"id": uuid.uuid4().hex, "c": text, "now": time.time(), "v": vec, "n": int(m[0])}
         conn.execute(shapes[name], {**args, "p": codes.tolist()})
         spent[name] += time.perf_counter() - t0

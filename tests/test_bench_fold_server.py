@@ -11,16 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evals.fold_prefix import (
+from evals.fold_prefix import PrefixPostings, common_trigrams
+from memkit.errors import ConfigError
+from memkit.store.fold_postings import (
     GramOrder,
-    PrefixPostings,
-    common_trigrams,
     gram_code,
     prefix_len,
     probe_codes,
-    row_prefixes,
+    row_postings,
 )
-from memkit.errors import ConfigError
 from memkit.store.gram_index import GramIndex, gram_codes
 from memkit.text import jaccard, trigrams
 
@@ -95,7 +94,7 @@ def test_the_order_is_total_and_ranks_the_common_list_last_most_common_last():
 
 def test_row_prefixes_post_prefix_len_grams_each_and_probe_codes_take_the_probe_prefix():
     texts = ["the deploy script runs", "", "x", "straße 中文字 😀"]
-    r, codes, m = row_prefixes(texts, GramOrder(), 0.65, 10)
+    r, codes, m = row_postings(texts, GramOrder(), 0.65, 10)
     assert m.tolist() == [len(trigrams(t)) for t in texts]
     assert np.bincount(r, minlength=4).tolist() == prefix_len(m, 0.65, 10).tolist()
     _, all_codes = gram_codes(texts[:1])

@@ -121,6 +121,7 @@ DOCUMENTED = {
     "memkit.runs",
     "memkit.store",
     "memkit.store.gram_index",
+    "memkit.store.fold_postings",
     "memkit.text",
     "memkit.tools",
     "memkit.types",
