@@ -264,42 +264,26 @@ def test_the_write_races_run_at_a_tiny_size_with_their_cpu(pg_dsn):
         assert cells["cores"] is not None and cells["cores"] >= 0
 
 
-def test_writes_only_with_no_writes_measures_the_fresh_writer_alone(pg_dsn):
+@pytest.mark.parametrize("mode", ["client", "server"])
+def test_writes_only_with_no_writes_measures_the_fresh_writer_alone(pg_dsn, mode):
     """`--skip-recall --writes 0` (the 1M-row writer part): the fresh writer is
-    measured and no write race runs (none would have a batch to write)."""
-    logged: list[str] = []
-    row = bench_backends.bench_backend(
-        "postgres", pg_dsn, 300, 5, 0, logged.append, None, None, "random", "plain", False
-    )
-    assert row["writer_first_s"] > 0 and row["writer_rss_mb"] > 10
-    assert "cpu" not in row and "rem_4" not in row
-    assert not any("remembers/s" in line for line in logged)
-
-
-def test_the_fold_server_mode_bench_runs_at_a_tiny_size(pg_dsn):
-    """`--fold-search server` on a new store: the writer's row says its mode and
-    the fold-in probe is timed (under --skip-recall) in that mode."""
+    measured and no write race runs (none would have a batch to write); with
+    `--fold-search server` the new store is in that mode and the fold-in probe is
+    timed in it."""
     from memkit.store import open_store
 
     logged: list[str] = []
     row = bench_backends.bench_backend(
-        "postgres",
-        pg_dsn,
-        300,
-        5,
-        0,
-        logged.append,
-        None,
-        None,
-        "random",
-        "plain",
-        False,
-        fold_search="server",
-    )
-    assert row["fold_search"] == "server" and row["writer_rss_mb"] > 10
-    assert any("fold-in probe (server)" in line for line in logged)
+        "postgres", pg_dsn, 300, 5, 0, logged.append, None, None, "random", "plain", False,
+        fold_search=mode,
+    )  # fmt: skip
+    assert row["writer_first_s"] > 0 and row["writer_rss_mb"] > 10
+    assert "cpu" not in row and "rem_4" not in row
+    assert not any("remembers/s" in line for line in logged)
+    assert row["fold_search"] == mode
+    assert any(f"fold-in probe ({mode})" in line for line in logged)
     with open_store(pg_dsn, embedder=None) as store:  # the database kept the mode
-        assert store.fold_search == "server"
+        assert store.fold_search == mode
 
 
 def test_a_text_pool_is_cut_disjoint_at_its_size_and_refused_one_past_it():
