@@ -51,6 +51,7 @@ BENCH_COMMANDS: dict[str, str] = {
         "plot",
         "fold-server",
         "corpus",
+        "geometry",
     )
 }
 """`memkit bench <name>` -> the module whose `main(argv)` runs it (its docstring: the help)."""
@@ -85,7 +86,8 @@ def eval_main(argv: list[str] | None = None) -> int:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """benchmarks: store, scopes, assemble, harness, redact, embed, fold-server; plot, corpus"""
+    """benchmarks: store, scopes, assemble, harness, redact, embed, fold-server; plot, corpus,
+    geometry"""
     table = {name: _bench(name, module) for name, module in BENCH_COMMANDS.items()}
     return group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])
