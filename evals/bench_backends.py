@@ -207,20 +207,21 @@ def bench_backend(
     scope, then the sweep again (`ef_sweep_warm`), each pass with the blocks it
     read (`bench_ann.Pages`); `hnsw_ops`: pgvector operator classes measured
     side by side on the big scope after the store's indexes (`evals.bench_ops`);
-    `fold_search`: the Postgres database's fold-in mode (every client follows it);
+    `fold_search`: the Postgres database's fold-in mode, every client following it
+    ("server:local=N": and opening with `fold_local_rows` N, `bench_writes.fold_options`);
     with `--skip-recall` also the probe's time (`bench_writes.fold_probe_times`)."""
     from memkit.store import open_store
 
     texts_name, pool_texts = pool if pool is not None else ("synthetic", None)
     row: dict = {"backend": backend, "rows": n, "vectors": vectors, "texts": texts_name}
-    if backend == "postgres":
-        row["fold_search"] = fold_search
+    mode, opts = bench_writes.fold_options(backend, fold_search, row)
     texts, vecs, small_texts, small_vecs, batch_texts, emb, rng, nrng = _corpus(
         vectors, n, writes, row, log, pool_texts
     )
     m = row["small_rows"] = len(small_texts)
-    mode = {"fold_search": fold_search} if backend == "postgres" else {}
-    store = open_store(url, embedder=emb, **mode)
+    store = open_store(url, embedder=emb, **opts)
+    if mode == "server":
+        row["fold_local_rows"] = bench_writes.local_rows(store)
     stamps = None
     if rows_per_day is not None:
         row["rows_per_day"] = rows_per_day
@@ -239,10 +240,10 @@ def bench_backend(
     if not recall:
         bench_writes.fold_probe_times(store, texts, row, log)
         store.close()
-        _fresh_writer(url, n, row, log)
+        _fresh_writer(url, n, row, log, opts)
         if writes > 0:  # (--skip-recall --writes 0: the fresh writer alone, e.g. at 1M rows)
             bench_writes.load_own_scopes(url, emb, texts, vecs, row, log)
-            bench_writes.measure(backend, url, emb, batch_texts, writes, vecs[0], row, log)
+            bench_writes.measure(backend, url, emb, batch_texts, writes, vecs[0], row, log, opts)
         row["load"] = _load()
         return row
     qs = bench_ann.queries(vectors, texts, vecs, queries, rng, nrng)
@@ -321,20 +322,20 @@ def bench_backend(
                 url, SCOPE, qs, efs or [200], hnsw_ops, tuple(row["ops_graph"]),
                 dict(b["settings"]), log,
             )  # fmt: skip
-    _fresh_writer(url, n, row, log)  # after the HNSW part: its row is in no exact answer
+    _fresh_writer(url, n, row, log, opts)  # after the HNSW part: in no exact answer
     if writes > 0:  # (--writes 0: recall only, e.g. a 1M-row part)
         bench_writes.load_own_scopes(url, emb, texts, vecs, row, log)
-        bench_writes.measure(backend, url, emb, batch_texts, writes, vecs[0], row, log)
+        bench_writes.measure(backend, url, emb, batch_texts, writes, vecs[0], row, log, opts)
     row["load"] = _load()
     return row
 
 
-def _fresh_writer(url: str, n: int, row: dict, log) -> None:
+def _fresh_writer(url: str, n: int, row: dict, log, opts: dict | None = None) -> None:
     """A freshly spawned writer's first remember (a new row): seconds from open,
     peak RSS MB. Its embedder knows only that text, so the RSS is the store's."""
     vec = unit_vectors(np.random.default_rng([n, 1]), 1)[0]  # its own draws: none shift
     emb = _Table([bench_clients.WRITER_TEXT], vec[None, :])
-    row["writer_first_s"], row["writer_rss_mb"] = bench_clients.fresh_writer(url, emb, SCOPE)
+    row["writer_first_s"], row["writer_rss_mb"] = bench_clients.fresh_writer(url, emb, SCOPE, opts)
     log(
         f"  fresh writer: first remember {row['writer_first_s']:.2f} s after open, "
         f"peak RSS {bench_clients.rss_cell(row['writer_rss_mb'])}"
@@ -504,9 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--fold-search",
-        choices=("client", "server", "client,server"),
+        type=bench_writes.fold_modes,  # a ConfigError (a ValueError): argparse's error
         default="client",
-        help="the Postgres database's fold-in mode (client,server: each size in both)",
+        help="the Postgres database's fold-in modes, each size in each: client, server "
+        "(the clients' default fold_local_rows), server:local=N (0: the postings alone)",
     )
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     ap.add_argument("--quiet", action="store_true", help="only print the table")
@@ -553,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
             PostgresStore.check_hnsw_graph(*graph)
         except ConfigError as e:
             ap.error(f"--hnsw-graph: {e}")
-    modes = {"sqlite": ["client"], "postgres": args.fold_search.split(",")}
+    modes = {"sqlite": ["client"], "postgres": args.fold_search}
     backends = [(b, m) for b in ("sqlite", "postgres") if args.only in (None, b) for m in modes[b]]
     rows = []
     with (

@@ -60,14 +60,14 @@ def _recall_client(url: str, qs: np.ndarray, scope: str, out: Any) -> None:
     out.put((first, peak_rss_mb()))
 
 
-def _writer_client(url: str, emb: Any, scope: str, out: Any) -> None:
+def _writer_client(url: str, emb: Any, scope: str, options: dict, out: Any) -> None:
     """One `remember` of WRITER_TEXT (fold-in searched): the seconds from opening
-    the store to its return (a writer builds the scope's trigram index from
-    every live row's text) and the peak RSS."""
+    the store (with `options`) to its return (a writer builds the scope's trigram
+    index from every live row's text) and the peak RSS."""
     from memkit.store import open_store
 
     t = time.perf_counter()
-    store = open_store(url, embedder=emb)
+    store = open_store(url, embedder=emb, **options)
     store.remember(scope, WRITER_TEXT)
     first = time.perf_counter() - t
     store.close()
@@ -80,10 +80,13 @@ def fresh_recall(url: str, qs: np.ndarray, scope: str) -> tuple[float, float | N
     return first, rss
 
 
-def fresh_writer(url: str, emb: Any, scope: str) -> tuple[float, float | None]:
+def fresh_writer(
+    url: str, emb: Any, scope: str, options: dict | None = None
+) -> tuple[float, float | None]:
     """(seconds from open to the first remember's return, peak RSS MB or None) of a
-    fresh writer; `emb` must embed WRITER_TEXT (and should know nothing else)."""
-    first, rss = spawned(_writer_client, url, emb, scope)
+    fresh writer opened with `options`; `emb` must embed WRITER_TEXT (and should
+    know nothing else)."""
+    first, rss = spawned(_writer_client, url, emb, scope, options or {})
     return first, rss
 
 

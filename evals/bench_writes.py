@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from memkit.errors import ConfigError
+
 SCOPE = "bench"
 """The scope the writers write (the bench's big scope)."""
 
@@ -200,21 +202,23 @@ def load_own_scopes(url: str, emb: Any, texts: list[str], vecs: Any, row: dict, 
     )
 
 
-def measure(backend, url, emb, batch_texts, writes, vec0, row, log) -> None:
+def measure(backend, url, emb, batch_texts, writes, vec0, row, log, opts=None) -> None:
     """The write rates of `evals.bench_backends.bench_backend` into `row`, each
-    with its CPU cells in `row["cpu"]` (see the module docstring). The own-scopes
-    race needs `load_own_scopes` first."""
+    with its CPU cells in `row["cpu"]` (see the module docstring); every writer
+    opens with `opts` (e.g. `fold_local_rows`). The own-scopes race needs
+    `load_own_scopes` first."""
+    opts = dict(opts or {})
     four = [batch_texts[writes * (k + 1) : writes * (k + 2)] for k in range(4)]
-    _keep(row, "rem_1", _write_rate(url, emb, [batch_texts[:writes]]))
+    _keep(row, "rem_1", _write_rate(url, emb, [batch_texts[:writes]], opts))
     log(f"  remembers/s, 1 process: {row['rem_1']:.0f}")
-    _keep(row, "rem_4", _write_rate(url, emb, four))
+    _keep(row, "rem_4", _write_rate(url, emb, four, opts))
     log(f"  remembers/s, 4 processes: {row['rem_4']:.0f}")
-    _keep(row, "rem_4_own", _write_rate(url, emb, four, scopes=OWN_SCOPES))
+    _keep(row, "rem_4_own", _write_rate(url, emb, four, opts, scopes=OWN_SCOPES))
     log(f"  remembers/s, 4 processes, each its own scope: {row['rem_4_own']:.0f}")
-    _keep(row, "many_1", _write_rate(url, emb, [batch_texts[: writes // 2]], many=True))
+    _keep(row, "many_1", _write_rate(url, emb, [batch_texts[: writes // 2]], opts, many=True))
     log(f"  remembers/s, remember_many: {row['many_1']:.0f}")
     if backend == "postgres":
-        off = {"synchronous_commit": False}  # 4 processes wrote these: all fold now
+        off = {"synchronous_commit": False, **opts}  # 4 processes wrote these: all fold now
         _keep(row, "rem_1_async", _write_rate(url, emb, [batch_texts[writes : 2 * writes]], off))
         _keep(row, "rem_4_async", _write_rate(url, emb, four, off))
         log(
@@ -316,6 +320,49 @@ def fold_probe_times(store: Any, texts: list[str], row: dict, log) -> None:
     )
 
 
+def parse_fold_search(text: str) -> tuple[str, dict[str, int]]:
+    """A `--fold-search` mode: "client", "server" or "server:local=N" as the
+    database's mode and the options every client opens with (`fold_local_rows`);
+    ConfigError naming anything else."""
+    mode, _, rest = text.partition(":")
+    if mode not in ("client", "server") or (rest and mode != "server"):
+        raise ConfigError(f"{text!r}: want client, server or server:local=N")
+    if not rest:
+        return mode, {}
+    key, _, value = rest.partition("=")
+    if key != "local" or not value.isdigit():
+        raise ConfigError(f"{text!r}: want server:local=N (N an int >= 0)")
+    return mode, {"fold_local_rows": int(value)}
+
+
+def fold_modes(text: str) -> list[str]:
+    """`--fold-search`'s comma-separated modes, each checked (`parse_fold_search`)."""
+    modes = [m.strip() for m in text.split(",")]
+    for m in modes:
+        parse_fold_search(m)
+    return modes
+
+
+def fold_options(backend: str, text: str, row: dict) -> tuple[str | None, dict[str, Any]]:
+    """A bench row's Postgres fold-in mode (None on SQLite; noted in `row`) and the
+    options every client of the row opens with (the mode, and `fold_local_rows`
+    when named)."""
+    if backend != "postgres":
+        return None, {}
+    mode, opts = parse_fold_search(text)
+    row["fold_search"] = mode
+    return mode, {"fold_search": mode, **opts}
+
+
+def local_rows(store: Any) -> int:
+    """A server-mode PostgresStore's cap on its own fold-in index."""
+    return int(store.fold_local_rows)
+
+
 def backend_cell(r: dict) -> str:
-    """The backend, and its fold-in mode when the database finds the candidates."""
-    return str(r["backend"]) + (" (fold server)" if r.get("fold_search") == "server" else "")
+    """The backend, and its fold-in mode when the database finds the candidates
+    (with the writers' cap on their own index, `fold_local_rows`, when not 0)."""
+    if r.get("fold_search") != "server":
+        return str(r["backend"])
+    local = r.get("fold_local_rows", 0)
+    return f"{r['backend']} (fold server" + (f", local ≤ {local:,})" if local else ")")

@@ -91,6 +91,28 @@ def with_schema(dsn: str, schema: str) -> str:
     return dsn_with_schema(dsn, schema)
 
 
+@pytest.fixture
+def schemas(pg_server_dsn):
+    """`new()`: the DSN of another empty schema, dropped after the test."""
+    import uuid
+
+    import psycopg
+
+    made: list[str] = []
+
+    def new() -> str:
+        schema = f"fs_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+            c.execute(f"CREATE SCHEMA {schema}")
+        made.append(schema)
+        return with_schema(pg_server_dsn, schema)
+
+    yield new
+    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+        for schema in made:
+            c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
 def pg_fold_search() -> str:
     """The fold-in mode the Postgres half runs in: MEMKIT_TEST_FOLD_SEARCH=server runs
     every Postgres test on databases set to `fold_search="server"` (floor
@@ -98,6 +120,16 @@ def pg_fold_search() -> str:
     mode = os.environ.get("MEMKIT_TEST_FOLD_SEARCH", "client").strip().lower()
     assert mode in ("client", "server"), mode
     return mode
+
+
+def pytest_configure(config):
+    """A server-mode run's stores fold in from the postings alone (cap 0,
+    `memkit.store.fold_local`), as before the cap, unless
+    MEMKIT_TEST_FOLD_LOCAL_ROWS names one; tests/test_fold_local.py tests the cap."""
+    if pg_fold_search() == "server":
+        from memkit.store import fold_local
+
+        fold_local.LOCAL_ROWS = int(os.environ.get("MEMKIT_TEST_FOLD_LOCAL_ROWS", "0"))
 
 
 SERVER_FLOOR = 0.1

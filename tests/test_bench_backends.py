@@ -264,12 +264,12 @@ def test_the_write_races_run_at_a_tiny_size_with_their_cpu(pg_dsn):
         assert cells["cores"] is not None and cells["cores"] >= 0
 
 
-@pytest.mark.parametrize("mode", ["client", "server"])
+@pytest.mark.parametrize("mode", ["client", "server", "server:local=0"])
 def test_writes_only_with_no_writes_measures_the_fresh_writer_alone(pg_dsn, mode):
     """`--skip-recall --writes 0` (the 1M-row writer part): the fresh writer is
     measured and no write race runs (none would have a batch to write); with
     `--fold-search server` the new store is in that mode and the fold-in probe is
-    timed in it."""
+    timed in it; `server:local=N`: every client's `fold_local_rows`."""
     from memkit.store import open_store
 
     logged: list[str] = []
@@ -280,10 +280,23 @@ def test_writes_only_with_no_writes_measures_the_fresh_writer_alone(pg_dsn, mode
     assert row["writer_first_s"] > 0 and row["writer_rss_mb"] > 10
     assert "cpu" not in row and "rem_4" not in row
     assert not any("remembers/s" in line for line in logged)
-    assert row["fold_search"] == mode
-    assert any(f"fold-in probe ({mode})" in line for line in logged)
+    db_mode = mode.split(":")[0]
+    assert row["fold_search"] == db_mode
+    assert row.get("fold_local_rows") == {"client": None, "server": 200_000}.get(mode, 0)
+    assert any(f"fold-in probe ({db_mode})" in line for line in logged)
     with open_store(pg_dsn, embedder=None) as store:  # the database kept the mode
-        assert store.fold_search == mode
+        assert store.fold_search == db_mode
+
+
+def test_a_fold_search_mode_is_parsed_or_refused():
+    from memkit.errors import ConfigError
+
+    assert bench_writes.parse_fold_search("client") == ("client", {})
+    assert bench_writes.parse_fold_search("server") == ("server", {})
+    assert bench_writes.parse_fold_search("server:local=0") == ("server", {"fold_local_rows": 0})
+    for bad in ("hybrid", "client:local=5", "server:local=-1", "server:rows=5", "server:local="):
+        with pytest.raises(ConfigError, match="want"):
+            bench_writes.parse_fold_search(bad)
 
 
 def test_a_text_pool_is_cut_disjoint_at_its_size_and_refused_one_past_it():

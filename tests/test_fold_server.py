@@ -8,12 +8,10 @@ The whole Postgres half also runs in server mode: MEMKIT_TEST_FOLD_SEARCH=server
 from __future__ import annotations
 
 import random
-import uuid
 
 import numpy as np
 import psycopg
 import pytest
-from conftest import with_schema
 from test_store_helpers import Clock
 
 from memkit.errors import ConfigError, NotFound
@@ -34,24 +32,6 @@ WORDS = (
     "😀", "𝔘𝔫𝔦", "tea", "four", "cache", "disk", "shared", "ticket", "runs",
 )  # fmt: skip
 NO_GRAM = ("!!!", "— … —", "😀 😀")  # texts without a trigram (symbols only)
-
-
-@pytest.fixture
-def schemas(pg_server_dsn):
-    """`new()`: the DSN of another empty schema, dropped after the test."""
-    made: list[str] = []
-
-    def new() -> str:
-        schema = f"fs_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(pg_server_dsn, autocommit=True) as c:
-            c.execute(f"CREATE SCHEMA {schema}")
-        made.append(schema)
-        return with_schema(pg_server_dsn, schema)
-
-    yield new
-    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
-        for schema in made:
-            c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 def _text(rng: random.Random) -> str:
@@ -98,8 +78,8 @@ def _script(rng: random.Random, n: int) -> list[tuple]:
     return ops
 
 
-def _run(store, clock: Clock, ops: list[tuple]) -> list:
-    """Each op's outcome (ids are deterministic: `_ids`)."""
+def _run(store, clock: Clock, ops: list[tuple], after=None) -> list:
+    """Each op's outcome (ids are deterministic: `_ids`); `after(store)` after each op."""
     out: list = []
     live: list[str] = []
     for op in ops:
@@ -132,6 +112,8 @@ def _run(store, clock: Clock, ops: list[tuple]) -> list:
         else:
             clock.advance(op[1])
             out.append(clock.t)
+        if after is not None:
+            after(store)
     return out
 
 
@@ -147,8 +129,9 @@ def test_server_mode_decides_as_client_mode_and_sqlite(schemas, seed, threshold)
             store = SQLiteStore.open(":memory:", embedder=None, clock=clock, fold=fold)
         else:
             store = PostgresStore.open(
-                schemas(), embedder=None, clock=clock, fold=fold, fold_search=name
-            )
+                schemas(), embedder=None, clock=clock, fold=fold, fold_search=name,
+                fold_local_rows=0,  # the postings alone (tests/test_fold_local.py: the cap)
+            )  # fmt: skip
             assert store.fold_search == name
         store.new_id = _ids()
         with store:
@@ -344,7 +327,7 @@ def test_a_batch_probes_with_the_lock_up_to_its_bound_and_item_by_item_past_it(
     dsn, connect = schemas(), psycopg.connect
     with monkeypatch.context() as m:  # the store's own connection, for its trace
         m.setattr(psycopg, "connect", lambda *a, **k: opened.append(connect(*a, **k)) or opened[-1])
-        s = PostgresStore.open(dsn, embedder=None, fold_search="server")
+        s = PostgresStore.open(dsn, embedder=None, fold_search="server", fold_local_rows=0)
     with s:
         for store in (want, s):
             store.new_id = _ids()

@@ -43,8 +43,10 @@ def test_a_writer_holds_the_rows_it_could_fold_into_not_the_scope(make_store):
 
 
 def _server(s) -> bool:
-    """A Postgres store in `fold_search="server"` mode (MEMKIT_TEST_FOLD_SEARCH=server)."""
-    return getattr(s, "fold_search", "client") == "server"
+    """A Postgres store in `fold_search="server"` mode (MEMKIT_TEST_FOLD_SEARCH=server)
+    whose writer holds no index (`fold_local_rows` 0; under a cap it folds in as
+    client mode does: MEMKIT_TEST_FOLD_LOCAL_ROWS)."""
+    return getattr(s, "fold_search", "client") == "server" and s.fold_local_rows == 0
 
 
 def test_a_row_back_in_the_window_when_the_clock_goes_back_is_folded_into(make_store):

@@ -207,8 +207,8 @@ def test_zero_cap_keeps_only_the_scope_in_use(make_store):
 
 def reader_holds_nothing(store) -> bool:
     """A Postgres store in `fold_search="server"` mode (MEMKIT_TEST_FOLD_SEARCH=server):
-    recall and fold-in load no index in the client."""
-    return getattr(store, "fold_search", "client") == "server"
+    recall and fold-in load no index in the client (`fold_local_rows` 0)."""
+    return getattr(store, "fold_search", "client") == "server" and store.fold_local_rows == 0
 
 
 def _needs_fold_index(store) -> None:

@@ -56,6 +56,7 @@ import numpy as np
 
 from memkit.embed import normalize_rows
 from memkit.params import DAY
+from memkit.store.fold_local import LocalCap, OverCap, count_sql
 from memkit.store.gram_index import GramIndex
 from memkit.store.index_bound import Held
 from memkit.store.keyword_index import KeywordIndex
@@ -149,6 +150,16 @@ class Indexes:
         """Seconds of rows a trigram index reads before the window (`WINDOW_MARGIN`)."""
         self.asked: tuple[float, float] | None = None
         """The fold window's start a decision last asked for, and `monotonic()` then."""
+        self.local: LocalCap | None = None
+        """The cap on the trigram indexes while the connection keeps the database's
+        postings (Postgres `fold_search="server"`: `memkit.store.fold_local`)."""
+
+    def capped(self) -> LocalCap | None:
+        """The cap on the trigram indexes now: `local` while the connection keeps
+        postings (the other source of candidates), else None (uncapped)."""
+        if self.local is None or getattr(self.conn, "postings", None) is None:
+            return None
+        return self.local
 
     def key(self, scope_id: str) -> str | None:
         """The numbering a scope's changes belong to."""
@@ -172,8 +183,15 @@ class Indexes:
         return sum(ix.nbytes for ix in held if ix is not None)
 
     def trim(self, keep: str | None = None) -> None:
-        """After an operation on `keep` (under the store's lock): drop every index of
-        the scopes `Held.victims` names, to stay within the cap."""
+        """After an operation on `keep` (under the store's lock): drop every trigram
+        index grown past the fold-in cap (`capped`), then every index of the
+        scopes `Held.victims` names, to stay within the cache's cap."""
+        cap = self.capped()
+        if cap is not None:
+            for scope_id, kind in [k for k, gi in self.grams.items() if not cap.fits(len(gi))]:
+                del self.grams[(scope_id, kind)]
+                cap.over(scope_id, kind)
+                self.held.changed(scope_id)
         for scope_id in self.held.victims(keep, self.scope_bytes):
             self._forget_scope(scope_id)
             if self.conn.per_scope:
@@ -322,7 +340,8 @@ class Indexes:
         asks (its clock minus the window); the index is built again unless it
         `serves` it (module docstring). Without `since` (read ahead of a decision,
         which checks it then), an index held is returned as it is, and a first
-        one reads the rows from the wall clock's window on. Call after `catch_up`."""
+        one reads the rows from the wall clock's window on. Call after `catch_up`.
+        `OverCap` when the window holds more rows than the fold-in cap (`capped`)."""
         gi = self.grams.get((scope_id, kind))
         if gi is None or not self.answers(gi, threshold, since):
             cutoff = None
@@ -336,10 +355,26 @@ class Indexes:
             args: tuple[Any, ...] = (scope_id, kind)
             if cutoff is not None:
                 sql, args = sql + " AND last_seen_at > ?", (*args, cutoff)
+            cap = self.capped()
+            if cap is not None:  # counted first, then read at most cap + 1 rows
+                self.grams.pop((scope_id, kind), None)
+                if not cap.local(scope_id, kind):
+                    raise OverCap(f"{scope_id!r}/{kind!r}: over {cap.rows} rows, not rechecked yet")
+                (n,) = self.conn.execute(count_sql(sql), (*args, cap.rows + 1)).fetchone()
+                if not cap.fits(int(n)):
+                    cap.over(scope_id, kind)
+                    raise OverCap(f"{scope_id!r}/{kind!r}: over {cap.rows} rows")
+                sql, args = sql + " LIMIT ?", (*args, cap.rows + 1)
+            read = [0]
             gi = GramIndex.build(
-                self.conn.stream(sql, args),
+                _counted(self.conn.stream(sql, args), read),
                 floor=min(threshold, 1.0),  # above 1 nothing folds; the index still answers
             )
+            if cap is not None and not cap.fits(read[0]):  # grew since the count
+                cap.over(scope_id, kind)
+                raise OverCap(f"{scope_id!r}/{kind!r}: over {cap.rows} rows")
+            if cap is not None:
+                cap.fitted(scope_id, kind)
             gi.cutoff = cutoff
             self.grams[(scope_id, kind)] = gi
         self.held.use(scope_id)
@@ -356,10 +391,15 @@ class Indexes:
         `since`: it holds every row seen after it (`GramIndex.covers`), and the
         clock has not moved a margin past its build (it would hold aged rows).
         `since` is noted as the window last asked for (`window_start`)."""
-        self.asked = (since, monotonic())
+        self.note(since)
         if gi.cutoff is None:
             return self.window is None
         return gi.covers(since) and since - gi.cutoff <= 2 * self.margin
+
+    def note(self, since: float) -> None:
+        """A decision's fold window starts at `since` (`window_start`; a decision the
+        postings answered notes it too, so a later build reads the right window)."""
+        self.asked = (since, monotonic())
 
     def window_start(self) -> float | None:
         """The start of the fold window a decision would ask for now, estimated before
@@ -459,6 +499,13 @@ class Indexes:
         sv = ScopeVectors.load(self.conn, scope_id, self.dim)
         self.sidecars.write(self.conn, scope_id, sv.fields(), seen, strict)
         return sv
+
+
+def _counted(rows: Iterable[Any], n: list[int]) -> Iterator[Any]:
+    """`rows`, counting them in `n[0]`."""
+    for r in rows:
+        n[0] += 1
+        yield r
 
 
 def as_loaded(vec: np.ndarray) -> np.ndarray:

@@ -52,7 +52,8 @@ import numpy as np
 from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
-from memkit.store import pg_ann, rank
+from memkit.store import fold_local, pg_ann, rank
+from memkit.store.fold_local import LocalCap, check_rows
 from memkit.store.fold_postings import (
     MODE_LOCK,
     Postings,
@@ -465,6 +466,7 @@ class PostgresStore(SQLStore):
         hnsw_ef_construction: int = pg_ann.EF_CONSTRUCTION,
         index_cache_mb: float | None = CACHE_MB,
         fold_search: str | None = None,
+        fold_local_rows: int | None = None,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
@@ -496,6 +498,11 @@ class PostgresStore(SQLStore):
         ("client" unless set). Asking "server" of a new, empty store sets it
         (its postings serve fold thresholds >= this store's); asking a mode the
         database does not have is a ConfigError (`set_fold_search` switches).
+        `fold_local_rows`: in server mode, this client still folds in from its
+        own index for a (scope, kind) whose fold window holds at most this many
+        live rows (its memory bounded by them, ~500 bytes a row), and from the
+        postings past it (`memkit.store.fold_local`); 0: always the postings.
+        Client mode ignores it.
         """
         if ann not in _ANN_KINDS:
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
@@ -510,6 +517,9 @@ class PostgresStore(SQLStore):
         if not isinstance(synchronous_commit, bool):
             raise ConfigError(f"synchronous_commit={synchronous_commit!r}: want True or False")
         check_mode(fold_search)
+        local = LocalCap(
+            check_rows(fold_local.LOCAL_ROWS if fold_local_rows is None else fold_local_rows)
+        )
         emb = get_embedder(embedder)
         try:
             import psycopg
@@ -553,6 +563,7 @@ class PostgresStore(SQLStore):
                 cache_cap=cap,
             )
             store._build_settings = build_settings
+            store._ix.local = local
             if ann == "hnsw" and not read_only:
                 store.hnsw_build = store.build_hnsw(build_settings, build_concurrently)
         except BaseException:
@@ -570,6 +581,28 @@ class PostgresStore(SQLStore):
     def fold_search(self) -> str:
         """Where fold-in candidates are found: "client" or "server" (`open`)."""
         return "client" if self._conn.postings is None else "server"
+
+    @property
+    def fold_local_rows(self) -> int:
+        """In server mode, the most live rows of a (scope, kind)'s fold window this
+        client folds in from its own index (`open`'s `fold_local_rows`)."""
+        local = self._ix.local
+        return 0 if local is None else local.rows
+
+    def fold_local_stats(self) -> dict[str, Any]:
+        """(memkit) The server-mode cap on this client's fold-in indexes
+        (`memkit.store.fold_local`): `rows` (the cap), `held` ({(scope, kind):
+        live rows} of the indexes held now), `over` ((scope, kind)s remembered
+        as over the cap now) and `counts` (since open: found over the cap,
+        counted again, built under it). In client mode `held` is uncapped."""
+        with self._lock:
+            local = self._ix.local
+            return {
+                "rows": self.fold_local_rows,
+                "held": {k: len(gi) for k, gi in self._ix.grams.items()},
+                "over": 0 if local is None else local.held,
+                "counts": {} if local is None else dict(local.counts),
+            }
 
     def set_fold_search(self, mode: str, floor: float | None = None) -> None:
         """Switch the database's fold-in mode (`open`'s `fold_search`) in one

@@ -71,6 +71,7 @@ class SQLStore(RolloutQueue, Writes):
             old = self._ix
             self.embedder = emb
             self._ix = Indexes(self._conn, int(emb.dim), None, old.held.cap, old.window)
+            self._ix.local = old.local
         return report
 
     def digest(self) -> dict[str, Any]:

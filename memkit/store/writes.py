@@ -6,9 +6,11 @@ Fold-in never compares against every row: an in-memory trigram index per
 the few candidates exactly; the database then confirms they are live and in
 window. On a Postgres database in `fold_search="server"` mode the database
 finds the candidates instead (`memkit.store.fold_postings`: a postings table
-every writer keeps) and the client holds no such index; the rule and the
-scoring are the same. Embedding happens before the store lock is taken, so a slow embedder
-never stalls other readers and writers.
+every writer keeps) for a (scope, kind) whose fold window holds more rows
+than the writer's cap (`fold_local_rows`, `memkit.store.fold_local`); under
+it the writer's own index answers, as in client mode. The rule and the
+scoring are the same either way. Embedding happens before the store lock is
+taken, so a slow embedder never stalls other readers and writers.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from memkit.errors import ConfigError, NotFound
 from memkit.params import DAY
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase, new_row_id
+from memkit.store.fold_local import OverCap
 from memkit.store.fold_postings import BATCH_PROBES, BatchProbe
 from memkit.store.gram_index import GramIndex
 from memkit.store.index import Indexes, LiveRow
@@ -206,18 +209,34 @@ class Writes(StoreBase):
         the threshold (> 0), as `w` sees them (one round trip: the rows' facts),
         for a decision whose fold window starts at `since` (None: read ahead of
         one, which checks the index then: `_decide`). With the database's postings
-        (`fold_search="server"`), the server finds them and they are scored here."""
+        (`fold_search="server"`), past the writer's cap (`_local`), the server
+        finds them and they are scored here."""
         postings = getattr(self._conn, "postings", None)
-        if postings is not None:
-            probe = postings.probe(scope_id, kind, grams, self.fold.threshold)
-            if probe is None:
-                return {}
-            found: dict[int, tuple[Row, float]] = postings.scored(
-                w.conn.execute(*probe).fetchall(), grams, self.fold.threshold
-            )
-            return found
-        sims = w.similar(scope_id, kind, grams, self.fold.threshold, since)
-        return _still_live(sims, sql.by_rowid(w.conn, sims).values(), scope_id, kind)
+        if postings is None or self._local(scope_id, kind):
+            try:
+                sims = w.similar(scope_id, kind, grams, self.fold.threshold, since)
+            except OverCap:
+                assert postings is not None  # only a capped index (server mode) is over
+            else:
+                return _still_live(sims, sql.by_rowid(w.conn, sims).values(), scope_id, kind)
+        if since is not None:
+            self._ix.note(since)
+        probe = postings.probe(scope_id, kind, grams, self.fold.threshold)
+        if probe is None:
+            return {}
+        found: dict[int, tuple[Row, float]] = postings.scored(
+            w.conn.execute(*probe).fetchall(), grams, self.fold.threshold
+        )
+        return found
+
+    def _local(self, scope_id: str, kind: str) -> bool:
+        """In server mode: whether this writer's own trigram index may answer
+        (scope, kind): held, or not known to be over the cap (`fold_local_rows`)."""
+        postings = getattr(self._conn, "postings", None)
+        if postings is not None:  # below the floor is refused on either path
+            postings.check(self.fold.threshold)
+        cap = self._ix.capped()
+        return cap is not None and ((scope_id, kind) in self._ix.grams or cap.local(scope_id, kind))
 
     def _foresee(self, scope_id: str, item: _Item) -> _Foresight | None:
         """`remember`'s fold-in candidates asked before the scope's write lock: the
@@ -239,10 +258,12 @@ class Writes(StoreBase):
                 return _Foresight(ix.seen.get(ix.key(scope_id), 0), gi, None, sims)
         self._ix.catch_up(scope_id)
         committed = _Committed(self._conn, ix)
-        rows = self._candidates(committed, scope_id, item.kind, item.grams, None)
-        return _Foresight(
-            ix.seen.get(ix.key(scope_id), 0), ix.grams_of(scope_id, item.kind, t), rows, {}
-        )
+        try:  # (server mode: an index over the cap is none; the lock's decision probes)
+            rows = self._candidates(committed, scope_id, item.kind, item.grams, None)
+            gi = ix.grams_of(scope_id, item.kind, t)
+        except OverCap:
+            return None
+        return _Foresight(ix.seen.get(ix.key(scope_id), 0), gi, rows, {})
 
     def _refreshed(
         self,
@@ -343,14 +364,14 @@ class Writes(StoreBase):
         t = self.fold.threshold
         postings = getattr(self._conn, "postings", None)
         ahead, probe = None, None
-        if postings is not None:  # the server's postings: no index here
-            if t > 0 and len(items) <= BATCH_PROBES:  # probed with the lock, in its round trip
-                probe = BatchProbe(postings, scope_id, [(it.kind, it.grams) for it in items], t)
-        else:
-            with self._lock:  # not under the write lock: other processes' writers go on
-                self._ix.warm_grams(scope_id, {it.kind for it in items}, t)
-                # one item: its candidates are read now (a batch folds into its own rows)
-                ahead = self._foresee(scope_id, items[0]) if len(items) == 1 else None
+        with self._lock:  # not under the write lock: other processes' writers go on
+            local = self._warm(scope_id, {it.kind for it in items}, t, postings is not None)
+            # one item: its candidates are read now (a batch folds into its own rows)
+            ahead = self._foresee(scope_id, items[0]) if local and len(items) == 1 else None
+        if not local and t > 0 and len(items) <= BATCH_PROBES:
+            # the server's postings, probed with the lock, in its round trip
+            assert postings is not None
+            probe = BatchProbe(postings, scope_id, [(it.kind, it.grams) for it in items], t)
         # the batch holds the statements and the COMMIT (`end_write`): one round trip
         read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else None
         read = read if probe is None else probe.statement
@@ -363,6 +384,7 @@ class Writes(StoreBase):
                 if probe is not None:
                     found = probe.candidates(i, it.kind, it.grams)
                     target = best_fold(found.values(), now, self.fold.window_days * DAY, t)
+                    self._ix.note(now - self.fold.window_days * DAY)
                 else:
                     target = self._decide(w, ahead, scope_id, it, now)
                 created: float | None
@@ -399,6 +421,18 @@ class Writes(StoreBase):
                 )
                 out.append(RememberResult(id=mid, folded=target is not None))
         return out
+
+    def _warm(self, scope_id: str, kinds: set[str], t: float, server: bool) -> bool:
+        """Build the trigram indexes a write will ask (`Indexes.warm_grams`); whether
+        they answer it. In server mode, False when a kind's is over the cap
+        (`_local`, `OverCap`): the write's candidates come from the postings."""
+        if server and (t <= 0 or not all(self._local(scope_id, k) for k in kinds)):
+            return False
+        try:
+            self._ix.warm_grams(scope_id, kinds, t)
+        except OverCap:
+            return False
+        return True
 
     # -- curation: update and retract ----------------------------------------------------
 
