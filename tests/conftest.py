@@ -158,6 +158,16 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
+@pytest.fixture(autouse=True)
+def _skip_long_lists_hard(monkeypatch):
+    """In a server-mode run every probe skips all the codes it may (h - 1, the
+    last in the order: no estimate needed), so the whole Postgres half checks
+    the skip rule's exactness (`memkit.store.fold_postings.split_probe`)."""
+    if pg_fold_search() == "server":
+        monkeypatch.setattr("memkit.store.fold_postings.SKIP_KEEP", 1)
+        monkeypatch.setattr("memkit.store.fold_postings.LONG_LIST", 0.0)
+
+
 def _set_mode(dsn: str) -> None:
     """Make `dsn`'s (empty) schema a server-mode store when the run asks for it."""
     if pg_fold_search() != "server":

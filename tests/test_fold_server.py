@@ -7,7 +7,9 @@ The whole Postgres half also runs in server mode: MEMKIT_TEST_FOLD_SEARCH=server
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import psycopg
@@ -16,13 +18,16 @@ from test_store_helpers import Clock
 
 from memkit.errors import ConfigError, NotFound
 from memkit.params import DAY, FoldParams
-from memkit.store import SQLiteStore, copy_store
+from memkit.store import SQLiteStore, copy_store, fold_postings
 from memkit.store.fold_postings import (
     GramOrder,
     Postings,
     common_list,
+    length_bounds,
     probe_codes,
+    read_mode,
     row_postings,
+    split_probe,
 )
 from memkit.store.postgres import PostgresStore
 from memkit.text import jaccard, trigrams
@@ -117,29 +122,57 @@ def _run(store, clock: Clock, ops: list[tuple], after=None) -> list:
     return out
 
 
+class _Scrambled(Mapping[int, float]):
+    """Every code "long", in an order of its own (a salted hash): `split_probe`
+    then skips h - keep codes chosen with no regard to the real lists."""
+
+    def __init__(self, salt: int):
+        self.salt = salt
+
+    def __getitem__(self, code: int) -> float:
+        return 1e6 + hash((self.salt, code)) % 10**6
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("threshold", [0.65, 0.4])
-def test_server_mode_decides_as_client_mode_and_sqlite(schemas, seed, threshold):
+def test_server_mode_decides_as_client_mode_and_sqlite(schemas, monkeypatch, seed, threshold):
+    """The "server-skip" store skips h - 1 of each probe's codes, chosen at random."""
     ops = _script(random.Random(seed), 70)
     fold = FoldParams(threshold=threshold)
     got = {}
-    for name in ("sqlite", "client", "server"):
+    split = fold_postings.split_probe
+    for name in ("sqlite", "client", "server", "server-skip"):
+        if name == "server-skip":
+            monkeypatch.setattr(
+                fold_postings,
+                "split_probe",
+                lambda codes, h, lengths, keep=None, long=None: split(
+                    codes, h, _Scrambled(seed), 1, 0.0
+                ),
+            )
         clock = Clock()
         if name == "sqlite":
             store = SQLiteStore.open(":memory:", embedder=None, clock=clock, fold=fold)
         else:
+            mode = name.split("-")[0]
             store = PostgresStore.open(
-                schemas(), embedder=None, clock=clock, fold=fold, fold_search=name,
+                schemas(), embedder=None, clock=clock, fold=fold, fold_search=mode,
                 fold_local_rows=0,  # the postings alone (tests/test_fold_local.py: the cap)
             )  # fmt: skip
-            assert store.fold_search == name
+            assert store.fold_search == mode
         store.new_id = _ids()
         with store:
             got[name] = _run(store, clock, ops)
-            if name == "server":
+            if name.startswith("server"):
                 assert store.fold_postings_problems() == []
                 assert not any(store.cache_stats()["scopes"].values())  # no index held
-    assert got["server"] == got["client"] == got["sqlite"]
+    assert got["server"] == got["server-skip"] == got["client"] == got["sqlite"]
     assert any(o[1] for o in got["server"] if isinstance(o, tuple) and len(o) == 2)  # folds
 
 
@@ -277,8 +310,6 @@ def test_the_prefix_filter_misses_nothing_under_the_shipped_order(floor, t):
     post: dict[int, list[int]] = {}
     for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
         post.setdefault(c, []).append(i)
-    from memkit.store.fold_postings import length_bounds
-
     for q in texts[::3] + [_text(rng) for _ in range(100)]:
         grams = trigrams(q)
         pc, h = probe_codes(grams, order, t)
@@ -290,6 +321,125 @@ def test_the_prefix_filter_misses_nothing_under_the_shipped_order(floor, t):
                     hits[r] = hits.get(r, 0) + 1
         found = {r for r, k in hits.items() if k >= h and jaccard(grams, trigrams(rows[r])) >= t}
         assert found == _brute(rows, grams, t), q
+
+
+def test_split_probe_skips_the_longest_known_lists_up_to_h_minus_keep():
+    codes = [10, 11, 12, 13, 14, 15]
+    lengths = {11: 5e3, 13: 9e4, 14: 2e3, 15: 999.0}
+    assert split_probe(codes, 4, lengths, keep=1) == ([10, 12, 15], [11, 13, 14])
+    assert split_probe(codes, 4, lengths, keep=2) == ([10, 12, 14, 15], [11, 13])
+    assert split_probe(codes, 4, lengths, keep=4) == (codes, [])  # nothing to spare
+    assert split_probe(codes, 4, {}, keep=1) == (codes, [])  # no estimate: short
+    assert split_probe(codes, 6, dict.fromkeys(codes, 1e4), keep=3) == ([10, 11, 12], [13, 14, 15])
+    with pytest.raises(ConfigError, match="keep 0"):
+        split_probe(codes, 4, lengths, keep=0)  # s = h: a row's hits could all be skipped
+
+
+def _skip_rule(post, m, pc, skipped, h, lo, hi) -> set[int]:
+    """The skip statement's rows, in memory: >= h - s hits among the read lists,
+    then the skipped lists' hits of those rows counted, >= h in all."""
+    s = len(skipped)
+    hits: dict[int, int] = {}
+    for c in pc:
+        if c not in skipped:
+            for r in post.get(c, ()):
+                if lo <= m[r] <= hi:
+                    hits[r] = hits.get(r, 0) + 1
+    return {
+        r
+        for r, k in hits.items()
+        if k >= h - s and k + sum(r in post.get(c, ()) for c in skipped) >= h
+    }
+
+
+@pytest.mark.parametrize("t", [0.65, 0.4])
+def test_the_skip_rule_finds_every_match_whatever_it_skips(t):
+    """Adversarial: the skipped codes are the ones holding a true match's postings
+    (h - 1 of them, then h - 1 at random): the rule's rows hold every row that
+    reaches t. At s = h, skipping a match's h hits loses it (why it is refused)."""
+    rng = random.Random(11)
+    order = GramOrder(common_list()[0])
+    texts = [_text(rng) for _ in range(400)]
+    texts += [" ".join(t_.split()[:-1]) + " tea" for t_ in texts[:100]]
+    rows = dict(enumerate(texts))
+    idx, codes, m = row_postings(texts, order, t)
+    post: dict[int, set[int]] = {}
+    for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
+        post.setdefault(c, set()).add(i)
+    lost = 0
+    for q in texts[::3] + [_text(rng) for _ in range(100)]:
+        grams = trigrams(q)
+        pc, h = probe_codes(grams, order, t)
+        lo, hi = length_bounds(len(grams), t)
+        want = _brute(rows, grams, t)
+        for match in sorted(want)[:3]:
+            held = [c for c in pc if match in post.get(c, ())]
+            for skipped in (held[: h - 1], rng.sample(pc, min(h - 1, len(pc)))):
+                got = _skip_rule(post, m, pc, set(skipped), h, lo, hi)
+                assert {r for r in got if jaccard(grams, trigrams(rows[r])) >= t} == want, q
+            if len(held) == h:  # exactly h hits: skipping all of them loses the row
+                lost += match not in _skip_rule(post, m, pc, set(held), h, lo, hi)
+    assert lost > 0
+
+
+def test_the_skip_statement_returns_the_rows_of_the_full_one(schemas):
+    """In Postgres: each probe with its match's lists skipped (h - 1 of them, as
+    estimated the longest) returns the same rows as the probe that reads all."""
+    dsn = schemas()
+    rng = random.Random(5)
+    texts = [_text(rng) for _ in range(300)]
+    texts += [" ".join(t_.split()[:-1]) + " tea" for t_ in texts[:80]]
+    with PostgresStore.open(dsn, embedder=None, fold_search="server") as s:
+        s.bulk_load("s", texts)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            full = dataclasses.replace(read_mode(c), lengths={})
+        order = full.order
+        idx, codes, _ = row_postings(texts, order, full.floor)
+        posted: dict[int, set[int]] = {}
+        for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
+            posted.setdefault(i, set()).add(c)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            rowid = dict(c.execute("SELECT content, rowid FROM memories").fetchall())
+
+            def run(p: Postings, grams: frozenset[str]) -> set[int]:
+                sql, args = p.probe("s", "fact", grams, 0.65)
+                return {r[0] for r in c.execute(sql.replace("?", "%s"), args)}
+
+            skipped_some = 0
+            for q in texts[::4]:
+                grams = trigrams(q)
+                pc, h = probe_codes(grams, order, 0.65)
+                if not pc:
+                    continue
+                want = run(full, grams)
+                held = [g for g in pc if g in posted[texts.index(q)]][: h - 1]
+                skip = dataclasses.replace(full, lengths=dict.fromkeys(held, 1e9), keep=1)
+                assert run(skip, grams) == want, q
+                assert rowid[q] in want or not held
+                skipped_some += bool(held)
+            assert skipped_some > 20
+
+
+def test_bulk_load_estimates_the_lists_and_probes_use_them(schemas, monkeypatch):
+    seen: list[Mapping[int, float]] = []
+    split = fold_postings.split_probe
+
+    def spy(codes, h, lengths, keep=None, long=None):
+        seen.append(lengths)
+        return split(codes, h, lengths, keep, long)
+
+    monkeypatch.setattr(fold_postings, "split_probe", spy)
+    dsn = schemas()
+    with PostgresStore.open(dsn, embedder=None, fold_search="server", fold_local_rows=0) as s:
+        s.bulk_load("s", [f"the deploy service runs box {i}" for i in range(2000)])
+        with psycopg.connect(dsn, autocommit=True) as c:
+            lengths = read_mode(c).lengths
+        assert lengths and max(lengths.values()) > 1000  # "the", " de", ... in every row
+        assert s.fold_target("s", "the deploy service runs box 7!") is not None
+        assert seen[-1] == lengths  # the store's probe, after its load's ANALYZE
+    with PostgresStore.open(dsn, embedder=None, fold_local_rows=0) as s:  # reads them at open
+        s.fold_target("s", "the deploy service runs box 8!")
+        assert seen[-1] == lengths
 
 
 def test_the_shipped_order_is_the_list_it_says():

@@ -62,6 +62,7 @@ from memkit.store.fold_postings import (
     problems,
     read_mode,
 )
+from memkit.store.fold_postings import refresh as refresh_postings
 from memkit.store.fold_postings import set_mode as set_fold_mode
 from memkit.store.index import SYNC_MAX, Statement, TopAndChanges, changes_since
 from memkit.store.index_bound import CACHE_MB, cap_bytes
@@ -618,6 +619,21 @@ class PostgresStore(SQLStore):
             self._conn.postings = set_fold_mode(self._conn, mode, f)
             self._ix.forget()
 
+    def bulk_load(
+        self,
+        scope_id: str,
+        contents: Sequence[str],
+        embeddings: np.ndarray | None = None,
+        **kw: Any,
+    ) -> None:
+        """`SQLStore.bulk_load`; in server mode the postings then vacuumed and
+        analysed after its commit (`fold_postings.refresh`: index-only probes
+        and fresh length estimates)."""
+        super().bulk_load(scope_id, contents, embeddings, **kw)
+        with self._lock:
+            if self._conn.postings is not None:
+                self._conn.postings = refresh_postings(self._conn.conn, self._conn.postings)
+
     def fold_postings_problems(self) -> list[str]:
         """How the live rows' fold-in postings differ from what their texts post
         (`memkit.store.fold_postings.problems`): [] when right, or in client mode."""
@@ -891,7 +907,6 @@ class PostgresStore(SQLStore):
         postings = self._conn.postings
         if postings is not None:  # this write's rows: its change number in its scope
             postings.backfill(self._conn, "scope_id = ? AND change_seq = ?", (w.scope_id, w.seq))
-            self._conn.conn.execute("ANALYZE fold_postings")
         self._conn.conn.execute("ANALYZE memories")
 
 
