@@ -205,6 +205,32 @@ def test_rows_written_before_the_switch_and_by_any_client_are_found(schemas):
         assert d.remember("s", "the cache lives on the shared disk!!", kind="preference").folded
 
 
+def test_a_switch_waits_for_a_client_closing_and_refuses_one_that_stays(schemas, monkeypatch):
+    """A client's shared hold goes when its server backend exits, just after its
+    close returns: the switch waits up to SWITCH_WAIT_S for it (a client closed
+    0.2 s into the wait does not refuse the switch), and refuses a client still
+    open when the wait ends, not sooner."""
+    import threading
+    import time
+
+    dsn = schemas()
+    with PostgresStore.open(dsn, embedder=None) as a:
+        a.remember("s", "the deploy runs on box one")
+        other = PostgresStore.open(dsn, embedder=None)
+        closer = threading.Timer(0.2, other.close)
+        closer.start()
+        a.set_fold_search("server")
+        closer.join()
+        assert a.fold_search == "server"
+        monkeypatch.setattr(fold_postings, "SWITCH_WAIT_S", 0.3)
+        with PostgresStore.open(dsn, embedder=None) as stays:
+            t = time.monotonic()
+            with pytest.raises(ConfigError, match="other clients have this store open"):
+                a.set_fold_search("client")
+            assert time.monotonic() - t >= 0.3
+            assert stays.fold_search == a.fold_search == "server"
+
+
 def test_a_mode_the_database_does_not_have_is_refused(schemas):
     dsn = schemas()
     with PostgresStore.open(dsn, embedder=None) as s:

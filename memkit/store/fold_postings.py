@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -466,18 +467,36 @@ def check_floor(floor: Any) -> float:
     return float(floor)
 
 
+SWITCH_WAIT_S = 2.0
+"""How long `set_mode` waits for the other clients' shared holds to go: a client
+that has just closed releases its hold when its server backend exits, a few ms
+after the close returns (without the wait a switch right after a close failed
+now and then)."""
+
+
+def _exclusive(c: Any) -> bool:
+    """Take `MODE_LOCK` exclusively, polling up to `SWITCH_WAIT_S`; False when the
+    others still hold it then."""
+    end = time.monotonic() + SWITCH_WAIT_S
+    while True:
+        (got,) = c.execute("SELECT pg_try_advisory_lock(%s)", (MODE_LOCK,)).fetchone()
+        if got or time.monotonic() >= end:
+            return bool(got)
+        time.sleep(0.02)
+
+
 def set_mode(db: Any, mode: str, floor: float) -> Postings | None:
     """Switch the database's fold-in mode in one transaction (postings emptied, and
     in server mode every live row posted), holding `MODE_LOCK` exclusively:
-    ConfigError if another client has the store open (it would go on in the
-    old mode). The caller's own shared hold is released first and taken again."""
+    ConfigError if another client still has the store open after `SWITCH_WAIT_S`
+    (it would go on in the old mode). The caller's own shared hold is released
+    first and taken again."""
     check_mode(mode)
     floor = check_floor(floor)
     c = db.conn
     c.execute("SELECT pg_advisory_unlock_shared(%s)", (MODE_LOCK,))
     try:
-        (got,) = c.execute("SELECT pg_try_advisory_lock(%s)", (MODE_LOCK,)).fetchone()
-        if not got:
+        if not _exclusive(c):
             raise ConfigError(
                 "cannot switch fold_search: other clients have this store open "
                 "(they would go on in the old mode); close them first"
