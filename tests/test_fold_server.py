@@ -305,6 +305,27 @@ def test_copy_store_posts_into_a_server_mode_destination(schemas, tmp_path):
         assert b.fold_search == "client"
 
 
+def test_copy_store_vacuums_and_analyses_a_server_mode_destination(schemas, tmp_path):
+    """As a bulk load: the copied postings are vacuumed (so a probe's count can read
+    the index only) and analysed (the list-length estimates) once the copy commits.
+    (Whether VACUUM could mark the pages all-visible depends on other sessions'
+    snapshots, an autovacuum's too: not asserted.)"""
+    src = str(tmp_path / "src.db")
+    with SQLiteStore.open(src, embedder=None) as s:
+        s.bulk_load("s", [f"the deploy service runs box {i}" for i in range(1500)])
+    dst = schemas()
+    PostgresStore.open(dst, embedder=None, fold_search="server").close()
+    vacuums = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'fold_postings'::regclass"
+    with psycopg.connect(dst, autocommit=True) as c:
+        (before,) = c.execute(vacuums).fetchone()
+    copy_store(src, dst)
+    with psycopg.connect(dst, autocommit=True) as c:
+        lengths = read_mode(c).lengths
+        (after,) = c.execute(vacuums).fetchone()
+    assert lengths and max(lengths.values()) > 1000  # "the", " de", ... in every row
+    assert after == before + 1
+
+
 def test_bulk_load_posts_its_rows(schemas):
     dsn = schemas()
     with PostgresStore.open(dsn, embedder=None, fold_search="server") as s:

@@ -30,6 +30,7 @@ import numpy as np
 
 from memkit.errors import EmbedderMismatch, MemkitError
 from memkit.store.backends import is_postgres_url, open_store, sqlite_path
+from memkit.store.fold_postings import Postings, read_mode, refresh
 from memkit.text import trigrams
 
 MEM_COLS = (
@@ -233,18 +234,21 @@ class _PostgresRaw(_Raw):
                         for r in rolls
                     ],
                 )  # fmt: skip
-            self._post(seqs)
+            postings = self._post(seqs)
+        if postings is not None:  # after the commit, as a bulk load's (index-only probes)
+            refresh(self.conn, postings)
 
-    def _post(self, seqs: dict[str, int]) -> None:
+    def _post(self, seqs: dict[str, int]) -> Postings | None:
         """The copied rows' fold-in postings, when the destination keeps them
-        (`fold_search="server"`, `memkit.store.fold_postings`), in the copy's transaction."""
-        from memkit.store.fold_postings import read_mode
+        (`fold_search="server"`, `memkit.store.fold_postings`), in the copy's
+        transaction; the destination's postings, or None in client mode."""
         from memkit.store.postgres import PgDb
 
         postings = read_mode(self.conn)
         if postings is not None:
             for scope, seq in seqs.items():
                 postings.backfill(PgDb(self.conn), "scope_id = ? AND change_seq = ?", (scope, seq))
+        return postings
 
 
 def _raw(url: str) -> _Raw:
