@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -340,6 +341,23 @@ def _postings(dsn: str, what: str = "count(*)") -> int:
         return int(c.execute(f"SELECT {what} FROM fold_postings").fetchone()[0])
 
 
+def _texts(rng: random.Random, n: int, reworded: int) -> list[str]:
+    """`n` random texts, then the first `reworded` of them with their last word
+    replaced (near copies a probe must find)."""
+    texts = [_text(rng) for _ in range(n)]
+    return texts + [" ".join(t_.split()[:-1]) + " tea" for t_ in texts[:reworded]]
+
+
+def _posted(texts: list[str], order: GramOrder, floor: float) -> tuple[dict[int, set[int]], Any]:
+    """The postings `texts` make in memory, {code: {text index}}, and each text's
+    gram count (what `Postings.backfill` writes to the table)."""
+    idx, codes, m = row_postings(texts, order, floor)
+    post: dict[int, set[int]] = {}
+    for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
+        post.setdefault(c, set()).add(i)
+    return post, m
+
+
 def _brute(rows: dict[int, str], grams: frozenset[str], t: float) -> set[int]:
     return {r for r, c in rows.items() if jaccard(grams, trigrams(c)) >= t}
 
@@ -350,13 +368,9 @@ def test_the_prefix_filter_misses_nothing_under_the_shipped_order(floor, t):
     random texts: non-ASCII, astral, duplicates, texts without a gram."""
     rng = random.Random(7)
     order = GramOrder(common_list()[0])
-    texts = [_text(rng) for _ in range(400)]
-    texts += [" ".join(t_.split()[:-1]) + " tea" for t_ in texts[:100]]
+    texts = _texts(rng, 400, 100)
     rows = dict(enumerate(texts))
-    idx, codes, m = row_postings(texts, order, floor)
-    post: dict[int, list[int]] = {}
-    for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
-        post.setdefault(c, []).append(i)
+    post, m = _posted(texts, order, floor)
     for q in texts[::3] + [_text(rng) for _ in range(100)]:
         grams = trigrams(q)
         pc, h = probe_codes(grams, order, t)
@@ -406,13 +420,9 @@ def test_the_skip_rule_finds_every_match_whatever_it_skips(t):
     reaches t. At s = h, skipping a match's h hits loses it (why it is refused)."""
     rng = random.Random(11)
     order = GramOrder(common_list()[0])
-    texts = [_text(rng) for _ in range(400)]
-    texts += [" ".join(t_.split()[:-1]) + " tea" for t_ in texts[:100]]
+    texts = _texts(rng, 400, 100)
     rows = dict(enumerate(texts))
-    idx, codes, m = row_postings(texts, order, t)
-    post: dict[int, set[int]] = {}
-    for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
-        post.setdefault(c, set()).add(i)
+    post, m = _posted(texts, order, t)
     lost = 0
     for q in texts[::3] + [_text(rng) for _ in range(100)]:
         grams = trigrams(q)
@@ -434,8 +444,7 @@ def test_the_skip_statement_returns_the_rows_of_the_full_one(schemas):
     estimated the longest) returns the same rows as the probe that reads all."""
     dsn = schemas()
     rng = random.Random(5)
-    texts = [_text(rng) for _ in range(300)]
-    texts += [" ".join(t_.split()[:-1]) + " tea" for t_ in texts[:80]]
+    texts = _texts(rng, 300, 80)
     with PostgresStore.open(dsn, embedder=None, fold_search="server") as s:
         s.bulk_load("s", texts)
         with psycopg.connect(dsn, autocommit=True) as c:
