@@ -193,7 +193,8 @@ def _set_mode(dsn: str) -> None:
 
 def _postings_problems(c) -> list[str]:
     """In a server-mode run, how the test's live rows' postings are wrong ([]: right)."""
-    from memkit.store.fold_postings import problems, read_mode
+    from memkit.store.fold_listed import problems
+    from memkit.store.fold_postings import read_mode
     from memkit.store.postgres import PgDb
 
     postings = read_mode(c)
@@ -249,7 +250,8 @@ def _recycle_schema(base: str, schema: str) -> None:
                     bad = _postings_problems(c)
                     drop_all(c)  # every HNSW index (memkit.store.pg_ann)
                     c.execute(
-                        "TRUNCATE memories, rollouts, scopes, meta, fold_postings RESTART IDENTITY"
+                        "TRUNCATE memories, rollouts, scopes, meta, fold_postings, fold_posted "
+                        "RESTART IDENTITY"
                     )
                     ok = True
             else:

@@ -326,7 +326,8 @@ def test_a_postgres_store_from_before_parking_migrates_with_its_queue(pg_dsn):
 
     with psycopg.connect(pg_dsn, autocommit=True) as c:  # a store at migration 1
         c.execute(
-            "DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version, fold_postings"
+            "DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version, "
+            "fold_postings, fold_posted"
         )
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")
         c.execute("CREATE TABLE schema_version (version integer NOT NULL)")

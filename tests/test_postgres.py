@@ -45,6 +45,7 @@ PG_PINNED = {
     4: "f468bd55b505748c1c48bcbcdbc47375a3966ab60c0ca28481666d2d2c469914",
     5: "479daafa106fc59cb44561a064e0f4ee4039ca7b5dee665b50f03eb7ea016ec6",
     6: "83a19c025709704c6aa93fd82d3b4f791012d8345ea3b02d979b89f9cff88d79",
+    7: "0ec4e4bdadc9b988b0ee24bc3cb5287ea6d11a9d134d49ab01ec38fe0e049573",
 }
 """sha256 of each shipped Postgres migration's DDL text: never edit one, append one
 (and pin it here)."""
@@ -560,7 +561,8 @@ def _store_at_migration(dsn: str, last: int) -> None:
     """`dsn`'s store emptied and rebuilt by the migrations up to `last` only."""
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute(
-            "DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version, fold_postings"
+            "DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version, "
+            "fold_postings, fold_posted"
         )
         c.execute("DROP FUNCTION IF EXISTS memkit_lock_scope")
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")

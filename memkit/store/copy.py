@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from memkit.errors import EmbedderMismatch, MemkitError
+from memkit.store import fold_listed, fold_local
 from memkit.store.backends import is_postgres_url, open_store, sqlite_path
 from memkit.store.fold_postings import Postings, read_mode, refresh
 from memkit.text import trigrams
@@ -240,14 +241,16 @@ class _PostgresRaw(_Raw):
 
     def _post(self, seqs: dict[str, int]) -> Postings | None:
         """The copied rows' fold-in postings, when the destination keeps them
-        (`fold_search="server"`, `memkit.store.fold_postings`), in the copy's
+        (`fold_search="server"`: `memkit.store.fold_listed`), in the copy's
         transaction; the destination's postings, or None in client mode."""
         from memkit.store.postgres import PgDb
 
         postings = read_mode(self.conn)
-        if postings is not None:
+        if postings is not None:  # rows of listed keys; keys past the default cap listed
+            db = PgDb(self.conn)
             for scope, seq in seqs.items():
-                postings.backfill(PgDb(self.conn), "scope_id = ? AND change_seq = ?", (scope, seq))
+                fold_listed.post_written(db, postings, scope, seq)
+            fold_listed.list_big(db, postings, fold_local.LOCAL_ROWS)
         return postings
 
 

@@ -1,13 +1,15 @@
 """A server-mode writer's fold-in memory, capped (issue #36): which (scope, kind)s
 it answers from its own trigram index, and which from the database's postings.
 
-In `fold_search="server"` mode every writer keeps the postings, so either
-source is exact and they decide identically (the same candidates scored the
-same way: `memkit.store.writes`). The in-memory index is the fast one (no
-probe statement; a decision costs microseconds), but it grows with the rows
-of the (scope, kind)'s fold window. `LocalCap` keeps it for a (scope, kind)
-while that window (and its margin, as `memkit.store.index.Indexes.grams_of`
-reads it) holds at most `rows` live rows, and sends the rest to the postings:
+In `fold_search="server"` mode the postings of a (scope, kind) are kept once
+a writer needed them (`memkit.store.fold_listed`: a writer over its cap lists
+the key before it probes), so either source is exact and they decide
+identically (the same candidates scored the same way: `memkit.store.writes`).
+The in-memory index is the fast one (no probe statement; a decision costs
+microseconds), but it grows with the rows of the (scope, kind)'s fold window.
+`LocalCap` keeps it for a (scope, kind) while that window (and its margin, as
+`memkit.store.index.Indexes.grams_of` reads it) holds at most `rows` live
+rows, and sends the rest to the postings:
 
 * before a build, the rows are counted in the database, stopping at rows + 1
   (`count_sql`): a 1M-row window is never read to learn it is too big; the

@@ -28,11 +28,13 @@ cannot know), so the estimates decide the cost, never the answer.
 
 The mode is a property of the database (meta rows `fold_search`,
 `fold_floor`, `fold_order`), read at open, so every writer maintains the
-postings: a row's postings are written with it (`post`), a row whose text
-changes re-posts (`unpost` of the old text, then `post`), and a dead row's
-postings stay and are filtered by the live join. Switching (`set_mode`)
-backfills in one transaction while no other client has the store open:
-every open holds a shared advisory lock (`MODE_LOCK`) for its session.
+postings of the (scope, kind)s listed as kept (`memkit.store.fold_listed`:
+those a writer needed): a row's postings are written with it (`post`), a
+row whose text changes re-posts (`unpost` of the old text, then `post`), and
+a dead row's postings stay and are filtered by the live join. Switching
+(`set_mode`) empties them in one transaction while no other client has the
+store open: every open holds a shared advisory lock (`MODE_LOCK`) for its
+session.
 
 Leaves out: the rule (what folds: `memkit.store.writes`), and SQLite (one
 process's store: its in-memory index is the fast path).
@@ -44,7 +46,7 @@ import functools
 import hashlib
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -232,6 +234,10 @@ def _array(codes: Iterable[int]) -> str:
     return "{" + ",".join(map(str, codes)) + "}"
 
 
+_LISTED = "EXISTS (SELECT 1 FROM fold_posted WHERE sk = ?)"
+"""The condition a row's posting statement checks: its (scope, kind) is listed
+(one look-up, run once a statement: `memkit.store.fold_listed`)."""
+
 _M_COLS = ", ".join(f"m.{c.strip()}" for c in COLS.split(","))
 
 
@@ -245,6 +251,9 @@ class Postings:
     """Estimated postings of the most common grams (`read_lengths`), for `split_probe`."""
     keep: int | None = None
     """`split_probe`'s hits kept (None: `SKIP_KEEP`)."""
+    listed: set[int] = field(default_factory=set, compare=False, repr=False)
+    """Keys this client found listed (`memkit.store.fold_listed`): never unlisted
+    while the mode holds, so never asked again."""
 
     @property
     def order(self) -> GramOrder:
@@ -260,23 +269,28 @@ class Postings:
             )
 
     def post(self, conn: Any, scope_id: str, kind: str, rowid: int, content: str) -> None:
-        """Post a live row's prefix (one statement; none when it has no gram)."""
+        """Post a live row's prefix when its (scope, kind) is listed (one statement,
+        which checks the list: `memkit.store.fold_listed`; none without a gram)."""
         _, codes, m = row_postings([content], self.order, self.floor)
         if codes.size:
+            sk = scope_key(scope_id, kind)
             conn.execute(
                 "INSERT INTO fold_postings (sk, gram, m, rowid) "
-                "SELECT ?, g, ?, ? FROM unnest(?::text::bigint[]) g ON CONFLICT DO NOTHING",
-                (scope_key(scope_id, kind), int(m[0]), int(rowid), _array(codes.tolist())),
+                "SELECT ?, g, ?, ? FROM unnest(?::text::bigint[]) g "
+                f"WHERE {_LISTED} ON CONFLICT DO NOTHING",
+                (sk, int(m[0]), int(rowid), _array(codes.tolist()), sk),
             )
 
     def unpost(self, conn: Any, scope_id: str, kind: str, rowid: int, content: str) -> None:
-        """Drop the postings a row's earlier text `content` made (by their whole key)."""
+        """Drop the postings a row's earlier text `content` made (by their whole key;
+        nothing read when its (scope, kind) is not listed)."""
         _, codes, m = row_postings([content], self.order, self.floor)
         if codes.size:
+            sk = scope_key(scope_id, kind)
             conn.execute(
                 "DELETE FROM fold_postings WHERE sk = ? AND m = ? AND rowid = ? "
-                "AND gram = ANY(?::text::bigint[])",
-                (scope_key(scope_id, kind), int(m[0]), int(rowid), _array(codes.tolist())),
+                f"AND gram = ANY(?::text::bigint[]) AND {_LISTED}",
+                (sk, int(m[0]), int(rowid), _array(codes.tolist()), sk),
             )
 
     def probe(
@@ -453,7 +467,9 @@ def refresh(conn: Any, postings: Postings) -> Postings:
         conn.execute("SET LOCAL synchronous_commit = on")
         conn.execute("SELECT pg_current_xact_id()")
     conn.execute("VACUUM (ANALYZE) fold_postings")
-    return Postings(postings.floor, postings.order_id, read_lengths(conn), postings.keep)
+    return Postings(
+        postings.floor, postings.order_id, read_lengths(conn), postings.keep, postings.listed
+    )
 
 
 def check_mode(mode: Any) -> None:
@@ -485,9 +501,14 @@ def _exclusive(c: Any) -> bool:
         time.sleep(0.02)
 
 
-def set_mode(db: Any, mode: str, floor: float) -> Postings | None:
-    """Switch the database's fold-in mode in one transaction (postings emptied, and
-    in server mode every live row posted), holding `MODE_LOCK` exclusively:
+def set_mode(
+    db: Any, mode: str, floor: float, list_keys: Callable[[Any, Postings], Any] | None = None
+) -> Postings | None:
+    """Switch the database's fold-in mode in one transaction (postings and their list
+    emptied; in server mode then `list_keys(db, postings)`, which lists and posts
+    the (scope, kind)s that should be from the start: `memkit.store.fold_listed`;
+    the others are listed when a writer first needs them), holding `MODE_LOCK`
+    exclusively:
     ConfigError if another client still has the store open after `SWITCH_WAIT_S`
     (it would go on in the old mode). The caller's own shared hold is released
     first and taken again."""
@@ -504,7 +525,7 @@ def set_mode(db: Any, mode: str, floor: float) -> Postings | None:
         try:
             out = None
             with c.transaction():
-                c.execute("TRUNCATE fold_postings")
+                c.execute("TRUNCATE fold_postings, fold_posted")
                 _, order_id = common_list()
                 for k, v in (
                     ("fold_search", mode),
@@ -519,7 +540,8 @@ def set_mode(db: Any, mode: str, floor: float) -> Postings | None:
                 if mode == "server":
                     c.execute(f"ALTER TABLE fold_postings ALTER gram SET STATISTICS {STATS_TARGET}")
                     out = Postings(floor, order_id)
-                    out.backfill(db)
+                    if list_keys is not None:
+                        list_keys(db, out)
             if out is None:
                 c.execute("ANALYZE fold_postings")
                 return None
@@ -528,28 +550,3 @@ def set_mode(db: Any, mode: str, floor: float) -> Postings | None:
             c.execute("SELECT pg_advisory_unlock(%s)", (MODE_LOCK,))
     finally:
         c.execute("SELECT pg_advisory_lock_shared(%s)", (MODE_LOCK,))
-
-
-def problems(db: Any, postings: Postings) -> list[str]:
-    """How the live rows' postings differ from what their texts post (a check for
-    tests and `memkit store check`-like tools): [] when every live row has exactly
-    its own postings."""
-    rows = db.execute(
-        "SELECT rowid, scope_id, kind, content FROM memories WHERE superseded_by IS NULL"
-    ).fetchall()
-    idx, codes, m = row_postings([r[3] for r in rows], postings.order, postings.floor)
-    want = {
-        (scope_key(rows[i][1], rows[i][2]), c, int(m[i]), int(rows[i][0]))
-        for i, c in zip(idx.tolist(), codes.tolist(), strict=True)
-    }
-    have = set(
-        map(
-            tuple,
-            db.execute(
-                "SELECT p.sk, p.gram, p.m, p.rowid FROM fold_postings p JOIN memories m "
-                "ON m.rowid = p.rowid AND m.superseded_by IS NULL"
-            ).fetchall(),
-        )
-    )
-    out = [f"missing posting {p}" for p in sorted(want - have)[:5]]
-    return out + [f"stale posting {p}" for p in sorted(have - want)[:5]]

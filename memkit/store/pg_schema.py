@@ -188,6 +188,17 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        7,
+        """
+        -- (issue #36) The (scope, kind)s whose postings are kept, by their key
+        -- (memkit.store.fold_listed): listed when a writer first needs them. A
+        -- store in server mode before this kept every row's: each key posted is
+        -- listed.
+        CREATE TABLE fold_posted (sk bigint PRIMARY KEY);
+        INSERT INTO fold_posted (sk) SELECT DISTINCT sk FROM fold_postings;
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when schema_version < n."""
 

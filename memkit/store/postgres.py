@@ -52,15 +52,15 @@ import numpy as np
 from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
-from memkit.store import fold_local, pg_ann, rank
+from memkit.store import fold_listed, fold_local, pg_ann, rank
 from memkit.store.fold_local import LocalCap, check_rows
 from memkit.store.fold_postings import (
     MODE_LOCK,
     Postings,
     check_floor,
     check_mode,
-    problems,
     read_mode,
+    scope_key,
 )
 from memkit.store.fold_postings import refresh as refresh_postings
 from memkit.store.fold_postings import set_mode as set_fold_mode
@@ -78,7 +78,7 @@ from memkit.store.pg_search import (
 )
 from memkit.store.rows import COLS
 from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
-from memkit.types import Recalled
+from memkit.types import KINDS, Recalled
 
 _ANN_KINDS = (None, "hnsw")
 _STORE_LOCK = 0x6D656D656D62  # advisory key of the store-wide write (recording the embedder)
@@ -146,7 +146,12 @@ class PgDb:
         """The open write is its batch's implicit transaction (`begin_write`)."""
         self.postings: Postings | None = None
         """The database's fold-in postings when its mode is `fold_search="server"`
-        (`memkit.store.fold_postings`): every write posts with them; else None."""
+        (`memkit.store.fold_postings`): a write posts with them; else None."""
+        self.listed_now: tuple[str, frozenset[str]] | None = None
+        """In a server-mode write: its scope and the kinds whose keys were listed as
+        it took the scope's lock (`memkit.store.fold_listed`: only a write holding
+        that lock lists one), so its rows of other kinds skip their postings
+        (`memkit.store.rows.repost`); None: not known."""
 
     def execute(
         self, sql: str, args: Sequence[Any] = (), binary: bool = False, per_run: bool = False
@@ -205,12 +210,14 @@ class PgDb:
         the lock's rows are fetched with a flush, not a sync. Outside one: BEGIN
         and the lock, one round trip."""
         self._changes, self._reserved, self._implicit, self._read = None, [], False, []
+        self.listed_now = None
         try:
             with _text_errors():
                 if self._batch is not None and scope_id is not None:
                     self._implicit = True  # no BEGIN, no COMMIT: two statements fewer
                     cur = self._lock_scope(scope_id, since, reserve, vectors)
                     then = None if read is None else self.execute(*read)
+                    keys = self._listed_keys(scope_id)
                     rows = cur.fetchall()  # a flush: both statements' results come back
                 else:
                     with self.conn.pipeline():
@@ -220,9 +227,14 @@ class PgDb:
                             return 0
                         cur = self._lock_scope(scope_id, since, reserve, vectors)
                         then = None if read is None else self.execute(*read)
+                        keys = self._listed_keys(scope_id)
                     rows = cur.fetchall()
                 if then is not None:
                     self._read = then.fetchall()
+                if keys is not None:
+                    got = {int(r[0]) for r in keys.fetchall()}
+                    kinds = frozenset(k for k in KINDS if scope_key(scope_id, k) in got)
+                    self.listed_now = (scope_id, kinds)
             head, *changed = rows
             seq, ids = head[0], head[1]
             if since is not None and int(seq) - 1 != since:
@@ -232,6 +244,17 @@ class PgDb:
         except BaseException:
             self.end_write(False)
             raise
+
+    def _listed_keys(self, scope_id: str) -> Any:
+        """In server mode, the statement (sent after the lock, in its round trip)
+        reading which of the scope's keys are listed (`listed_now`); else None."""
+        if self.postings is None:
+            return None
+        keys = [scope_key(scope_id, kind) for kind in KINDS]
+        return self.execute(
+            "SELECT sk FROM fold_posted WHERE sk = ANY(?::text::bigint[])",
+            ("{" + ",".join(map(str, keys)) + "}",),
+        )
 
     def _lock_scope(self, scope_id: str, since: int | None, reserve: int, vectors: bool) -> Any:
         return self.execute(
@@ -289,6 +312,7 @@ class PgDb:
         import psycopg
 
         implicit, self._implicit = self._implicit, False
+        self.listed_now = None
         try:
             with _text_errors():
                 if not implicit:
@@ -607,8 +631,10 @@ class PostgresStore(SQLStore):
 
     def set_fold_search(self, mode: str, floor: float | None = None) -> None:
         """Switch the database's fold-in mode (`open`'s `fold_search`) in one
-        transaction: to "server", every live row's postings are written (for
-        fold thresholds >= `floor`, default this store's threshold, at most 1);
+        transaction: to "server", the postings of every (scope, kind) with more
+        live rows than this client's `fold_local_rows` are written (for fold
+        thresholds >= `floor`, default this store's threshold, at most 1; the
+        others' when a writer first needs them: `memkit.store.fold_listed`);
         to "client", they are dropped. ConfigError while another client has the
         store open: it would go on in the old mode (`memkit.store.fold_postings`)."""
         check_mode(mode)
@@ -616,7 +642,10 @@ class PostgresStore(SQLStore):
         if mode == "server" and 0 < self.fold.threshold < f:
             raise ConfigError(f"floor {f!r} is above this store's fold threshold")
         with self._lock:
-            self._conn.postings = set_fold_mode(self._conn, mode, f)
+            cap = self.fold_local_rows
+            self._conn.postings = set_fold_mode(
+                self._conn, mode, f, lambda db, p: fold_listed.list_big(db, p, cap)
+            )
             self._ix.forget()
 
     def bulk_load(
@@ -636,10 +665,10 @@ class PostgresStore(SQLStore):
 
     def fold_postings_problems(self) -> list[str]:
         """How the live rows' fold-in postings differ from what their texts post
-        (`memkit.store.fold_postings.problems`): [] when right, or in client mode."""
+        (`memkit.store.fold_listed.problems`): [] when right, or in client mode."""
         with self._lock:
             postings = self._conn.postings
-            return [] if postings is None else problems(self._conn, postings)
+            return [] if postings is None else fold_listed.problems(self._conn, postings)
 
     def _embedding_dim(self) -> int:
         if self._dim is None:
@@ -905,8 +934,9 @@ class PostgresStore(SQLStore):
                 emb = None if vec is None else _vec_text(vec)
                 cp.write_row((mid, scope, kind, content, "[]", conf, ts, 1, ts, emb, grams, w.seq))
         postings = self._conn.postings
-        if postings is not None:  # this write's rows: its change number in its scope
-            postings.backfill(self._conn, "scope_id = ? AND change_seq = ?", (w.scope_id, w.seq))
+        if postings is not None:  # this write's rows of listed keys; its keys past the cap
+            fold_listed.post_written(self._conn, postings, w.scope_id, w.seq)
+            fold_listed.list_big(self._conn, postings, self.fold_local_rows, w.scope_id)
         self._conn.conn.execute("ANALYZE memories")
 
 

@@ -160,6 +160,9 @@ def repost(conn: Conn, scope_id: str, kind: str, rowid: int, old: str | None, co
     postings = getattr(conn, "postings", None)
     if postings is None or old == content:
         return
+    listed = getattr(conn, "listed_now", None)  # known in a write: skip an unlisted key's
+    if listed is not None and listed[0] == scope_id and kind not in listed[1]:
+        return
     if old is not None:
         postings.unpost(conn, scope_id, kind, rowid, old)
     postings.post(conn, scope_id, kind, rowid, content)

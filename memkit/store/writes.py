@@ -6,9 +6,10 @@ Fold-in never compares against every row: an in-memory trigram index per
 the few candidates exactly; the database then confirms they are live and in
 window. On a Postgres database in `fold_search="server"` mode the database
 finds the candidates instead (`memkit.store.fold_postings`: a postings table
-every writer keeps) for a (scope, kind) whose fold window holds more rows
-than the writer's cap (`fold_local_rows`, `memkit.store.fold_local`); under
-it the writer's own index answers, as in client mode. The rule and the
+kept for the (scope, kind)s a writer needed it for, `memkit.store.fold_listed`)
+for a (scope, kind) whose fold window holds more rows than the writer's cap
+(`fold_local_rows`, `memkit.store.fold_local`); under it the writer's own
+index answers, as in client mode. The rule and the
 scoring are the same either way. Embedding happens before the store lock is
 taken, so a slow embedder never stalls other readers and writers.
 """
@@ -25,10 +26,11 @@ from memkit import checks as ck
 from memkit.embed import normalize_rows
 from memkit.errors import ConfigError, NotFound
 from memkit.params import DAY
+from memkit.store import fold_listed
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase, new_row_id
 from memkit.store.fold_local import OverCap
-from memkit.store.fold_postings import BATCH_PROBES, BatchProbe
+from memkit.store.fold_postings import BATCH_PROBES, BatchProbe, refresh
 from memkit.store.gram_index import GramIndex
 from memkit.store.index import Indexes, LiveRow
 from memkit.store.rows import Row
@@ -221,6 +223,13 @@ class Writes(StoreBase):
                 return _still_live(sims, sql.by_rowid(w.conn, sims).values(), scope_id, kind)
         if since is not None:
             self._ix.note(since)
+        if not fold_listed.listed(w.conn, postings, scope_id, kind):
+            # a write lists what it will probe first (`_list`); a read ahead leaves
+            # the rest to the lock, a decision (a cap crossed inside a write, or
+            # `fold_target`'s read) scores the window's rows
+            if since is None:
+                raise OverCap(f"{scope_id!r}/{kind!r}: postings not kept yet")
+            return self._scanned(w, scope_id, kind, grams, since)
         probe = postings.probe(scope_id, kind, grams, self.fold.threshold)
         if probe is None:
             return {}
@@ -228,6 +237,35 @@ class Writes(StoreBase):
             w.conn.execute(*probe).fetchall(), grams, self.fold.threshold
         )
         return found
+
+    def _scanned(
+        self, w: Write | _Committed, scope_id: str, kind: str, grams: frozenset[str], since: float
+    ) -> dict[int, tuple[Row, float]]:
+        """`_candidates` from the live rows seen after `since` (less a second: the
+        exact window test is `best_fold`'s), each scored."""
+        rows = sql.rows(
+            w.conn,
+            "WHERE scope_id = ? AND kind = ? AND superseded_by IS NULL AND last_seen_at > ?",
+            (scope_id, kind, since - 1.0),
+        )
+        t = self.fold.threshold
+        scored = ((r, jaccard(grams, trigrams(r.content))) for r in rows)
+        return {r.rowid: (r, sim) for r, sim in scored if sim >= t}
+
+    def _list(self, scope_id: str, kinds: Iterable[str]) -> None:
+        """Server mode, before a write that probes the postings of (scope, kind)s:
+        list those not listed yet, posting their rows, in a write of its own under
+        the scope's lock (`memkit.store.fold_listed`); then, after many postings,
+        the table vacuumed and analysed (`fold_postings.refresh`)."""
+        postings = self._conn.postings
+        todo = sorted(k for k in kinds if not fold_listed.listed(self._conn, postings, scope_id, k))
+        if not todo:
+            return
+        with self._write(scope_id) as w:
+            n = sum(fold_listed.post_scope(w.conn, postings, scope_id, k) for k in todo)
+        fold_listed.cache(postings, [(scope_id, k) for k in todo])
+        if n >= fold_listed.REFRESH_AT:
+            self._conn.postings = refresh(self._conn.conn, postings)
 
     def _local(self, scope_id: str, kind: str) -> bool:
         """In server mode: whether this writer's own trigram index may answer
@@ -368,6 +406,10 @@ class Writes(StoreBase):
             local = self._warm(scope_id, {it.kind for it in items}, t, postings is not None)
             # one item: its candidates are read now (a batch folds into its own rows)
             ahead = self._foresee(scope_id, items[0]) if local and len(items) == 1 else None
+        if not local and t > 0:
+            with self._lock:
+                self._list(scope_id, {it.kind for it in items})
+            postings = self._conn.postings  # (refreshed)
         if not local and t > 0 and len(items) <= BATCH_PROBES:
             # the server's postings, probed with the lock, in its round trip
             assert postings is not None
