@@ -9,7 +9,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 LOCAL_STAMP := $(VENV)/.installed-local
 PYTEST_ARGS ?=
 
-.PHONY: eval test test-fold-server test-local lint bench bench-backends bench-corpus notebooks clean
+.PHONY: eval test test-fold-server test-fold-client test-local lint bench bench-backends bench-corpus notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,11 +38,16 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
 		$(PYTEST_ARGS) tests notebooks
 
-# The Postgres half again, every store in fold_search="server" mode (the database finds
-# fold-in's candidates; docs/postgres-scale.md): conftest keeps only the tests that open a
-# Postgres store and checks each live row's postings after every test.
+# The Postgres half again in each fold-in mode (docs/postgres-scale.md; `make test` runs it
+# in a new store's, server with each writer's cap): server with the postings alone (cap 0:
+# the database finds every fold-in candidate), then client (the writer's index alone).
+# conftest keeps only the tests that open a Postgres store and checks each live row's
+# postings after every test.
 test-fold-server: $(STAMP)
 	MEMKIT_TEST_FOLD_SEARCH=server $(BIN)/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS) tests
+
+test-fold-client: $(STAMP)
+	MEMKIT_TEST_FOLD_SEARCH=client $(BIN)/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS) tests
 
 # The real-model test: starts the bundled SmolLM2 server itself, runs passes through
 # LiteLLM, stops it (skipped by `make test`, which never needs the extra).

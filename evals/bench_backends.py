@@ -506,9 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--fold-search",
         type=bench_writes.fold_modes,  # a ConfigError (a ValueError): argparse's error
-        default="client",
-        help="the Postgres database's fold-in modes, each size in each: client, server "
-        "(the clients' default fold_local_rows), server:local=N (0: the postings alone)",
+        default="server",
+        help="the Postgres database's fold-in modes, each size in each: server (a new store's,"
+        " the clients' default fold_local_rows), server:local=N (0: postings alone), client",
     )
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     ap.add_argument("--quiet", action="store_true", help="only print the table")

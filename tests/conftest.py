@@ -114,11 +114,14 @@ def schemas(pg_server_dsn):
 
 
 def pg_fold_search() -> str:
-    """The fold-in mode the Postgres half runs in: MEMKIT_TEST_FOLD_SEARCH=server runs
-    every Postgres test on databases set to `fold_search="server"` (floor
-    `SERVER_FLOOR`), which every store opened there follows; default client."""
-    mode = os.environ.get("MEMKIT_TEST_FOLD_SEARCH", "client").strip().lower()
-    assert mode in ("client", "server"), mode
+    """The fold-in mode the Postgres half runs in: every Postgres test's database is
+    set to it (`pg_dsn`; floor `SERVER_FLOOR` in server mode), which every store
+    opened there follows. MEMKIT_TEST_FOLD_SEARCH: "default" (unset) is a new
+    store's mode (server, each writer's default cap: `make test`), "server" the
+    postings alone (cap 0: `make test-fold-server`), "client" the writer's
+    index alone (`make test-fold-client`)."""
+    mode = os.environ.get("MEMKIT_TEST_FOLD_SEARCH", "default").strip().lower()
+    assert mode in ("default", "client", "server"), mode
     return mode
 
 
@@ -138,12 +141,12 @@ threshold a test opens with."""
 
 
 def pytest_collection_modifyitems(config, items):
-    """A server-mode run (MEMKIT_TEST_FOLD_SEARCH=server, `make test-fold-server`)
-    keeps only the tests that open a Postgres store: the rest do not depend on
-    the mode and `make test` already ran them. The benches' tests go too: a bench
-    names its mode itself (`--fold-search`; tests/test_bench_backends.py runs it in
-    server mode)."""
-    if pg_fold_search() != "server":
+    """A run in another mode (MEMKIT_TEST_FOLD_SEARCH=server or client, `make
+    test-fold-server` / `test-fold-client`) keeps only the tests that open a
+    Postgres store: the rest do not depend on the mode and `make test` already
+    ran them. The benches' tests go too: a bench names its mode itself
+    (`--fold-search`; tests/test_bench_backends.py runs it in both modes)."""
+    if pg_fold_search() == "default":
         return
     pg = ("pg_dsn", "pg_server_dsn")
     kept, dropped = [], []
@@ -169,26 +172,17 @@ def _skip_long_lists_hard(monkeypatch):
 
 
 def _set_mode(dsn: str) -> None:
-    """Make `dsn`'s (empty) schema a server-mode store when the run asks for it."""
-    if pg_fold_search() != "server":
-        return
+    """Make `dsn`'s (empty) schema a store in the run's mode (`pg_fold_search`): a
+    reused schema has no meta, so the mode is written, not left to creation."""
     import psycopg
 
-    from memkit.store.fold_postings import common_list
+    from memkit.store.fold_postings import write_mode
     from memkit.store.pg_schema import migrate
 
+    mode = "server" if pg_fold_search() == "default" else pg_fold_search()
     with psycopg.connect(dsn, autocommit=True) as c:
         migrate(c)
-        for k, v in (
-            ("fold_search", "server"),
-            ("fold_floor", repr(SERVER_FLOOR)),
-            ("fold_order", common_list()[1]),
-        ):
-            c.execute(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
-                "DO UPDATE SET value = excluded.value",
-                (k, v),
-            )
+        write_mode(c, mode, SERVER_FLOOR)
 
 
 def _postings_problems(c) -> list[str]:
@@ -220,7 +214,8 @@ def pg_dsn(pg_server_dsn, request):
         with psycopg.connect(pg_server_dsn, autocommit=True) as c:
             c.execute(f"CREATE SCHEMA {schema}")
     dsn = with_schema(pg_server_dsn, schema)
-    _set_mode(dsn)
+    if not request.node.nodeid.startswith("tests/test_bench_"):  # a bench names its mode
+        _set_mode(dsn)
     try:
         yield dsn
     finally:

@@ -12,7 +12,7 @@ import pytest
 from test_store_helpers import Clock
 
 from memkit.errors import MemkitError
-from memkit.store import SQLiteStore, copy_store, fold_listed, fold_postings
+from memkit.store import SQLiteStore, copy_store, fold_listed, fold_local, fold_postings
 from memkit.store.fold_postings import scope_key
 from memkit.store.postgres import PgDb, PostgresStore
 
@@ -193,3 +193,30 @@ def test_the_migration_lists_every_key_a_server_mode_store_posted(schemas):
     with _open(dsn, 0) as s:
         assert _listed(dsn) == {scope_key("s", "fact"), scope_key("t", "preference")}
         assert s.fold_postings_problems() == []
+
+
+def test_a_new_store_is_in_server_mode_unless_its_creator_asks_otherwise(schemas):
+    """The mode is written by the client that creates the store (in the migration's
+    transaction), with its threshold as the floor (the default's when it scans);
+    a store an older memkit created and left without a mode stays client."""
+    from memkit.params import FoldParams
+    from memkit.store.pg_schema import migrate
+
+    new = schemas()
+    with PostgresStore.open(new, embedder=None, fold=FoldParams(threshold=0.5)) as s:
+        assert s.fold_search == "server" and s.fold_local_rows == fold_local.LOCAL_ROWS
+    with psycopg.connect(new, autocommit=True) as c:
+        assert fold_postings.read_mode(c).floor == 0.5
+    scans = schemas()
+    PostgresStore.open(scans, embedder=None, fold=FoldParams(threshold=0.0)).close()
+    with psycopg.connect(scans, autocommit=True) as c:
+        assert fold_postings.read_mode(c).floor == FoldParams().threshold
+    asked = schemas()
+    PostgresStore.open(asked, embedder=None, fold_search="client").close()
+    with PostgresStore.open(asked, embedder=None) as s:
+        assert s.fold_search == "client"
+    old = schemas()
+    with psycopg.connect(old, autocommit=True) as c:
+        migrate(c)  # created without a mode, as before the default
+    with PostgresStore.open(old, embedder=None) as s:
+        assert s.fold_search == "client"

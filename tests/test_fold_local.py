@@ -164,7 +164,9 @@ def test_the_cap_is_checked_and_client_mode_ignores_it(schemas):
             check_rows(bad)
     with pytest.raises(ConfigError, match="fold_local_rows=-1"):
         PostgresStore.open(schemas(), embedder=None, fold_local_rows=-1)
-    with PostgresStore.open(schemas(), embedder=None, fold_local_rows=0) as s:  # client mode
+    with PostgresStore.open(
+        schemas(), embedder=None, fold_search="client", fold_local_rows=0
+    ) as s:  # client mode
         assert s.fold_search == "client"
         for text in UNLIKE[:3]:
             s.remember("s", text)

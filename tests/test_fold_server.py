@@ -1,9 +1,11 @@
 """Postgres `fold_search="server"` (issue #36, `memkit.store.fold_postings`): the
-database finds fold-in's candidates from a postings table every writer keeps,
+database finds fold-in's candidates from a postings table the writers keep,
 and decides exactly as the in-memory index (client mode) and SQLite do.
 
-The whole Postgres half also runs in server mode: MEMKIT_TEST_FOLD_SEARCH=server
-(tests/conftest.py; every test's live rows' postings are checked after it)."""
+The whole Postgres half runs in a new store's mode (server, each writer's cap:
+`make test`) and again in server mode from the postings alone and in client
+mode (MEMKIT_TEST_FOLD_SEARCH=server or client, tests/conftest.py; every
+test's live rows' postings are checked after it)."""
 
 from __future__ import annotations
 
@@ -182,7 +184,7 @@ def test_rows_written_before_the_switch_and_by_any_client_are_found(schemas):
     writer opened without asking (None follows the database) keeps the postings,
     and a server-mode probe finds its rows."""
     dsn = schemas()
-    with PostgresStore.open(dsn, embedder=None) as a:
+    with PostgresStore.open(dsn, embedder=None, fold_search="client") as a:
         first = a.remember("s", "the deploy runs on box one")
         a.remember("s", "tea at four in the staging room")
         with PostgresStore.open(dsn, embedder=None) as other:
@@ -234,14 +236,14 @@ def test_a_switch_waits_for_a_client_closing_and_refuses_one_that_stays(schemas,
 
 def test_a_mode_the_database_does_not_have_is_refused(schemas):
     dsn = schemas()
-    with PostgresStore.open(dsn, embedder=None) as s:
+    with PostgresStore.open(dsn, embedder=None, fold_search="client") as s:
         s.remember("s", "a row: the store is no longer new")
     with pytest.raises(ConfigError, match="is in 'client' mode"):
         PostgresStore.open(dsn, embedder=None, fold_search="server")
     with pytest.raises(ConfigError, match="fold_search='hybrid'"):
         PostgresStore.open(dsn, embedder=None, fold_search="hybrid")
     fresh = schemas()
-    PostgresStore.open(fresh, embedder=None, fold_search="server").close()  # new: set
+    PostgresStore.open(fresh, embedder=None).close()  # new: the new store's mode, server
     with pytest.raises(ConfigError, match="is in 'server' mode"):
         PostgresStore.open(fresh, embedder=None, fold_search="client")
 
@@ -301,6 +303,7 @@ def test_copy_store_posts_into_a_server_mode_destination(schemas, tmp_path):
         assert d.fold_postings_problems() == []
         assert d.remember("s", "the deploy runs on box one!").id == kept
     back = schemas()  # a server-mode source's mode does not travel: the destination's own
+    PostgresStore.open(back, embedder=None, fold_search="client").close()
     copy_store(dst, back)
     with PostgresStore.open(back, embedder=None) as b:
         assert b.fold_search == "client"
@@ -551,7 +554,7 @@ def test_the_store_command_switches_the_mode(schemas, tmp_path, capsys):
     from memkit.store.cli import main
 
     dsn = schemas()
-    with PostgresStore.open(dsn, embedder=None) as s:
+    with PostgresStore.open(dsn, embedder=None, fold_search="client") as s:
         kept = s.remember("s", "the deploy runs on box one").id
     assert main(["fold-search", "--db", dsn, "server", "--floor", "0.5"]) == 0
     assert "client -> server (floor 0.5)" in capsys.readouterr().out

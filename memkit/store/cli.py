@@ -233,7 +233,8 @@ def _parser() -> argparse.ArgumentParser:
     p = command(
         "fold-search",
         "switch a Postgres store's fold-in mode: client (each writer's in-memory index) or "
-        "server (the database's postings; backfilled now, no other client may be open)",
+        "server (the database's postings past each writer's cap, a new store's mode: the "
+        "(scope, kind)s past this client's cap posted now; no other client may be open)",
         _fold_search,
     )
     p.add_argument("mode", choices=("client", "server"), metavar="MODE", help="client or server")

@@ -59,7 +59,13 @@ from memkit.store.rows import COLS, Row
 from memkit.text import jaccard, trigrams
 
 MODES = ("client", "server")
-"""`fold_search` values: the writer's memory (default) or the database's postings."""
+"""`fold_search` values: the writer's memory, or the database's postings past the
+writer's cap (`memkit.store.fold_local`)."""
+
+NEW_STORE_MODE = "server"
+"""The mode a new Postgres store takes unless its creator asks another: a writer's
+memory bounded by its cap whatever a scope's size, and under the cap it writes
+as client mode does (no postings kept: `memkit.store.fold_listed`)."""
 
 MODE_LOCK = 0x6D656D666F6C64
 """Advisory key: every open holds it shared for its session; `set_mode` exclusively."""
@@ -501,6 +507,26 @@ def _exclusive(c: Any) -> bool:
         time.sleep(0.02)
 
 
+def write_mode(c: Any, mode: str, floor: float) -> str:
+    """Record the fold-in mode in meta (in the caller's transaction; a new store's
+    at its creation, `memkit.store.pg_schema.migrate`); the gram order's id."""
+    check_mode(mode)
+    _, order_id = common_list()
+    for k, v in (
+        ("fold_search", mode),
+        ("fold_floor", repr(check_floor(floor))),
+        ("fold_order", order_id),
+    ):
+        c.execute(
+            "INSERT INTO meta (key, value) VALUES (%s, %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (k, v),
+        )
+    if mode == "server":
+        c.execute(f"ALTER TABLE fold_postings ALTER gram SET STATISTICS {STATS_TARGET}")
+    return order_id
+
+
 def set_mode(
     db: Any, mode: str, floor: float, list_keys: Callable[[Any, Postings], Any] | None = None
 ) -> Postings | None:
@@ -526,19 +552,8 @@ def set_mode(
             out = None
             with c.transaction():
                 c.execute("TRUNCATE fold_postings, fold_posted")
-                _, order_id = common_list()
-                for k, v in (
-                    ("fold_search", mode),
-                    ("fold_floor", repr(floor)),
-                    ("fold_order", order_id),
-                ):
-                    c.execute(
-                        "INSERT INTO meta (key, value) VALUES (%s, %s) "
-                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                        (k, v),
-                    )
+                order_id = write_mode(c, mode, floor)
                 if mode == "server":
-                    c.execute(f"ALTER TABLE fold_postings ALTER gram SET STATISTICS {STATS_TARGET}")
                     out = Postings(floor, order_id)
                     if list_keys is not None:
                         list_keys(db, out)

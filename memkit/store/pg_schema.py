@@ -14,6 +14,7 @@ store a database or a schema of its own (`?options=-csearch_path%3Dmine,public`)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from memkit.errors import SchemaError
@@ -207,11 +208,13 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 _MIGRATE_LOCK = 0x6D656D6B6974  # "memkit": one advisory lock key for migrations
 
 
-def migrate(conn: Any) -> int:
+def migrate(conn: Any, on_create: Callable[[Any], object] | None = None) -> int:
     """Apply missing migrations (autocommit psycopg connection); return the version.
 
     Runs under a transaction-scoped advisory lock so concurrent openers
-    migrate once."""
+    migrate once. `on_create(conn)` runs in the same transaction when the store
+    is created now (no schema version before): a new store's settings (its
+    fold-in mode) are written by the one client that creates it."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -226,4 +229,6 @@ def migrate(conn: Any) -> int:
             if version > current:
                 conn.execute(ddl)  # one script: a function's body holds semicolons
                 conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+        if current == 0 and on_create is not None:
+            on_create(conn)
     return SCHEMA_VERSION

@@ -56,11 +56,13 @@ from memkit.store import fold_listed, fold_local, pg_ann, rank
 from memkit.store.fold_local import LocalCap, check_rows
 from memkit.store.fold_postings import (
     MODE_LOCK,
+    NEW_STORE_MODE,
     Postings,
     check_floor,
     check_mode,
     read_mode,
     scope_key,
+    write_mode,
 )
 from memkit.store.fold_postings import refresh as refresh_postings
 from memkit.store.fold_postings import set_mode as set_fold_mode
@@ -518,11 +520,13 @@ class PostgresStore(SQLStore):
         `fold_search`: where fold-in candidates are found, a property of the
         database (`memkit.store.fold_postings`): "client" (an in-memory trigram
         index per scope and kind, growing with the rows in the fold window) or
-        "server" (a postings table every writer maintains: no per-scope index
-        in the client, writes slower). None (default) takes the database's mode
-        ("client" unless set). Asking "server" of a new, empty store sets it
-        (its postings serve fold thresholds >= this store's); asking a mode the
-        database does not have is a ConfigError (`set_fold_search` switches).
+        "server" (that index up to `fold_local_rows`, a postings table in the
+        database past it). None (default) takes the database's mode; a store
+        created now takes the mode asked, "server" for None (its postings serve
+        fold thresholds >= this store's, or the default's when this one is <= 0;
+        a store made by an older memkit and still empty is set to "server" when
+        asked); asking a mode the database does not have is a ConfigError
+        (`set_fold_search` switches).
         `fold_local_rows`: in server mode, this client still folds in from its
         own index for a (scope, kind) whose fold window holds at most this many
         live rows (its memory bounded by them, ~500 bytes a row), and from the
@@ -569,7 +573,8 @@ class PostgresStore(SQLStore):
             else:
                 if not synchronous_commit:
                     conn.execute("SET synchronous_commit = off")
-                migrate(conn)
+                mode = NEW_STORE_MODE if fold_search is None else fold_search
+                migrate(conn, on_create=lambda c: write_mode(c, mode, new_floor(fold)))
                 conn.execute("SELECT pg_advisory_lock_shared(%s)", (MODE_LOCK,))
                 register_vector(conn)
                 record_embedder(db, emb, safe_dsn(dsn))
@@ -955,6 +960,13 @@ def read_ahead_sql(scope_id: str | None, changes: Statement) -> Statement:
     return sql, [scope_id, *changes[1]]
 
 
+def new_floor(fold: FoldParams) -> float:
+    """The postings' floor a new server-mode store records: its creator's fold
+    threshold (at most 1), or the default threshold when that one scans (<= 0)."""
+    t = fold.threshold if fold.threshold > 0 else FoldParams().threshold
+    return check_floor(min(t, 1.0))
+
+
 def _fold_mode(
     db: PgDb, asked: str | None, fold: FoldParams, dsn: str, read_only: bool
 ) -> Postings | None:
@@ -967,8 +979,7 @@ def _fold_mode(
         return have
     (rows,) = db.conn.execute("SELECT count(*) FROM (SELECT 1 FROM memories LIMIT 1) x").fetchone()
     if asked == "server" and not rows and not read_only:
-        floor = check_floor(min(fold.threshold, 1.0)) if fold.threshold > 0 else 1.0
-        return set_fold_mode(db, "server", floor)
+        return set_fold_mode(db, "server", new_floor(fold))
     raise ConfigError(
         f"fold_search={asked!r}, but store {safe_dsn(dsn)!r} is in {mode!r} mode: open it "
         f"with fold_search={mode!r} or None, or switch it (PostgresStore.set_fold_search)"
