@@ -10,13 +10,16 @@ fast as client mode; past it, the writer's memory stays bounded.
 
 The rules, each enforced where the write happens:
 
-* a row's postings are written with it only while its key is listed: the
-  statement checks the list itself (`Postings.post`), under the scope's write
-  lock, so it sees any listing committed before the lock was taken;
+* a row's postings are written with it only while its key is listed: a write
+  reads which kinds of its scope are listed in its lock's round trip
+  (`PgDb.listed_now`) and computes postings only for those rows, and each
+  posting statement checks the list itself (`Postings.post`); both run under
+  the scope's write lock, so they see any listing committed before it;
 * a writer that needs an unlisted key's postings lists it (`post_scope`) in a
   write of its own, under the scope's lock: every live row of the (scope,
   kind) is posted and the key listed in one transaction, so no writer of the
-  scope writes between the two and a rollback takes both back;
+  scope writes between the two and a rollback takes both back (that write
+  pays for posting the rows: ~the cap's worth when a scope grows past it);
 * a bulk load posts its rows of listed keys and lists every key it leaves
   with more live rows than the loader's cap (`list_big`); so does a switch to
   server mode (`fold_postings.set_mode`) and a copy into a server-mode store;
