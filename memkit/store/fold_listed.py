@@ -46,12 +46,17 @@ table after it (`fold_postings.refresh`: index-only probes, length estimates);
 ~2,500 rows of the bench's texts. Below it the estimates stay as they were."""
 
 
+def _in_list(db: Any, sk: int) -> bool:
+    """Whether the key is listed, as `db` sees the table now."""
+    return bool(db.execute("SELECT 1 FROM fold_posted WHERE sk = ?", (sk,)).fetchall())
+
+
 def listed(db: Any, postings: Postings, scope_id: str, kind: str) -> bool:
     """Whether (scope, kind)'s postings are kept (cached once seen listed)."""
     sk = scope_key(scope_id, kind)
     if sk in postings.listed:
         return True
-    if db.execute("SELECT 1 FROM fold_posted WHERE sk = ?", (sk,)).fetchall():
+    if _in_list(db, sk):
         postings.listed.add(sk)
         return True
     return False
@@ -63,7 +68,7 @@ def post_scope(db: Any, postings: Postings, scope_id: str, kind: str) -> int:
     0 when another writer listed it first. The key joins the cache only after the
     caller's commit (`cache`)."""
     sk = scope_key(scope_id, kind)
-    if db.execute("SELECT 1 FROM fold_posted WHERE sk = ?", (sk,)).fetchall():
+    if _in_list(db, sk):
         return 0
     db.execute("DELETE FROM fold_postings WHERE sk = ?", (sk,))  # none: a hash's twin's
     db.execute("INSERT INTO fold_posted (sk) VALUES (?)", (sk,))
@@ -101,9 +106,7 @@ def post_written(db: Any, postings: Postings, scope_id: str, seq: int) -> int:
     return sum(
         postings.backfill(db, "scope_id = ? AND kind = ? AND change_seq = ?", (scope_id, kind, seq))
         for kind in kinds
-        if db.execute(
-            "SELECT 1 FROM fold_posted WHERE sk = ?", (scope_key(scope_id, kind),)
-        ).fetchall()
+        if _in_list(db, scope_key(scope_id, kind))
     )
 
 

@@ -235,7 +235,7 @@ def scope_key(scope_id: str, kind: str) -> int:
     return int.from_bytes(h.digest(), "little", signed=True)
 
 
-def _array(codes: Iterable[int]) -> str:
+def bigint_array(codes: Iterable[int]) -> str:
     """A bigint[] literal (a text parameter cast in SQL: one type, whatever the values)."""
     return "{" + ",".join(map(str, codes)) + "}"
 
@@ -284,7 +284,7 @@ class Postings:
                 "INSERT INTO fold_postings (sk, gram, m, rowid) "
                 "SELECT ?, g, ?, ? FROM unnest(?::text::bigint[]) g "
                 f"WHERE {_LISTED} ON CONFLICT DO NOTHING",
-                (sk, int(m[0]), int(rowid), _array(codes.tolist()), sk),
+                (sk, int(m[0]), int(rowid), bigint_array(codes.tolist()), sk),
             )
 
     def unpost(self, conn: Any, scope_id: str, kind: str, rowid: int, content: str) -> None:
@@ -296,7 +296,7 @@ class Postings:
             conn.execute(
                 "DELETE FROM fold_postings WHERE sk = ? AND m = ? AND rowid = ? "
                 f"AND gram = ANY(?::text::bigint[]) AND {_LISTED}",
-                (sk, int(m[0]), int(rowid), _array(codes.tolist()), sk),
+                (sk, int(m[0]), int(rowid), bigint_array(codes.tolist()), sk),
             )
 
     def probe(
@@ -318,7 +318,7 @@ class Postings:
                 "WHERE sk = ? AND gram = ANY(?::text::bigint[]) AND m BETWEEN ? AND ? "
                 "GROUP BY rowid HAVING count(*) >= ?) c JOIN memories m ON m.rowid = c.rowid "
                 "WHERE m.scope_id = ? AND m.kind = ? AND m.superseded_by IS NULL",
-                (sk, _array(codes), lo, hi, h, scope_id, kind),
+                (sk, bigint_array(codes), lo, hi, h, scope_id, kind),
             )
         # a live row's postings all carry its one gram count m: (sk, gram, m, rowid)
         # of a skipped gram is a primary-key lookup (split_probe: why exact)
@@ -329,7 +329,18 @@ class Postings:
             "WHERE m.scope_id = ? AND m.kind = ? AND m.superseded_by IS NULL "
             "AND c.k + (SELECT count(*) FROM fold_postings p WHERE p.sk = ? "
             "AND p.gram = ANY(?::text::bigint[]) AND p.m = c.m AND p.rowid = c.rowid) >= ?",
-            (sk, _array(read), lo, hi, h - len(skipped), scope_id, kind, sk, _array(skipped), h),
+            (
+                sk,
+                bigint_array(read),
+                lo,
+                hi,
+                h - len(skipped),
+                scope_id,
+                kind,
+                sk,
+                bigint_array(skipped),
+                h,
+            ),
         )
 
     @staticmethod

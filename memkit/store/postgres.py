@@ -58,6 +58,7 @@ from memkit.store.fold_postings import (
     MODE_LOCK,
     NEW_STORE_MODE,
     Postings,
+    bigint_array,
     check_floor,
     check_mode,
     read_mode,
@@ -254,8 +255,7 @@ class PgDb:
             return None
         keys = [scope_key(scope_id, kind) for kind in KINDS]
         return self.execute(
-            "SELECT sk FROM fold_posted WHERE sk = ANY(?::text::bigint[])",
-            ("{" + ",".join(map(str, keys)) + "}",),
+            "SELECT sk FROM fold_posted WHERE sk = ANY(?::text::bigint[])", (bigint_array(keys),)
         )
 
     def _lock_scope(self, scope_id: str, since: int | None, reserve: int, vectors: bool) -> Any:
