@@ -12,8 +12,10 @@ average (recall@8 at 1M rows: 0.000008), so every figure between is the index's.
 
 from __future__ import annotations
 
+import math
 import random
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,14 +24,17 @@ from evals.bench_data import LIMIT, embedded, percentiles, perturbed, unit_vecto
 from memkit.errors import MemkitError
 
 
-def recalls(store, scope: str, qs: np.ndarray) -> tuple[list[list[tuple[str, float]]], list[float]]:
-    """Each query's (id, score) hits, and its seconds."""
+def recalls(
+    store, scope: str, qs: np.ndarray, key: Callable[[Any], Any] | None = None
+) -> tuple[list[list[tuple[Any, float]]], list[float]]:
+    """Each query's (key, score) hits, and its seconds; the key is the hit's id,
+    or `key(hit)` (an `Oracle`'s row index)."""
     hits, times = [], []
     for q in qs:
         t = time.perf_counter()
         got = store.recall(scope, "q", LIMIT, query_embedding=q)
         times.append(time.perf_counter() - t)
-        hits.append([(h.id, h.score) for h in got])
+        hits.append([(h.id if key is None else key(h), h.score) for h in got])
     return hits, times
 
 
@@ -54,6 +59,127 @@ def queries(
     if vectors == "wordllama":
         return embedded([perturbed(rng, texts[rng.randrange(len(texts))]) for _ in range(k)])
     return vecs[nrng.integers(0, len(vecs), k)] + 0.05 * unit_vectors(nrng, k)
+
+
+HELD_OUT = 1_000
+"""Held-out queries a scope's recall@8 is measured on besides the timed ones
+(`--recall-queries`): 50 queries give recall@8 a standard error of ~0.02 at
+1M rows (measured: docs/postgres-scale.md), as wide as the margin to 0.95."""
+
+
+def held_out(vectors: str, texts: list[str], vecs: np.ndarray, k: int, n: int) -> np.ndarray:
+    """`k` queries drawn as `queries` draws them, from generators of their own
+    (seeded by the size `n`), so no other query of the run moves."""
+    return queries(vectors, texts, vecs, k, random.Random(10**9 + n), np.random.default_rng([n, 2]))
+
+
+class Oracle:
+    """The exact answer to a query over a scope the bench loaded, computed from
+    the bench's own vectors with the store's ranking (`rank.rank_vector`: the
+    floor, confidence, recency; each row's key its index in `texts`), so a
+    held-out query needs no exact scan of the store (1 s a query at 1M rows).
+    It stands in for the store's exact answer only where `agree` showed it
+    gives the store's answer on every timed query (`check`); texts must be
+    distinct (a hit is keyed by its text)."""
+
+    def __init__(
+        self, texts: list[str], vecs: np.ndarray, floor: float,
+        stamps: Sequence[float] | None, confidence: float,
+    ):  # fmt: skip
+        from memkit.embed import normalize_rows
+
+        self.index = {t: i for i, t in enumerate(texts)}
+        if len(self.index) != len(texts):
+            raise MemkitError(
+                f"the oracle keys hits by text: {len(texts) - len(self.index):,} texts repeat"
+            )
+        self.mat = normalize_rows(np.asarray(vecs, dtype=np.float32))
+        n = len(texts)
+        self.conf = np.full(n, float(confidence))
+        self.ts = np.zeros(n) if stamps is None else np.asarray(stamps, dtype=np.float64)
+        self.dated = stamps is not None
+        self.floor = float(floor)
+
+    def key(self, hit: Any) -> int:
+        return self.index[hit.memory.content]
+
+    def answer(self, q: np.ndarray, limit: int = LIMIT) -> list[tuple[int, float]]:
+        from memkit.params import RecallParams
+        from memkit.store import rank
+
+        q = np.asarray(q, dtype=np.float32)
+        cos = self.mat @ (q / np.float32(np.linalg.norm(q) or 1.0))
+        now = time.time() if self.dated else 0.0  # undated: every row's decay is 1
+        r = rank.rank_vector(
+            cos, self.conf, self.ts, self.ts, np.arange(len(cos)), now,
+            RecallParams(floor=self.floor), limit,
+        )  # fmt: skip
+        return [(int(i), float(s)) for i, s in zip(r.order, r.score, strict=True)]
+
+    def check(self, qs: np.ndarray, store_exact: list[list[tuple[int, float]]]) -> None:
+        """MemkitError unless the oracle gives the store's exact answer (`agree`) to
+        every query in `qs`: a held-out figure then measures the index, not the oracle."""
+        for i, (q, want) in enumerate(zip(qs, store_exact, strict=True)):
+            got = self.answer(q, len(want) or LIMIT)
+            if not agree(got, want):
+                raise MemkitError(
+                    f"the held-out oracle disagrees with the store's exact answer on timed "
+                    f"query {i}: {got[:3]}... against {want[:3]}...; no held-out recall"
+                )
+
+
+LOADED_CONFIDENCE = 0.7
+"""Every bench row's confidence: `bulk_load`'s default (`Oracle.check` would show another)."""
+
+
+def with_held_out(
+    scopes: list[tuple[Any, ...]], k: int, vectors: str,
+    corpora: dict[str, tuple[list[str], np.ndarray, Sequence[float] | None]],
+    floor: float, log,
+) -> list[tuple[Any, ...]]:  # fmt: skip
+    """`scopes` (key, scope, timed queries, the store's exact hits) each with `k`
+    held-out queries (`held_out`, seeded by the scope's rows) and an `Oracle`'s
+    answers to them, after `Oracle.check` on the timed ones; `corpora` holds
+    each scope's (texts, vectors, stamps) as loaded."""
+    out = []
+    for key, scope, qq, want in scopes:
+        t = time.perf_counter()
+        texts, vecs, stamps = corpora[scope]
+        oracle = Oracle(texts, vecs, floor, stamps, LOADED_CONFIDENCE)
+        oracle.check(qq, want)
+        hq = held_out(vectors, texts, vecs, k, len(texts))
+        held = (oracle, hq, [oracle.answer(q) for q in hq])
+        out.append((key, scope, qq, want, held))
+        log(
+            f"  {scope}: {k} held-out queries, their exact answers from the bench's vectors "
+            f"(agreeing with the store's on all {len(qq)} timed) in {time.perf_counter() - t:.1f} s"
+        )
+    return out
+
+
+SCORE_TOL = 1e-5
+"""How far two exact answers' scores may differ and still agree (float32
+cosines summed in another order; the recency factor at another `now`)."""
+
+
+def agree(a: list[tuple[Any, float]], b: list[tuple[Any, float]], tol: float = SCORE_TOL) -> bool:
+    """Two exact answers agree when they are as long and score the same place by
+    place within `tol`: their rows may differ only where scores tie."""
+    return len(a) == len(b) and all(abs(x[1] - y[1]) <= tol for x, y in zip(a, b, strict=True))
+
+
+def mean_ci(values: Sequence[float], z: float = 1.96) -> tuple[float, float | None, float | None]:
+    """The mean of per-query values and its 95 % interval, mean +- z x sd / sqrt(n)
+    (sample sd; the normal approximation), clipped to 0..1; (mean, None, None),
+    undefined, for fewer than 2 values."""
+    n = len(values)
+    if n == 0:
+        raise MemkitError("mean_ci: no values")
+    m = float(np.mean(values))
+    if n < 2:
+        return m, None, None
+    half = z * float(np.std(values, ddof=1)) / math.sqrt(n)
+    return m, max(0.0, m - half), min(1.0, m + half)
 
 
 PAGES_WAIT_S = 11.0
@@ -104,7 +230,8 @@ class Pages:
 def warm_up(ann: Any, scopes: list[tuple[Any, ...]], qs: dict[str, np.ndarray], log) -> None:
     """Untimed recalls of other queries on each scope (`qs` by scope), at the store's
     ef_search: the pages a long-running server's index would hold."""
-    for _key, scope, _qq, _want in scopes:
+    for entry in scopes:
+        scope = entry[1]
         t = time.perf_counter()
         recalls(ann, scope, qs[scope])
         log(f"  warm-up: {len(qs[scope])} recalls on {scope} in {time.perf_counter() - t:.1f} s")
@@ -113,28 +240,42 @@ def warm_up(ann: Any, scopes: list[tuple[Any, ...]], qs: dict[str, np.ndarray], 
 def ann_recalls(
     ann: Any, scopes: list[tuple[Any, ...]], ef: int, log, pages: Pages | None = None
 ) -> dict:
-    """HNSW recall at one ef_search on each (key, scope, queries, exact hits):
+    """HNSW recall at one ef_search on each (key, scope, queries, exact hits[, held]):
     p50/p95, recall@8 against the exact hits (ties counted, `recall_with_ties`),
     recall@1 (the same rule on each answer's first hit: was the best row found,
     the one a reworded query is about), how many recalls were answered exactly
-    instead and, with `pages`, the blocks a query read (`Pages.delta`)."""
+    instead and, with `pages`, the blocks a query read (`Pages.delta`).
+    `held`: (an `Oracle`, held-out queries, its answers to them), recalled after
+    the timed queries; every figure is then over both (`_queries` of them), with
+    recall@8's 95 % interval (`mean_ci`) and the timed queries' own recall@8
+    (`_recall8_timed`, the figure runs before held-out queries reported)."""
     out: dict = {"ef_search": ef}
-    for key, scope, qq, want in scopes:
+    for key, scope, qq, want, *rest in scopes:
+        held = rest[0] if rest else None
         before = ann.ann_counts["exact_fallback"]
         got, times = recalls(ann, scope, qq)
-        if pages is not None:
-            out |= {f"{key}_{k}": v for k, v in pages.delta(len(qq)).items()}
         hit = [recall_with_ties(g, w) for g, w in zip(got, want, strict=True)]
+        first = [recall_with_ties(g[:1], w[:1]) for g, w in zip(got, want, strict=True)]
+        out[f"{key}_recall8_timed"] = float(np.mean(hit))
+        if held is not None:
+            oracle, hq, hwant = held
+            hgot, htimes = recalls(ann, scope, hq, oracle.key)
+            hit += [recall_with_ties(g, w) for g, w in zip(hgot, hwant, strict=True)]
+            first += [recall_with_ties(g[:1], w[:1]) for g, w in zip(hgot, hwant, strict=True)]
+            times += htimes
+        if pages is not None:
+            out |= {f"{key}_{k}": v for k, v in pages.delta(len(hit)).items()}
         out[f"{key}_p50"], out[f"{key}_p95"] = percentiles(times)
-        out[f"{key}_recall8"] = float(np.mean(hit))
-        out[f"{key}_recall1"] = float(
-            np.mean([recall_with_ties(g[:1], w[:1]) for g, w in zip(got, want, strict=True)])
-        )
+        r8, lo, hi = mean_ci(hit)
+        out[f"{key}_recall8"], out[f"{key}_recall8_ci"] = r8, [lo, hi]
+        out[f"{key}_recall1"] = float(np.mean(first))
+        out[f"{key}_queries"] = len(hit)
         out[f"{key}_fallbacks"] = ann.ann_counts["exact_fallback"] - before
+        ci = "undefined" if lo is None or hi is None else f"{lo:.3f}-{hi:.3f}"
         log(
             f"  hnsw {scope} ef_search {ef}: p50 {out[f'{key}_p50']:.2f} ms, recall@8 "
-            f"{out[f'{key}_recall8']:.3f}, recall@1 {out[f'{key}_recall1']:.3f}, "
-            f"exact instead {out[f'{key}_fallbacks']}/{len(qq)}"
+            f"{r8:.3f} (95 % {ci}, {len(hit)} queries), recall@1 {out[f'{key}_recall1']:.3f}, "
+            f"exact instead {out[f'{key}_fallbacks']}/{len(hit)}"
         )
     return out
 
@@ -175,6 +316,19 @@ def cell(r: dict, key: str, fmt: str) -> str:
     return "undefined" if r[key] is None else format(r[key], fmt)
 
 
+def recall_cell(r: dict, key: str) -> str:
+    """recall@8 of `key` ('hnsw', 'small_hnsw'), with its 95 % interval and its
+    queries when the row has them (`ann_recalls`); – when it has none."""
+    if f"{key}_recall8" not in r:
+        return "–"
+    out = cell(r, f"{key}_recall8", ".3f")
+    lo, hi = r.get(f"{key}_recall8_ci") or (None, None)
+    if f"{key}_queries" in r:
+        ci = "undefined" if lo is None or hi is None else f"{lo:.3f}-{hi:.3f}"
+        out += f" (95 % {ci}, {r[f'{key}_queries']:,} q)"
+    return out
+
+
 def _reads(e: dict, key: str) -> str:
     """'index / heap' blocks a query read from outside shared_buffers, or –."""
     if f"{key}_idx_read" not in e:
@@ -204,10 +358,10 @@ def render_sweep(rows: list[dict]) -> str:
                 f"| {cell(r, 'distinct_texts', ',d')} / {cell(r, 'distinct_vectors', ',d')} "
                 f"| {build} | {r['hnsw_build_s']:.1f} / {r['hnsw_index_mb']:.0f} "
                 f"| {e['ef_search']} "
-                f"| {pair(e, 'hnsw')} | {cell(e, 'hnsw_recall8', '.3f')} "
+                f"| {pair(e, 'hnsw')} | {recall_cell(e, 'hnsw')} "
                 f"| {cell(e, 'hnsw_recall1', '.3f')} "
                 f"| {cell(e, 'hnsw_fallbacks', 'd')} | {pair(e, 'small_hnsw')} "
-                f"| {cell(e, 'small_hnsw_recall8', '.3f')} "
+                f"| {recall_cell(e, 'small_hnsw')} "
                 f"| {cell(e, 'small_hnsw_fallbacks', 'd')} | {state} | {_reads(e, 'hnsw')} "
                 f"| {_reads(e, 'small_hnsw')} | {r.get('load', '–')} |"
             )

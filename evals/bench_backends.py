@@ -15,7 +15,10 @@ Measured:
   Postgres also through the HNSW indexes (`ann="hnsw"`: one per scope with
   `hnsw_min_rows` rows, `memkit.store.pg_ann`), each scope's
   recall@8 against the exact top 8 (a hit tied with the exact 8th score
-  counts: `recall_with_ties`) at each `--ef-search` on the same indexes, and
+  counts: `recall_with_ties`) at each `--ef-search` on the same indexes, over
+  the timed queries and `--recall-queries` held-out ones (their exact answers
+  from the bench's own vectors, `bench_ann.Oracle`, checked against the store's
+  on every timed query) with its 95 % interval over the queries, and
   how many recalls were answered exactly instead (no index for the scope, or
   a possibly short answer); the build time (`--hnsw-build`: concurrent or
   plain) under `memkit.store.pg_search.BUILD_SETTINGS`, the graph built
@@ -84,19 +87,21 @@ import numpy as np
 
 from evals import bench_ann, bench_clients, bench_ops, bench_writes
 from evals.bench_data import (
-    DIM,
     LIMIT,
     VECTOR_SOURCES,
+    Table,
     corpus_stats,
     embedded,
     file_sentences,
     longmemeval_sentences,
     percentiles,
+    pool_split,
     synthetic_texts,
     unit_vectors,
 )
 from evals.bench_writes import SCOPE
 from evals.pg_local import fresh_schema, local_postgres
+from memkit.embed import default_floor_of
 from memkit.errors import ConfigError
 from memkit.params import DAY
 from memkit.store import PostgresStore
@@ -106,38 +111,8 @@ SMALL_FROM = 10_000
 """Sizes from which the table also holds a 1 % scope."""
 
 
-class _Table:
-    """The bench embedder: answers from vectors computed before timing starts
-    (`floor`: the recall floor of the embedder they came from, as `default_floor`)."""
-
-    name, dim = f"bench-{DIM}", DIM
-
-    def __init__(self, texts: list[str], vecs: np.ndarray, floor: float | None = None):
-        self._t = dict(zip(texts, vecs, strict=True))
-        if floor is not None:
-            self.default_floor = floor
-
-    def embed(self, texts):
-        return np.stack([self._t[t] for t in texts])
-
-
 def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def pool_split(pool: list[str], n: int, m: int, fresh: int) -> tuple[list[str], ...]:
-    """A real-text pool cut into the big scope's `n` texts, the 1 % scope's `m` and
-    `fresh` new texts for the writes, disjoint and in the pool's order; a
-    ConfigError naming both counts when the pool is too small (never a smaller
-    corpus than the row says)."""
-    from memkit.errors import ConfigError
-
-    if n + m + fresh > len(pool):
-        raise ConfigError(
-            f"the text pool holds {len(pool):,} texts; {n:,} rows + {m:,} (1 % scope) "
-            f"+ {fresh:,} fresh writes need {n + m + fresh:,}"
-        )
-    return pool[:n], pool[n : n + m], pool[n + m : n + m + fresh]
 
 
 def _corpus(vectors: str, n: int, writes: int, row: dict, log, pool: list[str] | None = None):
@@ -166,9 +141,7 @@ def _corpus(vectors: str, n: int, writes: int, row: dict, log, pool: list[str] |
         f"  {vectors} vectors for {n:,} rows: {row['setup_vectors_s']:.1f} s (setup), "
         f"{row['distinct_texts']:,} distinct texts, {row['distinct_vectors']:,} distinct vectors"
     )
-    emb = _Table(
-        texts + small_texts + batch_texts, np.vstack([vecs, small_vecs, batch_vecs]), floor
-    )
+    emb = Table(texts + small_texts + batch_texts, np.vstack([vecs, small_vecs, batch_vecs]), floor)
     return texts, vecs, small_texts, small_vecs, batch_texts, emb, rng, nrng
 
 
@@ -196,6 +169,7 @@ def bench_backend(
     warm: int = 0,
     hnsw_ops: list[str] | None = None,
     fold_search: str = "client",
+    held: int = 0,
 ) -> dict:
     """One backend at one size (see the module docstring); `recall=False` measures
     the writes only (`--skip-recall`: no recall, fresh recall client or HNSW build);
@@ -209,7 +183,8 @@ def bench_backend(
     side by side on the big scope after the store's indexes (`evals.bench_ops`);
     `fold_search`: the Postgres database's fold-in mode, every client following it
     ("server:local=N": and opening with `fold_local_rows` N, `bench_writes.fold_options`);
-    with `--skip-recall` also the probe's time (`bench_writes.fold_probe_times`)."""
+    with `--skip-recall` also the probe's time (`bench_writes.fold_probe_times`);
+    `held`: held-out queries a scope's HNSW recall@8 is also measured on."""
     from memkit.store import open_store
 
     texts_name, pool_texts = pool if pool is not None else ("synthetic", None)
@@ -295,6 +270,10 @@ def bench_backend(
         scopes = [("hnsw", SCOPE, qs, exact)] + (
             [("small_hnsw", SMALL, sq, small_exact)] if m else []
         )
+        if held:  # recall@8 over held-out queries too (bench_ann.with_held_out)
+            corpora = {SCOPE: (texts, vecs, stamps), SMALL: (small_texts, small_vecs, None)}
+            floor_ = default_floor_of(emb)
+            scopes = bench_ann.with_held_out(scopes, held, vectors, corpora, floor_, log)
         pages = bench_ann.Pages(url) if warm else None
         row["ef_sweep"] = []
         for ef in efs or [ann.ef_search]:
@@ -334,7 +313,7 @@ def _fresh_writer(url: str, n: int, row: dict, log, opts: dict | None = None) ->
     """A freshly spawned writer's first remember (a new row): seconds from open,
     peak RSS MB. Its embedder knows only that text, so the RSS is the store's."""
     vec = unit_vectors(np.random.default_rng([n, 1]), 1)[0]  # its own draws: none shift
-    emb = _Table([bench_clients.WRITER_TEXT], vec[None, :])
+    emb = Table([bench_clients.WRITER_TEXT], vec[None, :])
     row["writer_first_s"], row["writer_rss_mb"] = bench_clients.fresh_writer(url, emb, SCOPE, opts)
     log(
         f"  fresh writer: first remember {row['writer_first_s']:.2f} s after open, "
@@ -375,9 +354,9 @@ def render(rows: list[dict]) -> str:
         )
         lines.append(
             f"| {_backend(r)} | {_rows_cell(r)} | {_pair(r, 'exact')} | {_pair(r, 'hnsw')} "
-            f"| {_one(r, 'hnsw_recall8', '.3f')} | {_one(r, 'hnsw_fallbacks', 'd')} "
+            f"| {bench_ann.recall_cell(r, 'hnsw')} | {_one(r, 'hnsw_fallbacks', 'd')} "
             f"| {r.get('small_rows', 0):,} | {_pair(r, 'small_exact')} | {_pair(r, 'small_hnsw')} "
-            f"| {_one(r, 'small_hnsw_recall8', '.3f')} | {_one(r, 'small_hnsw_fallbacks', 'd')} "
+            f"| {bench_ann.recall_cell(r, 'small_hnsw')} | {_one(r, 'small_hnsw_fallbacks', 'd')} "
             f"| {build} | {_one(r, 'cold_first_s', '.2f')} / {_one(r, 'client_rss_mb', '.0f')} "
             f"| {_one(r, 'writer_first_s', '.2f')} / {_one(r, 'writer_rss_mb', '.0f')} "
             f"| {_one(r, 'file_mb', ',.0f')} | {r.get('load', '–')} |"
@@ -431,6 +410,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="10000,100000", help="comma-separated row counts")
     ap.add_argument("--only", choices=("sqlite", "postgres"), help="run one backend (a part)")
     ap.add_argument("--queries", type=int, default=200, help="recalls per size (1M: a quarter)")
+    ap.add_argument(
+        "--recall-queries",
+        type=int,
+        default=bench_ann.HELD_OUT,
+        help="held-out queries a scope's HNSW recall@8 is also measured on, their exact "
+        "answers from the bench's own vectors (0: the timed queries alone)",
+    )
     ap.add_argument(
         "--writes", type=int, default=500, help="remembers per process (0: recall only)"
     )
@@ -542,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.hnsw_graph is not None and len(args.hnsw_graph) != 2:
         ap.error(f"--hnsw-graph {args.hnsw_graph}: want two ints, m,ef_construction")
     graph = None if args.hnsw_graph is None else (args.hnsw_graph[0], args.hnsw_graph[1])
+    if args.recall_queries < 0:
+        ap.error(f"--recall-queries {args.recall_queries}: want 0 or more")
     if args.warm < 0:
         ap.error(f"--warm {args.warm}: want 0 or more recalls")
     ops = None
@@ -588,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.warm,
                         ops,
                         mode,
+                        args.recall_queries,
                     )
                 )
                 if args.json:

@@ -137,3 +137,33 @@ def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
 def percentiles(xs: list[float]) -> tuple[float, float]:
     a = np.asarray(xs) * 1e3
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
+
+
+class Table:
+    """The bench embedder: answers from vectors computed before timing starts
+    (`floor`: the recall floor of the embedder they came from, as `default_floor`)."""
+
+    name, dim = f"bench-{DIM}", DIM
+
+    def __init__(self, texts: list[str], vecs: np.ndarray, floor: float | None = None):
+        self._t = dict(zip(texts, vecs, strict=True))
+        if floor is not None:
+            self.default_floor = floor
+
+    def embed(self, texts):
+        return np.stack([self._t[t] for t in texts])
+
+
+def pool_split(pool: list[str], n: int, m: int, fresh: int) -> tuple[list[str], ...]:
+    """A real-text pool cut into the big scope's `n` texts, the 1 % scope's `m` and
+    `fresh` new texts for the writes, disjoint and in the pool's order; a
+    ConfigError naming both counts when the pool is too small (never a smaller
+    corpus than the row says)."""
+    from memkit.errors import ConfigError
+
+    if n + m + fresh > len(pool):
+        raise ConfigError(
+            f"the text pool holds {len(pool):,} texts; {n:,} rows + {m:,} (1 % scope) "
+            f"+ {fresh:,} fresh writes need {n + m + fresh:,}"
+        )
+    return pool[:n], pool[n : n + m], pool[n + m : n + m + fresh]

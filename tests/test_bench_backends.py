@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from evals import bench_ann, bench_backends, bench_clients, bench_data, bench_writes
+from memkit.errors import MemkitError
 
 
 def _row(backend: str, writes: bool) -> dict:
@@ -125,6 +126,93 @@ def test_recall_at_1_is_the_tie_rule_on_each_answers_first_hit():
     assert out["k_recall8"] == pytest.approx((1 / 2 + 1 + 1) / 3)
 
 
+def test_mean_ci_is_the_normal_interval_over_queries_clipped_and_undefined_for_one():
+    # [1, 1, 1, 0]: mean 0.75, sample sd 0.5, half-width 1.96 x 0.5 / 2 = 0.49
+    m, lo, hi = bench_ann.mean_ci([1.0, 1.0, 1.0, 0.0])
+    assert (m, lo, hi) == pytest.approx((0.75, 0.26, 1.0))  # 1.24 clipped to 1
+    assert bench_ann.mean_ci([0.5, 0.5]) == (0.5, 0.5, 0.5)
+    assert bench_ann.mean_ci([0.875]) == (0.875, None, None)  # one query: undefined
+    with pytest.raises(MemkitError, match="no values"):
+        bench_ann.mean_ci([])
+
+
+def test_two_exact_answers_agree_when_their_scores_match_place_by_place():
+    a = [("x", 0.9), ("y", 0.5), ("z", 0.5)]
+    assert bench_ann.agree(a, a)
+    assert bench_ann.agree(a, [("x", 0.9), ("w", 0.5), ("y", 0.500004)])  # a tie kept otherwise
+    assert not bench_ann.agree(a, [("x", 0.9), ("y", 0.5), ("w", 0.49998)])  # past SCORE_TOL
+    assert not bench_ann.agree(a, a[:2])
+
+
+def test_the_oracle_ranks_as_the_store_does_by_floor_and_recency():
+    """Hand-computed: cosines 0.8 (rows a, dated 60 days ago), 0.7 (b, now), 0.05
+    (c, under the floor 0.1), 0.6 (d, now). Undated: a, b, d by cosine x 0.7's
+    weight; dated, a's weight is 0.7 + 0.3 x 0.25 (two half-lives) = 0.775, so
+    a scores 0.62 x w against b's 0.70 x w and d's 0.60 x w: b, a, d (w, confidence
+    0.7's weight, is 0.7)."""
+    from memkit.params import DAY
+
+    s = float(np.sqrt(1 - 0.8**2))
+    vecs = np.array(
+        [
+            [0.8, s, 0, 0],
+            [0.7, 0, float(np.sqrt(1 - 0.49)), 0],
+            [0.05, 0, 0, float(np.sqrt(1 - 0.0025))],
+            [0.6, -0.8, 0, 0],
+        ]
+    )
+    texts = ["a", "b", "c", "d"]
+    q = np.array([1.0, 0, 0, 0])
+    undated = bench_ann.Oracle(texts, vecs, 0.1, None, 0.7)
+    assert [i for i, _ in undated.answer(q, 8)] == [0, 1, 3]  # c under the floor
+    w = 0.7  # confidence 0.7's weight: clamp(0.7, 0.6, 1.0)
+    got = undated.answer(q, 2)
+    assert [i for i, _ in got] == [0, 1] and got[0][1] == pytest.approx(0.8 * w, rel=1e-6)
+    import time
+
+    now = time.time()
+    dated = bench_ann.Oracle(texts, vecs, 0.1, [now - 60 * DAY, now, now, now], 0.7)
+    got = dated.answer(q, 3)
+    assert [i for i, _ in got] == [1, 0, 3]
+    assert got[1][1] == pytest.approx(0.8 * w * 0.775, rel=1e-4)
+    with pytest.raises(MemkitError, match="repeat"):
+        bench_ann.Oracle(["a", "a"], vecs[:2], 0.1, None, 0.7)
+    dated.check(q[None, :], [got])
+    with pytest.raises(MemkitError, match="disagrees"):
+        dated.check(q[None, :], [undated.answer(q, 3)])
+
+
+def test_held_out_queries_count_in_every_figure_beside_the_timed_ones():
+    """`ann_recalls` with held-out queries: recall@8, recall@1 and the interval over
+    both sets, the timed set's own recall@8 kept."""
+
+    class Hit:
+        def __init__(self, i, s):
+            self.id, self.score = i, s
+            self.memory = type("M", (), {"content": i})
+
+    class Answers:
+        def __init__(self, answers):
+            self.answers = iter(answers)
+            self.ann_counts = {"exact_fallback": 0}
+
+        def recall(self, scope, query, limit, query_embedding):
+            return [Hit(i, s) for i, s in next(self.answers)]
+
+    oracle = type("O", (), {"key": staticmethod(lambda h: h.memory.content)})
+    timed_want = [[("a", 0.9), ("b", 0.8)]]
+    held_want = [[("c", 0.7), ("d", 0.6)], [("e", 0.5), ("f", 0.4)]]
+    got = [[("a", 0.9), ("b", 0.8)], [("c", 0.7), ("x", 0.1)], [("y", 0.3), ("z", 0.2)]]
+    scopes = [("k", "s", [0], timed_want, (oracle, [1, 2], held_want))]
+    out = bench_ann.ann_recalls(Answers(got), scopes, 40, lambda _: None)
+    assert out["k_recall8_timed"] == 1.0 and out["k_queries"] == 3
+    assert out["k_recall8"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert out["k_recall1"] == pytest.approx(2 / 3)
+    lo, hi = out["k_recall8_ci"]
+    half = 1.96 * float(np.std([1, 0.5, 0], ddof=1)) / np.sqrt(3)
+    assert lo == pytest.approx(max(0.0, 0.5 - half)) and hi == pytest.approx(min(1.0, 0.5 + half))
+
+
 def test_a_perturbed_text_is_a_one_word_rewording():
     rng = random.Random(3)
     for text in [*bench_data.synthetic_texts(random.Random(1), 200), "one"]:
@@ -191,16 +279,21 @@ def test_the_wordllama_corpus_bench_runs_at_a_tiny_size(pg_dsn):
     ef_search values and a plain build (recall only): every recall number is in range."""
     logged: list[str] = []
     row = bench_backends.bench_backend(
-        "postgres", pg_dsn, 300, 5, 0, logged.append, [40, 100], None, "wordllama", "plain"
-    )
+        "postgres", pg_dsn, 300, 5, 0, logged.append, [40, 100], None, "wordllama", "plain",
+        held=20,
+    )  # fmt: skip
     assert row["vectors"] == "wordllama" and row["distinct_texts"] == 300
     assert row["hnsw_build_mode"] == "plain" and [e["ef_search"] for e in row["ef_sweep"]] == [
         40,
         100,
     ]
     for e in row["ef_sweep"]:  # 300 rows: under hnsw_min_rows, answered exactly, counted
+        # the held-out queries' oracle gives the store's exact answer: its ceiling, 1.000
         assert e["hnsw_recall8"] == 1.0 and e["hnsw_recall1"] == 1.0
-        assert e["hnsw_fallbacks"] == 5
+        assert e["hnsw_recall8_timed"] == 1.0 and e["hnsw_recall8_ci"] == [1.0, 1.0]
+        assert e["hnsw_queries"] == 25 and e["hnsw_fallbacks"] == 25
+    assert any("20 held-out queries" in line for line in logged)
+    assert "1.000 (95 % 1.000-1.000, 25 q)" in bench_backends.render([row])
     assert any("wordllama vectors for 300 rows" in line for line in logged)
 
 
@@ -303,10 +396,10 @@ def test_a_text_pool_is_cut_disjoint_at_its_size_and_refused_one_past_it():
     from memkit.errors import ConfigError
 
     pool = [f"text {i}" for i in range(10)]
-    big, small, fresh = bench_backends.pool_split(pool, 6, 1, 3)  # 10 of 10: at the bound
+    big, small, fresh = bench_data.pool_split(pool, 6, 1, 3)  # 10 of 10: at the bound
     assert (big, small, fresh) == (pool[:6], pool[6:7], pool[7:])
     with pytest.raises(ConfigError, match=r"holds 10 texts.*need 11"):
-        bench_backends.pool_split(pool, 6, 1, 4)
+        bench_data.pool_split(pool, 6, 1, 4)
 
 
 @pytest.mark.parametrize(
@@ -335,11 +428,11 @@ def test_a_corpus_file_fills_the_split_at_its_size_and_is_refused_one_past_it(tm
     path = tmp_path / "corpus.txt"
     path.write_text("".join(f"Sentence number {i} of the corpus.\n" for i in range(12)))
     pool = bench_data.file_sentences(str(path))
-    big, small, fresh = bench_backends.pool_split(pool, 10, 0, 2)  # 12 of 12
+    big, small, fresh = bench_data.pool_split(pool, 10, 0, 2)  # 12 of 12
     assert small == []
     assert big[0] == "Sentence number 0 of the corpus." and fresh[-1] == pool[11]
     with pytest.raises(ConfigError, match=r"holds 12 texts.*need 13"):
-        bench_backends.pool_split(pool, 10, 1, 2)
+        bench_data.pool_split(pool, 10, 1, 2)
 
 
 def test_the_real_text_corpus_bench_runs_at_a_tiny_size(pg_dsn, shared_datasets):
