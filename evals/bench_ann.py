@@ -78,9 +78,12 @@ class Oracle:
     the bench's own vectors with the store's ranking (`rank.rank_vector`: the
     floor, confidence, recency; each row's key its index in `texts`), so a
     held-out query needs no exact scan of the store (1 s a query at 1M rows).
-    It stands in for the store's exact answer only where `agree` showed it
-    gives the store's answer on every timed query (`check`); texts must be
-    distinct (a hit is keyed by its text)."""
+    Every score it gives is at one instant, `now` (fixed when it is made): a
+    score moves with the clock (recency), so an answer the store gave minutes
+    later is compared after `rescore`, never by the store's own scores. It
+    stands in for the store's exact answer only where it gave the store's
+    answer on every timed query (`check`); texts must be distinct (a hit is
+    keyed by its text)."""
 
     def __init__(
         self, texts: list[str], vecs: np.ndarray, floor: float,
@@ -88,7 +91,7 @@ class Oracle:
     ):  # fmt: skip
         from memkit.embed import normalize_rows
 
-        self.index = {t: i for i, t in enumerate(texts)}
+        self.texts, self.index = texts, {t: i for i, t in enumerate(texts)}
         if len(self.index) != len(texts):
             raise MemkitError(
                 f"the oracle keys hits by text: {len(texts) - len(self.index):,} texts repeat"
@@ -96,35 +99,48 @@ class Oracle:
         self.mat = normalize_rows(np.asarray(vecs, dtype=np.float32))
         n = len(texts)
         self.conf = np.full(n, float(confidence))
+        # undated rows were all stamped at their load: one decay for every row, so 1
         self.ts = np.zeros(n) if stamps is None else np.asarray(stamps, dtype=np.float64)
-        self.dated = stamps is not None
+        self.now = 0.0 if stamps is None else time.time()
         self.floor = float(floor)
 
     def key(self, hit: Any) -> int:
         return self.index[hit.memory.content]
 
-    def answer(self, q: np.ndarray, limit: int = LIMIT) -> list[tuple[int, float]]:
+    def _scores(self, q: np.ndarray, rows: np.ndarray, limit: int) -> tuple[np.ndarray, ...]:
         from memkit.params import RecallParams
         from memkit.store import rank
 
         q = np.asarray(q, dtype=np.float32)
-        cos = self.mat @ (q / np.float32(np.linalg.norm(q) or 1.0))
-        now = time.time() if self.dated else 0.0  # undated: every row's decay is 1
+        cos = self.mat[rows] @ (q / np.float32(np.linalg.norm(q) or 1.0))
+        ts = self.ts[rows]
         r = rank.rank_vector(
-            cos, self.conf, self.ts, self.ts, np.arange(len(cos)), now,
-            RecallParams(floor=self.floor), limit,
-        )  # fmt: skip
-        return [(int(i), float(s)) for i, s in zip(r.order, r.score, strict=True)]
+            cos, self.conf[rows], ts, ts, rows, self.now, RecallParams(floor=self.floor), limit
+        )
+        return rows[r.order], r.score
+
+    def answer(self, q: np.ndarray, limit: int = LIMIT) -> list[tuple[int, float]]:
+        rows, score = self._scores(q, np.arange(len(self.mat)), limit)
+        return [(int(i), float(s)) for i, s in zip(rows, score, strict=True)]
+
+    def rescore(self, q: np.ndarray, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """`hits` (row keys, in their order) with the oracle's scores at its `now`
+        (-inf for a row under the floor, which no exact answer holds)."""
+        keys = np.array([k for k, _ in hits], dtype=np.int64)
+        rows, score = self._scores(q, keys, 0)
+        by = dict(zip(rows.tolist(), score.tolist(), strict=True))
+        return [(k, by.get(k, float("-inf"))) for k, _ in hits]
 
     def check(self, qs: np.ndarray, store_exact: list[list[tuple[int, float]]]) -> None:
-        """MemkitError unless the oracle gives the store's exact answer (`agree`) to
-        every query in `qs`: a held-out figure then measures the index, not the oracle."""
+        """MemkitError unless the oracle gives the store's exact answer to every
+        query in `qs` (`agree`, the store's rows rescored): a held-out figure then
+        measures the index, not the oracle."""
         for i, (q, want) in enumerate(zip(qs, store_exact, strict=True)):
-            got = self.answer(q, len(want) or LIMIT)
-            if not agree(got, want):
+            got, rescored = self.answer(q, len(want) or LIMIT), self.rescore(q, want)
+            if not agree(got, rescored):
                 raise MemkitError(
                     f"the held-out oracle disagrees with the store's exact answer on timed "
-                    f"query {i}: {got[:3]}... against {want[:3]}...; no held-out recall"
+                    f"query {i}: {got[:3]}... against {rescored[:3]}...; no held-out recall"
                 )
 
 
@@ -133,21 +149,19 @@ LOADED_CONFIDENCE = 0.7
 
 
 def with_held_out(
-    scopes: list[tuple[Any, ...]], k: int, vectors: str,
-    corpora: dict[str, tuple[list[str], np.ndarray, Sequence[float] | None]],
-    floor: float, log,
-) -> list[tuple[Any, ...]]:  # fmt: skip
-    """`scopes` (key, scope, timed queries, the store's exact hits) each with `k`
-    held-out queries (`held_out`, seeded by the scope's rows) and an `Oracle`'s
-    answers to them, after `Oracle.check` on the timed ones; `corpora` holds
-    each scope's (texts, vectors, stamps) as loaded."""
+    scopes: list[tuple[Any, ...]], oracles: dict[str, Oracle], k: int, vectors: str, log
+) -> list[tuple[Any, ...]]:
+    """`scopes` (key, scope, timed queries, the store's exact hits keyed by
+    `oracles[scope].key`) each with `k` held-out queries (`held_out`, seeded by
+    the scope's rows) and its oracle's answers to them, after `Oracle.check`
+    on the timed ones; the exact hits rescored at the oracle's instant."""
     out = []
     for key, scope, qq, want in scopes:
         t = time.perf_counter()
-        texts, vecs, stamps = corpora[scope]
-        oracle = Oracle(texts, vecs, floor, stamps, LOADED_CONFIDENCE)
+        oracle = oracles[scope]
         oracle.check(qq, want)
-        hq = held_out(vectors, texts, vecs, k, len(texts))
+        want = [oracle.rescore(q, w) for q, w in zip(qq, want, strict=True)]
+        hq = held_out(vectors, oracle.texts, oracle.mat, k, len(oracle.texts))
         held = (oracle, hq, [oracle.answer(q) for q in hq])
         out.append((key, scope, qq, want, held))
         log(
@@ -253,13 +267,16 @@ def ann_recalls(
     for key, scope, qq, want, *rest in scopes:
         held = rest[0] if rest else None
         before = ann.ann_counts["exact_fallback"]
-        got, times = recalls(ann, scope, qq)
+        got, times = recalls(ann, scope, qq, None if held is None else held[0].key)
+        if held is not None:  # scores at the oracle's instant, as `want`'s
+            got = [held[0].rescore(q, g) for q, g in zip(qq, got, strict=True)]
         hit = [recall_with_ties(g, w) for g, w in zip(got, want, strict=True)]
         first = [recall_with_ties(g[:1], w[:1]) for g, w in zip(got, want, strict=True)]
         out[f"{key}_recall8_timed"] = float(np.mean(hit))
         if held is not None:
             oracle, hq, hwant = held
             hgot, htimes = recalls(ann, scope, hq, oracle.key)
+            hgot = [oracle.rescore(q, g) for q, g in zip(hq, hgot, strict=True)]
             hit += [recall_with_ties(g, w) for g, w in zip(hgot, hwant, strict=True)]
             first += [recall_with_ties(g[:1], w[:1]) for g, w in zip(hgot, hwant, strict=True)]
             times += htimes

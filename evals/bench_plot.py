@@ -6,7 +6,9 @@ tables make a reader assemble by eye:
 
 - `ann.png`: HNSW recall@8 against p50 latency, one line per row and scope
   (the big scope, the 1 % scope) through its `ef_search` sweep, the issue's
-  target (p50 <= 10 ms, recall@8 >= 0.95) shaded, and the two baselines every
+  target (p50 <= 10 ms, recall@8 >= 0.95) shaded, each point's 95 % interval
+  of recall@8 over its queries as a bar where the row has one, and the two
+  baselines every
   recall stands beside: the exact answer (1.0) and a random ranking (8 / rows);
 - `writes.png`: each row's remembers/s by race, the bare-INSERT and lock-shape
   ceilings measured in the same run beside them, and the 1,000/s target.
@@ -43,12 +45,14 @@ RACES: tuple[tuple[str, str], ...] = (
 
 class Curve(NamedTuple):
     """One scope's sweep: (p50 ms, recall@8, ef_search) points, ef ascending,
-    and how many sweep points had an undefined value (left out)."""
+    how many sweep points had an undefined value (left out), and each point's
+    95 % interval of recall@8 over its queries (None: the row has none)."""
 
     label: str
     rows: int
     points: list[tuple[float, float, int]]
     undefined: int
+    intervals: tuple[tuple[float, float] | None, ...] = ()
 
 
 def ann_curves(rows: Sequence[dict[str, Any]]) -> list[Curve]:
@@ -71,10 +75,13 @@ def ann_curves(rows: Sequence[dict[str, Any]]) -> list[Curve]:
                 if p50 is None or rec is None:
                     bad += 1
                     continue
-                pts.append((float(p50), float(rec), int(e["ef_search"])))
+                lo, hi = e.get(f"{prefix}_recall8_ci") or (None, None)
+                ci = None if lo is None or hi is None else (float(lo), float(hi))
+                pts.append(((float(p50), float(rec), int(e["ef_search"])), ci))
             if pts or bad:
                 label = f"{n:,} rows{what}, {tag}"
-                out.append(Curve(label, n, sorted(pts, key=lambda p: p[2]), bad))
+                pts.sort(key=lambda p: p[0][2])
+                out.append(Curve(label, n, [p for p, _ in pts], bad, tuple(c for _, c in pts)))
     return out
 
 
@@ -116,7 +123,11 @@ def draw_ann(curves: Sequence[Curve], path: Path) -> None:
     for c in curves:
         xs, ys = [p[0] for p in c.points], [p[1] for p in c.points]
         extra = f" ({c.undefined} undefined, not drawn)" if c.undefined else ""
-        ax.plot(xs, ys, marker="o", label=c.label + extra)
+        (line,) = ax.plot(xs, ys, marker="o", label=c.label + extra)
+        for (x, y, _), ci in zip(c.points, c.intervals or (None,) * len(c.points), strict=True):
+            if ci is not None:  # the 95 % interval over the queries
+                ax.errorbar(x, y, yerr=[[y - ci[0]], [ci[1] - y]], fmt="none",
+                            color=line.get_color(), capsize=2, lw=0.8)  # fmt: skip
         for x, y, ef in c.points:
             ax.annotate(str(ef), (x, y), fontsize=7, xytext=(3, -9), textcoords="offset points")
     ax.axhline(1.0, color="grey", lw=0.8, ls="--", label="exact (full ranking): 1.0")
@@ -125,7 +136,7 @@ def draw_ann(curves: Sequence[Curve], path: Path) -> None:
     worst = max((c.rows for c in curves), default=0)
     if worst:  # far below the axis: named in the legend, not drawn
         ax.plot([], [], " ", label=f"random ranking: 8/{worst:,} = {8 / worst:.6f}")
-    ax.set_xlabel("HNSW recall p50, ms (points: ef_search)")
+    ax.set_xlabel("HNSW recall p50, ms (points: ef_search; bars: 95 % interval over queries)")
     ax.set_ylabel("recall@8 against exact")
     ax.set_title("Postgres HNSW: recall against latency")
     ax.legend(fontsize=7, loc="lower right")

@@ -177,7 +177,11 @@ def test_the_oracle_ranks_as_the_store_does_by_floor_and_recency():
     assert got[1][1] == pytest.approx(0.8 * w * 0.775, rel=1e-4)
     with pytest.raises(MemkitError, match="repeat"):
         bench_ann.Oracle(["a", "a"], vecs[:2], 0.1, None, 0.7)
-    dated.check(q[None, :], [got])
+    # rescored at the oracle's instant: the store's scores (a later clock) do not matter
+    assert dated.rescore(q, [(3, 0.1), (2, 0.9), (1, 0.2)]) == [
+        (3, pytest.approx(0.6 * w)), (2, float("-inf")), (1, pytest.approx(0.7 * w)),
+    ]  # fmt: skip
+    dated.check(q[None, :], [[(i, s * 0.999) for i, s in got]])
     with pytest.raises(MemkitError, match="disagrees"):
         dated.check(q[None, :], [undated.answer(q, 3)])
 
@@ -199,7 +203,10 @@ def test_held_out_queries_count_in_every_figure_beside_the_timed_ones():
         def recall(self, scope, query, limit, query_embedding):
             return [Hit(i, s) for i, s in next(self.answers)]
 
-    oracle = type("O", (), {"key": staticmethod(lambda h: h.memory.content)})
+    oracle = type(
+        "O", (), {"key": staticmethod(lambda h: h.memory.content),
+                  "rescore": staticmethod(lambda q, hits: hits)},
+    )  # fmt: skip
     timed_want = [[("a", 0.9), ("b", 0.8)]]
     held_want = [[("c", 0.7), ("d", 0.6)], [("e", 0.5), ("f", 0.4)]]
     got = [[("a", 0.9), ("b", 0.8)], [("c", 0.7), ("x", 0.1)], [("y", 0.3), ("z", 0.2)]]

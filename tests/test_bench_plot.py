@@ -29,6 +29,15 @@ def test_curves_follow_ef_search_and_count_undefined_points_instead_of_drawing_z
     assert bench_plot.ann_curves([_row()])[0].label.endswith("the default graph")
 
 
+def test_a_points_interval_follows_it_and_a_row_without_one_has_none():
+    row = _row()
+    row["ef_sweep"][0]["hnsw_recall8_ci"] = [0.83, 0.85]  # ef 200
+    row["ef_sweep"][1]["hnsw_recall8_ci"] = [None, None]  # ef 100: one query, undefined
+    big, small = bench_plot.ann_curves([row])
+    assert big.intervals == (None, (0.83, 0.85))  # ef ascending, as the points
+    assert small.intervals == (None,)
+
+
 def test_write_bars_keep_an_unmeasured_race_as_none():
     row = {"rows": 100_000, "rem_1": 550.0, "rem_4": 627.0, "rem_4_own": None, "load": "2.4"}
     ((label, rates),) = bench_plot.write_bars([row, {"rows": 10}])  # no race: no bar
