@@ -279,7 +279,7 @@ def bench_backend(
         if oracles:  # recall@8 over held-out queries too
             scopes = bench_ann.with_held_out(scopes, oracles, held, vectors, log)
         pages = bench_ann.Pages(url) if warm else None
-        row["ef_sweep"] = []
+        row["ef_sweep"], default_ef = [], ann.ef_search
         for ef in efs or [ann.ef_search]:
             ann.ef_search = ef
             row["ef_sweep"].append(bench_ann.ann_recalls(ann, scopes, ef, log, pages))
@@ -299,10 +299,10 @@ def bench_backend(
         ann.drop_hnsw()  # writes are measured as on a store without ANN (docstring)
         ann.close()
         if hnsw_ops:  # after the store's indexes are gone: no plan picks theirs
-            # the store's graph as built; under hnsw_min_rows none: pgvector's default
-            row["ops_graph"] = row.get("hnsw_graph") or list(hnsw_graph or (16, 64))
+            # the store's graph as built; under hnsw_min_rows none: the store's default
+            row["ops_graph"] = row.get("hnsw_graph") or list(hnsw_graph or ann.hnsw_graph)
             row["ops_sweep"] = bench_ops.ops_sweep(
-                url, SCOPE, qs, efs or [200], hnsw_ops, tuple(row["ops_graph"]),
+                url, SCOPE, qs, efs or [default_ef], hnsw_ops, tuple(row["ops_graph"]),
                 dict(b["settings"]), log,
             )  # fmt: skip
     _fresh_writer(url, n, row, log, opts)  # after the HNSW part: in no exact answer
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         type=_ints,
         default=None,
         help="HNSW ef_search, or several (40,100,200) measured on the same indexes; "
-        "the first is the main table's (default: the store's, 200)",
+        "the first is the main table's (default: the store's, 160)",
     )
     ap.add_argument(
         "--vectors",
@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         "--hnsw-graph",
         type=_ints,
         default=None,
-        help="the HNSW indexes' m,ef_construction, e.g. 24,48 (default: the store's, 16,64)",
+        help="the HNSW indexes' m,ef_construction, e.g. 24,48 (default: the store's, 20,64)",
     )
     ap.add_argument(
         "--rows-per-day",

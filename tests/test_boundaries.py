@@ -122,6 +122,7 @@ DOCUMENTED = {
     "memkit.store",
     "memkit.store.gram_index",
     "memkit.store.fold_postings",
+    "memkit.store.rank",
     "memkit.text",
     "memkit.tools",
     "memkit.types",

@@ -406,20 +406,20 @@ def test_a_graph_at_pgvectors_bounds_is_built_as_asked_and_serves_recall(pg_dsn,
 
 def test_an_index_built_keeps_its_graph_and_one_without_options_reports_pgvectors(pg_dsn):
     """A later open asking for another graph keeps the index (its report says which
-    graph it has); an index built before memkit named the graph (no reloptions)
-    reports pgvector's defaults, 16 and 64."""
+    graph it has: memkit's default m 20); an index built before memkit named the
+    graph (no reloptions) reports pgvector's defaults, 16 and 64."""
     from memkit.store.pg_ann import index_name, scope_predicate
 
     emb = TableEmbedder(dim=DIM)
     with PostgresStore.open(pg_dsn, embedder=emb) as s:
         s.bulk_load("s", [f"row {i}" for i in range(50)], np.eye(DIM)[np.arange(50) % DIM])
     with PostgresStore.open(pg_dsn, embedder=emb, ann="hnsw", hnsw_min_rows=50) as s:
-        assert s.hnsw_build["built"] and s.hnsw_build["scopes"]["s"]["graph"] == (16, 64)
+        assert s.hnsw_build["built"] and s.hnsw_build["scopes"]["s"]["graph"] == (20, 64)
     with PostgresStore.open(
         pg_dsn, embedder=emb, ann="hnsw", hnsw_min_rows=50, hnsw_m=24, hnsw_ef_construction=48
     ) as s:
         assert s.hnsw_build["built"] is False
-        assert s.hnsw_build["scopes"]["s"]["graph"] == (16, 64)
+        assert s.hnsw_build["scopes"]["s"]["graph"] == (20, 64)  # memkit's default, as built
         s.drop_hnsw()
         assert s.build_hnsw()["scopes"]["s"]["graph"] == (24, 48)  # rebuilt: the open's graph
         s.drop_hnsw()
