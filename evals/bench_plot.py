@@ -82,6 +82,20 @@ def ann_curves(rows: Sequence[dict[str, Any]]) -> list[Curve]:
                 label = f"{n:,} rows{what}, {tag}"
                 pts.sort(key=lambda p: p[0][2])
                 out.append(Curve(label, n, [p for p, _ in pts], bad, tuple(c for _, c in pts)))
+    return _numbered(out)
+
+
+def _numbered(curves: list[Curve]) -> list[Curve]:
+    """Curves whose labels repeat (two runs of one configuration) told apart by
+    their row's order in the files: 'run 1', 'run 2'."""
+    seen: dict[str, int] = {}
+    total = {c.label: sum(d.label == c.label for d in curves) for c in curves}
+    out = []
+    for c in curves:
+        if total[c.label] > 1:
+            seen[c.label] = seen.get(c.label, 0) + 1
+            c = c._replace(label=f"{c.label}, run {seen[c.label]}")
+        out.append(c)
     return out
 
 

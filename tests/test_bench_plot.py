@@ -38,6 +38,16 @@ def test_a_points_interval_follows_it_and_a_row_without_one_has_none():
     assert small.intervals == (None,)
 
 
+def test_two_runs_of_one_configuration_are_told_apart_in_the_legend():
+    labels = [c.label for c in bench_plot.ann_curves([_row(), _row()])]
+    assert labels == [
+        "1,000,000 rows, synthetic texts, the default graph, run 1",
+        "10,000 rows (1 % scope), synthetic texts, the default graph, run 1",
+        "1,000,000 rows, synthetic texts, the default graph, run 2",
+        "10,000 rows (1 % scope), synthetic texts, the default graph, run 2",
+    ]
+
+
 def test_write_bars_keep_an_unmeasured_race_as_none():
     row = {"rows": 100_000, "rem_1": 550.0, "rem_4": 627.0, "rem_4_own": None, "load": "2.4"}
     ((label, rates),) = bench_plot.write_bars([row, {"rows": 10}])  # no race: no bar
