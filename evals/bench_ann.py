@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -65,6 +66,20 @@ HELD_OUT = 1_000
 """Held-out queries a scope's recall@8 is measured on besides the timed ones
 (`--recall-queries`): 50 queries give recall@8 a standard error of ~0.02 at
 1M rows (measured: docs/postgres-scale.md), as wide as the margin to 0.95."""
+
+
+def note_ignored_recall_queries(only: str | None, n: int) -> str | None:
+    """`--recall-queries` measures Postgres HNSW recall only: a SQLite-only run
+    (`--only sqlite`) asked for a non-default count gets a note on stderr saying
+    it is ignored (returned too); None otherwise."""
+    if only != "sqlite" or n == HELD_OUT:
+        return None
+    note = (
+        f"note: --recall-queries {n} is ignored: it measures Postgres HNSW recall only, "
+        "and this run is SQLite-only (--only sqlite)"
+    )
+    print(note, file=sys.stderr, flush=True)
+    return note
 
 
 def held_out(vectors: str, texts: list[str], vecs: np.ndarray, k: int, n: int) -> np.ndarray:

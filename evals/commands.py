@@ -50,6 +50,7 @@ BENCH_COMMANDS: dict[str, str] = {
         "embed",
         "plot",
         "fold-server",
+        "fold-crossing",
         "corpus",
         "geometry",
     )
@@ -86,8 +87,8 @@ def eval_main(argv: list[str] | None = None) -> int:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """benchmarks: store, scopes, assemble, harness, redact, embed, fold-server; plot, corpus,
-    geometry"""
+    """benchmarks: store, scopes, assemble, harness, redact, embed, fold-server, fold-crossing;
+    plot, corpus, geometry"""
     table = {name: _bench(name, module) for name, module in BENCH_COMMANDS.items()}
     return group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])
