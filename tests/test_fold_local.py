@@ -37,6 +37,12 @@ def _held(store) -> dict[tuple[str, str], int]:
     return store.fold_local_stats()["held"]
 
 
+def _pending(dsn: str) -> int:
+    """Keys listed ahead whose rows are not all posted yet."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        return int(c.execute("SELECT count(*) FROM fold_posted WHERE lo < hi").fetchone()[0])
+
+
 def _counts(store) -> dict[str, int]:
     return store.fold_local_stats()["counts"]
 
@@ -48,7 +54,9 @@ def test_every_cap_decides_as_sqlite_while_the_scope_crosses_it(
 ):
     """Caps 0 (the postings alone), 1, a small N the script's (scope, kind)s cross in
     both directions (retractions and the clock moving rows out of and back into the
-    window; `recheck_s` 0 so each decision counts again), and one no script reaches."""
+    window; `recheck_s` 0 so each decision counts again), and one no script reaches;
+    N also with nothing listed ahead of the cap (`fold_list_at` 1) and with half
+    of it (`memkit.store.fold_listed`: keys listed ahead a row a write)."""
     rng = random.Random(seed)  # a year on (past any move of the script): all rows age out
     ops = [*_script(rng, 70), ("clock", 365 * DAY), *_script(rng, 10)]
     fold = FoldParams(threshold=threshold)
@@ -58,16 +66,21 @@ def test_every_cap_decides_as_sqlite_while_the_scope_crosses_it(
     with want:
         expected = _run(want, clock, ops)
     monkeypatch.setattr("memkit.store.fold_local.RECHECK_S", 0.0)
-    for cap in (0, 1, 6, 10**9):
-        clock = Clock()
-        store = _open(schemas(), cap, clock=clock, fold=fold)
+    monkeypatch.setattr("memkit.store.fold_listed.LIST_STEP", 1)  # rows stay pending a while
+    for cap, share in ((0, 0.75), (1, 0.75), (6, 0.75), (6, 1.0), (6, 0.5), (10**9, 0.75)):
+        clock, dsn = Clock(), schemas()
+        store = _open(dsn, cap, clock=clock, fold=fold, fold_list_at=share)
         store.new_id = _ids()
         seen: list[set] = []  # per op: the (scope, kind)s the writer held then
+        pending: list[int] = []  # per op: keys listed ahead, rows still to post
 
-        def after(s, cap=cap, seen=seen):
+        def after(s, cap=cap, seen=seen, pending=pending, dsn=dsn):
             held = _held(s)
             assert all(n <= cap for n in held.values()), (cap, held)  # within the cap
             seen.append(set(held))
+            if cap == 6:  # pending rows unposted, the rest exact, after every op
+                assert s.fold_postings_problems() == []
+                pending.append(_pending(dsn))
 
         with store:
             got = _run(store, clock, ops, after)
@@ -78,7 +91,11 @@ def test_every_cap_decides_as_sqlite_while_the_scope_crosses_it(
             assert not any(seen) and counts["built"] == 0
         elif cap == 10**9:
             assert counts["over"] == 0 and counts["built"] >= 1
-        elif cap == 6:  # a (scope, kind) crossed both ways: held, not, held again
+        if (cap, share) == (6, 0.5):
+            assert max(pending) >= 1  # a key was listed ahead
+        if share == 1.0 or cap in (0, 10**9):
+            assert not any(pending) and _pending(dsn) == 0  # at 1 a key is listed only whole
+        if cap == 6:  # a (scope, kind) crossed both ways: held, not, held again
             assert counts["over"] >= 1 and counts["rechecked"] >= 1
             assert any(_crossed([k in held for held in seen]) for k in set().union(*seen))
     assert any(o[1] for o in expected if isinstance(o, tuple) and len(o) == 2)  # folds

@@ -106,11 +106,19 @@ class StoreBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, scope_id: str, rows: int = 0, read: Statement | None = None) -> Write:
+    def _write(
+        self,
+        scope_id: str,
+        rows: int = 0,
+        read: Statement | None = None,
+        list_kinds: frozenset[str] = frozenset(),
+    ) -> Write:
         """The one write path: every writer runs inside `with self._write(scope) as w`
         (`rows`: the most rows it inserts, whose rowids Postgres reserves at once;
-        `read`: a statement read under the lock with it, `Write.read_rows`)."""
-        return Write(self._lock, self._ix, scope_id, rows, read)
+        `read`: a statement read under the lock with it, `Write.read_rows`;
+        `list_kinds`: kinds whose fold-in postings it starts listing ahead, Postgres
+        server mode: `memkit.store.fold_listed`)."""
+        return Write(self._lock, self._ix, scope_id, rows, read, list_kinds)
 
     def _embed(self, texts: Sequence[str]) -> list[np.ndarray | None]:
         """Embed in one call, outside the lock; failure is not an error (SPEC §3.2):

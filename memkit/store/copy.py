@@ -246,11 +246,12 @@ class _PostgresRaw(_Raw):
         from memkit.store.postgres import PgDb
 
         postings = read_mode(self.conn)
-        if postings is not None:  # rows of listed keys; keys past the default cap listed
+        if postings is not None:  # rows of listed keys; keys past the default cap's share
             db = PgDb(self.conn)
             for scope, seq in seqs.items():
                 fold_listed.post_written(db, postings, scope, seq)
-            fold_listed.list_big(db, postings, fold_local.LOCAL_ROWS)
+            ahead = fold_local.ahead_rows(fold_local.LOCAL_ROWS, fold_local.LIST_AT)
+            fold_listed.list_big(db, postings, ahead)
         return postings
 
 

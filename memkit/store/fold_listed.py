@@ -5,30 +5,48 @@ entry a gram of its prefix), and a writer whose (scope, kind) fits its cap
 (`fold_local_rows`, `memkit.store.fold_local`) never reads them: it decides
 from its own trigram index. So the postings are kept only for the (scope,
 kind)s listed in `fold_posted` (by `scope_key`), and a (scope, kind) is listed
-when a writer first needs its postings. Under the cap, server mode writes as
-fast as client mode; past it, the writer's memory stays bounded.
+when a writer first needs its postings, or ahead of that. Under the cap,
+server mode writes as fast as client mode; past it, the writer's memory stays
+bounded.
 
-The rules, each enforced where the write happens:
+A listed key may still be *listing ahead*: its live rows with `lo < rowid <= hi`
+(`fold_posted`'s columns) have no postings yet; every other live row of it
+has its own. A key is *fully listed* when `lo >= hi`; only then do its
+postings answer a fold-in (`listed`). The rules, each enforced where the
+write happens:
 
-* a row's postings are written with it only while its key is listed: a write
-  reads which kinds of its scope are listed in its lock's round trip
-  (`PgDb.listed_now`) and computes postings only for those rows, and each
-  posting statement checks the list itself (`Postings.post`); both run under
-  the scope's write lock, so they see any listing committed before it;
-* a writer that needs an unlisted key's postings lists it (`post_scope`) in a
-  write of its own, under the scope's lock: every live row of the (scope,
-  kind) is posted and the key listed in one transaction, so no writer of the
-  scope writes between the two and a rollback takes both back (that write
-  pays for posting the rows: ~the cap's worth when a scope grows past it);
-* a bulk load posts its rows of listed keys and lists every key it leaves
-  with more live rows than the loader's cap (`list_big`); so does a switch to
-  server mode (`fold_postings.set_mode`) and a copy into a server-mode store;
-* nothing is unlisted while the mode holds (a switch empties the list with
-  the postings, with no other client open), so a client caches the keys it
-  found listed (`Postings.listed`) and never asks again.
+* a row's postings are written with it only while its key is listed and the
+  row is not pending: a write reads its scope's listed kinds and their
+  pending ranges in its lock's round trip (`PgDb.listed_now`, `kept_sql`) and
+  computes postings only for those rows, and each posting statement checks
+  the list and the range itself (`Postings.post`); both run under the scope's
+  write lock, so they see any listing committed before it;
+* a writer whose own index of a (scope, kind) would hold more than its
+  `fold_list_at` share of the cap (default 0.75) starts listing the key ahead
+  (`start_sql`, in its write's lock round trip): pending are the key's live
+  rows from its oldest to the table's highest rowid, so every row written
+  after is posted with it;
+* every write of a scope, in its lock's round trip, reads up to `LIST_STEP`
+  rows (per row it may write) at the bottom of each pending range, and posts
+  them and raises `lo` in its transaction (`advance`): a key nearing the cap
+  is posted a few rows a write, not all at once;
+* a writer that needs a key's postings and finds it not fully listed lists it
+  (`post_scope`) in a write of its own, under the scope's lock: the rows still
+  pending (or, for a key not listed, every live row) are posted and the key
+  marked fully listed in one transaction, so no writer of the scope writes
+  between the two and a rollback takes both back (that write pays for the
+  rows the listing ahead had not reached: ~the cap's worth when nothing was
+  listed ahead);
+* a bulk load posts its rows of listed keys (outside their pending ranges)
+  and fully lists every key it leaves with more live rows than the loader's
+  listing-ahead share of its cap (`list_big`); so does a switch to server
+  mode (`fold_postings.set_mode`) and a copy into a server-mode store;
+* nothing is unlisted, and `lo` only rises, while the mode holds (a switch
+  empties the list with the postings, with no other client open), so a
+  client caches the keys it found fully listed (`Postings.listed`) or in the
+  list (`Postings.kept`) and never asks again.
 
-A listed key's postings are exactly its live rows' (`problems`); an unlisted
-key has none. Leaves out: the postings themselves and the probe
+`problems` checks the rule. Leaves out: the postings themselves and the probe
 (`memkit.store.fold_postings`), and when a writer needs them
 (`memkit.store.writes`).
 """
@@ -38,7 +56,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memkit.store.fold_postings import Postings, row_postings, scope_key
+from memkit.store.fold_postings import Postings, bigint_array, row_postings, scope_key
+from memkit.types import KINDS
 
 REFRESH_AT = 100_000
 """Postings written by a listing from which the writer vacuums and analyses the
@@ -46,56 +65,140 @@ table after it (`fold_postings.refresh`: index-only probes, length estimates);
 ~2,500 rows of the bench's texts. Below it the estimates stay as they were."""
 
 
-def _in_list(db: Any, sk: int) -> bool:
-    """Whether the key is listed, as `db` sees the table now."""
-    return bool(db.execute("SELECT 1 FROM fold_posted WHERE sk = ?", (sk,)).fetchall())
+LIST_STEP = 8
+"""Pending rows a write posts (`advance`) per row it may write: ~1.7 ms of the
+machine's CPU a remember while a key is listed ahead (0.22 ms a row of the
+bench's texts, measured at 200k rows), 400,000 rows in the 50,000 writes
+between the default's 0.75 of the cap and the cap."""
+
+
+def _state(db: Any, sk: int) -> tuple[int, int] | None:
+    """The key's (lo, hi) as `db` sees the table now; None when not listed."""
+    got = db.execute("SELECT lo, hi FROM fold_posted WHERE sk = ?", (sk,)).fetchall()
+    return None if not got else (int(got[0][0]), int(got[0][1]))
 
 
 def listed(db: Any, postings: Postings, scope_id: str, kind: str) -> bool:
-    """Whether (scope, kind)'s postings are kept (cached once seen listed)."""
+    """Whether (scope, kind) is fully listed, its postings answering a fold-in
+    (cached once seen so)."""
     sk = scope_key(scope_id, kind)
     if sk in postings.listed:
         return True
-    if _in_list(db, sk):
-        postings.listed.add(sk)
-        return True
-    return False
+    state = _state(db, sk)
+    if state is None:
+        return False
+    postings.kept.add(sk)
+    if state[0] < state[1]:
+        return False
+    postings.listed.add(sk)
+    return True
 
 
 def post_scope(db: Any, postings: Postings, scope_id: str, kind: str) -> int:
-    """List (scope, kind) and post its live rows, in the caller's write (which holds
-    the scope's lock, outside a batch: the rows go by COPY); the postings written,
-    0 when another writer listed it first. The key joins the cache only after the
-    caller's commit (`cache`)."""
+    """List (scope, kind) fully: post its live rows (those still pending, when it is
+    listed ahead), in the caller's write (which holds the scope's lock, outside a
+    batch: the rows go by COPY); the postings written, 0 when it was fully listed
+    already. The key joins the cache only after the caller's commit (`cache`)."""
     sk = scope_key(scope_id, kind)
-    if _in_list(db, sk):
+    state = _state(db, sk)
+    if state is None:
+        db.execute("DELETE FROM fold_postings WHERE sk = ?", (sk,))  # none: a hash's twin's
+        db.execute("INSERT INTO fold_posted (sk) VALUES (?)", (sk,))
+        return postings.backfill(db, "scope_id = ? AND kind = ?", (scope_id, kind))
+    lo, hi = state
+    if lo >= hi:
         return 0
-    db.execute("DELETE FROM fold_postings WHERE sk = ?", (sk,))  # none: a hash's twin's
-    db.execute("INSERT INTO fold_posted (sk) VALUES (?)", (sk,))
-    return postings.backfill(db, "scope_id = ? AND kind = ?", (scope_id, kind))
+    n = postings.backfill(
+        db, "scope_id = ? AND kind = ? AND rowid > ? AND rowid <= ?", (scope_id, kind, lo, hi)
+    )
+    db.execute("UPDATE fold_posted SET lo = hi WHERE sk = ?", (sk,))
+    return n
 
 
 def cache(postings: Postings, keys: Iterable[tuple[str, str]]) -> None:
     """After the commit that listed them: the client knows these keys are listed."""
-    postings.listed.update(scope_key(s, k) for s, k in keys)
+    sks = [scope_key(s, k) for s, k in keys]
+    postings.listed.update(sks)
+    postings.kept.update(sks)
 
 
-def list_big(db: Any, postings: Postings, cap: int, scope_id: str | None = None) -> int:
-    """List every unlisted (scope, kind) (of `scope_id`, or all) holding more than
-    `cap` live rows, posting its rows; the postings written. In the caller's
-    write (a bulk load, a copy, a switch of mode)."""
+def start_sql(scope_id: str, kinds: Iterable[str]) -> tuple[str, tuple[Any, ...]]:
+    """The statement listing (scope, kind)s ahead (in a write's lock round trip, under
+    the scope's lock): pending from the key's oldest live row to the table's highest
+    rowid; a key already listed is left as it is."""
+    ks = sorted(kinds)
+    return (
+        "INSERT INTO fold_posted (sk, lo, hi) SELECT k.sk, coalesce((SELECT min(m.rowid) - 1 "
+        "FROM memories m WHERE m.scope_id = ? AND m.kind = k.kind AND m.superseded_by IS NULL), "
+        "0), coalesce((SELECT max(rowid) FROM memories), 0) "
+        "FROM unnest(?::text[], ?::text::bigint[]) AS k(kind, sk) ON CONFLICT (sk) DO NOTHING",
+        (scope_id, ks, bigint_array(scope_key(scope_id, k) for k in ks)),
+    )
+
+
+def kept_sql(scope_id: str, step: int) -> tuple[str, tuple[Any, ...]]:
+    """The statement (in a write's lock round trip) reading the scope's listed kinds
+    with their pending ranges, and for each key listed ahead up to `step` of its
+    pending live rows, lowest rowid first: (kind, lo, hi, rowid, content) rows,
+    rowid and content None when there are none."""
+    return (
+        "SELECT k.kind, f.lo, f.hi, c.rowid, c.content "
+        "FROM unnest(?::text[], ?::text::bigint[]) AS k(kind, sk) "
+        "JOIN fold_posted f ON f.sk = k.sk LEFT JOIN LATERAL (SELECT m.rowid, m.content "
+        "FROM memories m WHERE f.lo < f.hi AND m.scope_id = ? AND m.kind = k.kind "
+        "AND m.rowid > f.lo AND m.rowid <= f.hi AND m.superseded_by IS NULL "
+        "ORDER BY m.rowid LIMIT ?) c ON true ORDER BY k.kind, c.rowid",
+        (list(KINDS), bigint_array(scope_key(scope_id, k) for k in KINDS), scope_id, int(step)),
+    )
+
+
+def advance(
+    db: Any,
+    postings: Postings,
+    scope_id: str,
+    got: Iterable[Sequence[Any]],
+    step: int,
+    fresh: frozenset[str] = frozenset(),
+) -> dict[str, tuple[int, int]]:
+    """From `kept_sql`'s rows: post each key's pending rows read and raise its `lo`
+    past them (to `hi` when fewer than `step` came: none is left), in the caller's
+    write; {kind: (lo, hi)} of the scope's listed kinds after it. The keys join
+    `Postings.kept`, but not the `fresh` kinds this write started listing (its
+    rollback would take them back; the next write reads them)."""
+    read: dict[str, tuple[int, int, list[tuple[Any, ...]]]] = {}
+    for kind, lo, hi, rowid, content in got:
+        _, _, rows = read.setdefault(kind, (int(lo), int(hi), []))
+        if rowid is not None:
+            rows.append((int(rowid), scope_id, kind, content))
+    out: dict[str, tuple[int, int]] = {}
+    for kind, (lo, hi, rows) in read.items():
+        sk = scope_key(scope_id, kind)
+        if kind not in fresh:
+            postings.kept.add(sk)
+        if lo < hi and step > 0:
+            postings.insert_rows(db, rows)
+            lo = hi if len(rows) < step else int(rows[-1][0])
+            db.execute("UPDATE fold_posted SET lo = ? WHERE sk = ?", (lo, sk))
+        out[kind] = (lo, hi)
+    return out
+
+
+def list_big(db: Any, postings: Postings, rows: int, scope_id: str | None = None) -> int:
+    """Fully list every (scope, kind) (of `scope_id`, or all) holding more than `rows`
+    live rows (a loader's `fold_local.ahead_rows`), posting its rows; the postings
+    written. In the caller's write (a bulk load, a copy, a switch of mode)."""
     where, args = ("AND scope_id = ?", (scope_id,)) if scope_id is not None else ("", ())
     keys = db.execute(
         f"SELECT scope_id, kind FROM memories WHERE superseded_by IS NULL {where} "
         "GROUP BY scope_id, kind HAVING count(*) > ?",
-        (*args, int(cap)),
+        (*args, int(rows)),
     ).fetchall()
     return sum(post_scope(db, postings, s, k) for s, k in keys)
 
 
 def post_written(db: Any, postings: Postings, scope_id: str, seq: int) -> int:
     """Post a bulk write's rows (its change number `seq` in `scope_id`) of listed
-    keys, in its transaction; the postings written."""
+    keys, outside their pending ranges, in its transaction; the postings written."""
     kinds = [
         k
         for (k,) in db.execute(
@@ -103,24 +206,38 @@ def post_written(db: Any, postings: Postings, scope_id: str, seq: int) -> int:
             (scope_id, seq),
         ).fetchall()
     ]
-    return sum(
-        postings.backfill(db, "scope_id = ? AND kind = ? AND change_seq = ?", (scope_id, kind, seq))
-        for kind in kinds
-        if _in_list(db, scope_key(scope_id, kind))
-    )
+    n = 0
+    for kind in kinds:
+        state = _state(db, scope_key(scope_id, kind))
+        if state is not None:
+            n += postings.backfill(
+                db,
+                "scope_id = ? AND kind = ? AND change_seq = ? AND NOT (rowid > ? AND rowid <= ?)",
+                (scope_id, kind, seq, *state),
+            )
+    return n
 
 
 def problems(db: Any, postings: Postings) -> list[str]:
     """How the postings differ from the rules (module docstring): every live row of
-    a listed key has exactly its own postings, and no other posting is kept for a
-    live row. A check for tests and tools; [] when right."""
-    listed_keys = {int(r[0]) for r in db.execute("SELECT sk FROM fold_posted").fetchall()}
+    a listed key outside its pending range has exactly its own postings, and no
+    other posting is kept for a live row (none for a pending one). A check for
+    tests and tools; [] when right."""
+    ranges = {
+        int(r[0]): (int(r[1]), int(r[2]))
+        for r in db.execute("SELECT sk, lo, hi FROM fold_posted").fetchall()
+    }
+
+    def posted(rowid: int, sk: int) -> bool:
+        lo, hi = ranges.get(sk, (0, -1))
+        return sk in ranges and not lo < rowid <= hi
+
     rows: Sequence[tuple[Any, ...]] = [
         r
         for r in db.execute(
             "SELECT rowid, scope_id, kind, content FROM memories WHERE superseded_by IS NULL"
         ).fetchall()
-        if scope_key(r[1], r[2]) in listed_keys
+        if posted(int(r[0]), scope_key(r[1], r[2]))
     ]
     idx, codes, m = row_postings([r[3] for r in rows], postings.order, postings.floor)
     want = {

@@ -23,6 +23,10 @@ rows, and sends the rest to the postings:
   are remembered, least recently marked forgotten first: forgetting one only
   costs a count.
 
+A (scope, kind) nearing the cap is listed ahead of it (`list_at`, a share of
+the cap: `memkit.store.fold_listed`), so the write that crosses the cap does
+not post its whole window under the scope's lock.
+
 `rows = 0` is plain server mode (never local). Leaves out: client mode (the
 index is the only source there, uncapped: `memkit.store.index`), and the
 rule itself (`memkit.store.writes`).
@@ -42,6 +46,14 @@ LOCAL_ROWS = 200_000
 bytes a row of the bench's synthetic texts (50 MB at 100k rows,
 `memkit.store.index_bound`), so 200k rows bound a writer's fold-in index at ~100
 MB a (scope, kind) in use, and the bench's 100k-row scopes stay local."""
+
+LIST_AT = 0.75
+"""The default `fold_list_at`: a writer whose index of a (scope, kind) would hold
+more than this share of its cap starts listing the key ahead of the cap
+(`memkit.store.fold_listed`). The rest of the cap (50,000 writes at the
+default) is the time the listing has: at `fold_listed.LIST_STEP` rows a write
+it posts 400,000 rows before the cap, twice the cap's window. Above the
+bench's 100k-row scopes (0.5 of the cap), whose timed writes stay unlisted."""
 
 RECHECK_S = 60.0
 """Seconds a (scope, kind) found over the cap answers from the postings before its
@@ -64,6 +76,22 @@ def check_rows(rows: Any) -> int:
     return rows
 
 
+def check_share(share: Any) -> float:
+    """`fold_list_at` as a float in (0, 1]; ConfigError naming anything else."""
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise ConfigError(
+            f"fold_list_at={share!r}: want a share of fold_local_rows in (0, 1] "
+            "(1: list a key only when a write crosses the cap)"
+        )
+    return float(share)
+
+
+def ahead_rows(rows: int, share: float) -> int:
+    """Live rows past which a key is listed ahead of a cap of `rows`: floor(share x
+    rows), so share 1 is the cap itself (a key is listed once it holds more)."""
+    return int(check_share(share) * check_rows(rows))
+
+
 class LocalCap:
     """The cap and the (scope, kind)s found over it (module docstring)."""
 
@@ -73,8 +101,11 @@ class LocalCap:
         recheck_s: float | None = None,
         remembered: int = REMEMBERED,
         clock: Callable[[], float] = monotonic,
+        list_at: float = LIST_AT,
     ):
         self.rows = check_rows(rows)
+        self.list_at = check_share(list_at)
+        """`fold_list_at`: the share of the cap past which a key is listed ahead."""
         self.recheck_s = float(RECHECK_S if recheck_s is None else recheck_s)
         self.remembered = int(remembered)
         self._clock = clock
@@ -119,6 +150,11 @@ class LocalCap:
 
     def fits(self, n: int) -> bool:
         return n <= self.rows
+
+    @property
+    def ahead(self) -> int:
+        """Rows past which a held index's key is listed ahead (`ahead_rows`)."""
+        return ahead_rows(self.rows, self.list_at)
 
 
 def count_sql(sql: str) -> str:

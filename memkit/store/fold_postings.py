@@ -47,7 +47,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
@@ -240,9 +240,12 @@ def bigint_array(codes: Iterable[int]) -> str:
     return "{" + ",".join(map(str, codes)) + "}"
 
 
-_LISTED = "EXISTS (SELECT 1 FROM fold_posted WHERE sk = ?)"
-"""The condition a row's posting statement checks: its (scope, kind) is listed
-(one look-up, run once a statement: `memkit.store.fold_listed`)."""
+_LISTED = (
+    "EXISTS (SELECT 1 FROM fold_posted WHERE sk = ? AND NOT (?::bigint > lo AND ?::bigint <= hi))"
+)
+"""The condition a row's posting statement checks (its key, its rowid twice): its
+(scope, kind) is listed and the row is not among those a listing ahead has yet
+to post (one look-up, run once a statement: `memkit.store.fold_listed`)."""
 
 _M_COLS = ", ".join(f"m.{c.strip()}" for c in COLS.split(","))
 
@@ -258,8 +261,11 @@ class Postings:
     keep: int | None = None
     """`split_probe`'s hits kept (None: `SKIP_KEEP`)."""
     listed: set[int] = field(default_factory=set, compare=False, repr=False)
-    """Keys this client found listed (`memkit.store.fold_listed`): never unlisted
-    while the mode holds, so never asked again."""
+    """Keys this client found listed, every row posted (`memkit.store.fold_listed`):
+    never unlisted while the mode holds, so never asked again."""
+    kept: set[int] = field(default_factory=set, compare=False, repr=False)
+    """Keys this client saw in `fold_posted`, listed or being listed ahead: a
+    writer never starts listing these again."""
 
     @property
     def order(self) -> GramOrder:
@@ -277,6 +283,7 @@ class Postings:
     def post(self, conn: Any, scope_id: str, kind: str, rowid: int, content: str) -> None:
         """Post a live row's prefix when its (scope, kind) is listed (one statement,
         which checks the list: `memkit.store.fold_listed`; none without a gram)."""
+        rowid = int(rowid)
         _, codes, m = row_postings([content], self.order, self.floor)
         if codes.size:
             sk = scope_key(scope_id, kind)
@@ -284,19 +291,20 @@ class Postings:
                 "INSERT INTO fold_postings (sk, gram, m, rowid) "
                 "SELECT ?, g, ?, ? FROM unnest(?::text::bigint[]) g "
                 f"WHERE {_LISTED} ON CONFLICT DO NOTHING",
-                (sk, int(m[0]), int(rowid), bigint_array(codes.tolist()), sk),
+                (sk, int(m[0]), rowid, bigint_array(codes.tolist()), sk, rowid, rowid),
             )
 
     def unpost(self, conn: Any, scope_id: str, kind: str, rowid: int, content: str) -> None:
         """Drop the postings a row's earlier text `content` made (by their whole key;
         nothing read when its (scope, kind) is not listed)."""
+        rowid = int(rowid)
         _, codes, m = row_postings([content], self.order, self.floor)
         if codes.size:
             sk = scope_key(scope_id, kind)
             conn.execute(
                 "DELETE FROM fold_postings WHERE sk = ? AND m = ? AND rowid = ? "
                 f"AND gram = ANY(?::text::bigint[]) AND {_LISTED}",
-                (sk, int(m[0]), int(rowid), bigint_array(codes.tolist()), sk),
+                (sk, int(m[0]), rowid, bigint_array(codes.tolist()), sk, rowid, rowid),
             )
 
     def probe(
@@ -367,6 +375,29 @@ class Postings:
                 done += self._copy(db, chunk)
                 chunk = []
         return done + self._copy(db, chunk)
+
+    def insert_rows(self, db: Any, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Post rows (rowid, scope_id, kind, content) with one INSERT (not COPY: it
+        may go in a write's pipeline, `memkit.store.fold_listed.advance`); the
+        postings written. None of them may be posted already (the primary key
+        refuses a second posting: a listing's rule broken is an error, not a skip)."""
+        if not rows:
+            return 0
+        idx, codes, m = row_postings([r[3] for r in rows], self.order, self.floor)
+        if not codes.size:
+            return 0
+        ii = idx.tolist()
+        db.execute(
+            "INSERT INTO fold_postings (sk, gram, m, rowid) SELECT * FROM unnest("
+            "?::text::bigint[], ?::text::bigint[], ?::text::int[], ?::text::bigint[])",
+            (
+                bigint_array(scope_key(rows[i][1], rows[i][2]) for i in ii),
+                bigint_array(codes.tolist()),
+                bigint_array(int(m[i]) for i in ii),
+                bigint_array(int(rows[i][0]) for i in ii),
+            ),
+        )
+        return int(codes.size)
 
     def _copy(self, db: Any, rows: Sequence[tuple[Any, ...]]) -> int:
         if not rows:
@@ -484,9 +515,7 @@ def refresh(conn: Any, postings: Postings) -> Postings:
         conn.execute("SET LOCAL synchronous_commit = on")
         conn.execute("SELECT pg_current_xact_id()")
     conn.execute("VACUUM (ANALYZE) fold_postings")
-    return Postings(
-        postings.floor, postings.order_id, read_lengths(conn), postings.keep, postings.listed
-    )
+    return replace(postings, lengths=read_lengths(conn))  # the client's caches kept
 
 
 def check_mode(mode: Any) -> None:

@@ -200,6 +200,17 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         INSERT INTO fold_posted (sk) SELECT DISTINCT sk FROM fold_postings;
         """,
     ),
+    (
+        8,
+        """
+        -- (issue #36) A key listed ahead of a writer's cap (memkit.store.fold_listed):
+        -- its live rows with lo < rowid <= hi are still to be posted, a few a write;
+        -- lo >= hi once every row is. A key listed before this has every row posted.
+        ALTER TABLE fold_posted
+            ADD COLUMN lo bigint NOT NULL DEFAULT 0,
+            ADD COLUMN hi bigint NOT NULL DEFAULT 0;
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when schema_version < n."""
 

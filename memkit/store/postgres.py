@@ -58,11 +58,9 @@ from memkit.store.fold_postings import (
     MODE_LOCK,
     NEW_STORE_MODE,
     Postings,
-    bigint_array,
     check_floor,
     check_mode,
     read_mode,
-    scope_key,
     write_mode,
 )
 from memkit.store.fold_postings import refresh as refresh_postings
@@ -81,7 +79,7 @@ from memkit.store.pg_search import (
 )
 from memkit.store.rows import COLS
 from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
-from memkit.types import KINDS, Recalled
+from memkit.types import Recalled
 
 _ANN_KINDS = (None, "hnsw")
 _STORE_LOCK = 0x6D656D656D62  # advisory key of the store-wide write (recording the embedder)
@@ -150,11 +148,12 @@ class PgDb:
         self.postings: Postings | None = None
         """The database's fold-in postings when its mode is `fold_search="server"`
         (`memkit.store.fold_postings`): a write posts with them; else None."""
-        self.listed_now: tuple[str, frozenset[str]] | None = None
-        """In a server-mode write: its scope and the kinds whose keys were listed as
-        it took the scope's lock (`memkit.store.fold_listed`: only a write holding
-        that lock lists one), so its rows of other kinds skip their postings
-        (`memkit.store.rows.repost`); None: not known."""
+        self.listed_now: tuple[str, Mapping[str, tuple[int, int]]] | None = None
+        """In a server-mode write: its scope and {kind: (lo, hi)} of the kinds whose
+        keys were listed as it took the scope's lock, rows lo < rowid <= hi still
+        pending (`memkit.store.fold_listed`: only a write holding that lock lists
+        one or raises lo), so its rows of other kinds, and pending rows, skip
+        their postings (`memkit.store.rows.repost`); None: not known."""
 
     def execute(
         self, sql: str, args: Sequence[Any] = (), binary: bool = False, per_run: bool = False
@@ -198,6 +197,7 @@ class PgDb:
         reserve: int = 0,
         vectors: bool = True,
         read: Statement | None = None,
+        list_kinds: frozenset[str] = frozenset(),
     ) -> int:
         """Start a write holding the scope's row lock (None: the store-wide advisory
         lock); the scope's highest committed change number. `memkit_lock_scope`
@@ -205,7 +205,10 @@ class PgDb:
         `reserve_rowids`) and then reads the scope's rows changed after `since`
         (for `take_changes`; with their vectors when `vectors`). The statement
         `read` is sent with the lock, in its round trip, and runs after it (READ
-        COMMITTED: a snapshot taken once the lock is held; `take_read`).
+        COMMITTED: a snapshot taken once the lock is held; `take_read`). In
+        server mode the lock's round trip also starts listing `list_kinds`
+        ahead and reads the scope's listed kinds with a few pending rows of
+        each (`memkit.store.fold_listed`), which the write posts (`listed_now`).
 
         Inside a `batch` that is the write's only statement so far: the write is
         the pipeline's implicit transaction (what is sent before the pipeline's
@@ -220,7 +223,7 @@ class PgDb:
                     self._implicit = True  # no BEGIN, no COMMIT: two statements fewer
                     cur = self._lock_scope(scope_id, since, reserve, vectors)
                     then = None if read is None else self.execute(*read)
-                    keys = self._listed_keys(scope_id)
+                    keys = self._listed_keys(scope_id, reserve, list_kinds)
                     rows = cur.fetchall()  # a flush: both statements' results come back
                 else:
                     with self.conn.pipeline():
@@ -230,14 +233,17 @@ class PgDb:
                             return 0
                         cur = self._lock_scope(scope_id, since, reserve, vectors)
                         then = None if read is None else self.execute(*read)
-                        keys = self._listed_keys(scope_id)
+                        keys = self._listed_keys(scope_id, reserve, list_kinds)
                     rows = cur.fetchall()
                 if then is not None:
                     self._read = then.fetchall()
                 if keys is not None:
-                    got = {int(r[0]) for r in keys.fetchall()}
-                    kinds = frozenset(k for k in KINDS if scope_key(scope_id, k) in got)
-                    self.listed_now = (scope_id, kinds)
+                    assert self.postings is not None
+                    step = fold_listed.LIST_STEP * max(int(reserve), 1)
+                    kept = fold_listed.advance(
+                        self, self.postings, scope_id, keys.fetchall(), step, list_kinds
+                    )
+                    self.listed_now = (scope_id, kept)
             head, *changed = rows
             seq, ids = head[0], head[1]
             if since is not None and int(seq) - 1 != since:
@@ -248,15 +254,16 @@ class PgDb:
             self.end_write(False)
             raise
 
-    def _listed_keys(self, scope_id: str) -> Any:
-        """In server mode, the statement (sent after the lock, in its round trip)
-        reading which of the scope's keys are listed (`listed_now`); else None."""
+    def _listed_keys(self, scope_id: str, reserve: int, list_kinds: frozenset[str]) -> Any:
+        """In server mode, the statements (sent after the lock, in its round trip)
+        listing `list_kinds` ahead and reading the scope's listed keys with a few
+        pending rows each (`listed_now`: `fold_listed.kept_sql`); else None."""
         if self.postings is None:
             return None
-        keys = [scope_key(scope_id, kind) for kind in KINDS]
-        return self.execute(
-            "SELECT sk FROM fold_posted WHERE sk = ANY(?::text::bigint[])", (bigint_array(keys),)
-        )
+        if list_kinds:
+            self.execute(*fold_listed.start_sql(scope_id, list_kinds))
+        step = fold_listed.LIST_STEP * max(int(reserve), 1)
+        return self.execute(*fold_listed.kept_sql(scope_id, step))
 
     def _lock_scope(self, scope_id: str, since: int | None, reserve: int, vectors: bool) -> Any:
         return self.execute(
@@ -494,6 +501,7 @@ class PostgresStore(SQLStore):
         index_cache_mb: float | None = CACHE_MB,
         fold_search: str | None = None,
         fold_local_rows: int | None = None,
+        fold_list_at: float = fold_local.LIST_AT,
     ) -> PostgresStore:
         """Connect (creating and migrating the tables) to a Postgres store.
 
@@ -531,7 +539,11 @@ class PostgresStore(SQLStore):
         own index for a (scope, kind) whose fold window holds at most this many
         live rows (its memory bounded by them, ~500 bytes a row), and from the
         postings past it (`memkit.store.fold_local`); 0: always the postings.
-        Client mode ignores it.
+        `fold_list_at`: the share of that cap (in (0, 1]) past which this writer
+        starts posting a (scope, kind)'s rows ahead, a few a write, so the write
+        that crosses the cap has (nearly) none left to post under the scope's
+        lock (`memkit.store.fold_listed`); 1: the crossing write posts them all.
+        Client mode ignores both.
         """
         if ann not in _ANN_KINDS:
             raise ConfigError(f"unknown ann {ann!r} (want None or 'hnsw')")
@@ -547,7 +559,8 @@ class PostgresStore(SQLStore):
             raise ConfigError(f"synchronous_commit={synchronous_commit!r}: want True or False")
         check_mode(fold_search)
         local = LocalCap(
-            check_rows(fold_local.LOCAL_ROWS if fold_local_rows is None else fold_local_rows)
+            check_rows(fold_local.LOCAL_ROWS if fold_local_rows is None else fold_local_rows),
+            list_at=fold_local.check_share(fold_list_at),
         )
         emb = get_embedder(embedder)
         try:
@@ -619,6 +632,17 @@ class PostgresStore(SQLStore):
         local = self._ix.local
         return 0 if local is None else local.rows
 
+    @property
+    def fold_list_at(self) -> float:
+        """In server mode, the share of `fold_local_rows` past which this client
+        lists a (scope, kind) ahead of it (`open`'s `fold_list_at`)."""
+        local = self._ix.local
+        return fold_local.LIST_AT if local is None else local.list_at
+
+    def _ahead_rows(self) -> int:
+        """Live rows past which this client's bulk writes list a key fully."""
+        return fold_local.ahead_rows(self.fold_local_rows, self.fold_list_at)
+
     def fold_local_stats(self) -> dict[str, Any]:
         """(memkit) The server-mode cap on this client's fold-in indexes
         (`memkit.store.fold_local`): `rows` (the cap), `held` ({(scope, kind):
@@ -639,7 +663,8 @@ class PostgresStore(SQLStore):
         transaction: to "server", the postings of every (scope, kind) with more
         live rows than this client's `fold_local_rows` are written (for fold
         thresholds >= `floor`, default this store's threshold, at most 1; the
-        others' when a writer first needs them: `memkit.store.fold_listed`);
+        others' when a writer first needs them: `memkit.store.fold_listed`;
+        "more than the cap" is past its `fold_list_at` share);
         to "client", they are dropped. ConfigError while another client has the
         store open: it would go on in the old mode (`memkit.store.fold_postings`)."""
         check_mode(mode)
@@ -647,7 +672,7 @@ class PostgresStore(SQLStore):
         if mode == "server" and 0 < self.fold.threshold < f:
             raise ConfigError(f"floor {f!r} is above this store's fold threshold")
         with self._lock:
-            cap = self.fold_local_rows
+            cap = self._ahead_rows()
             self._conn.postings = set_fold_mode(
                 self._conn, mode, f, lambda db, p: fold_listed.list_big(db, p, cap)
             )
@@ -939,9 +964,9 @@ class PostgresStore(SQLStore):
                 emb = None if vec is None else _vec_text(vec)
                 cp.write_row((mid, scope, kind, content, "[]", conf, ts, 1, ts, emb, grams, w.seq))
         postings = self._conn.postings
-        if postings is not None:  # this write's rows of listed keys; its keys past the cap
-            fold_listed.post_written(self._conn, postings, w.scope_id, w.seq)
-            fold_listed.list_big(self._conn, postings, self.fold_local_rows, w.scope_id)
+        if postings is not None:  # this write's rows of listed keys; its keys past the cap's
+            fold_listed.post_written(self._conn, postings, w.scope_id, w.seq)  # share listed
+            fold_listed.list_big(self._conn, postings, self._ahead_rows(), w.scope_id)
         self._conn.conn.execute("ANALYZE memories")
 
 

@@ -161,8 +161,10 @@ def repost(conn: Conn, scope_id: str, kind: str, rowid: int, old: str | None, co
     if postings is None or old == content:
         return
     listed = getattr(conn, "listed_now", None)  # known in a write: skip an unlisted key's
-    if listed is not None and listed[0] == scope_id and kind not in listed[1]:
-        return
+    if listed is not None and listed[0] == scope_id:  # rows, and a row listed ahead
+        pending = listed[1].get(kind)  # but not posted yet (`memkit.store.fold_listed`)
+        if pending is None or pending[0] < rowid <= pending[1]:
+            return
     if old is not None:
         postings.unpost(conn, scope_id, kind, rowid, old)
     postings.post(conn, scope_id, kind, rowid, content)

@@ -58,11 +58,13 @@ class SQLiteDb(sqlite3.Connection):
         reserve: int = 0,
         vectors: bool = True,
         read: Statement | None = None,
+        list_kinds: frozenset[str] = frozenset(),
     ) -> int:
         """Start a write holding the file's write lock; the highest committed
         change number (the write stamps the next one). The rows of the statement
-        `read` are read under the lock (`take_read`). `since`, `reserve` and
-        `vectors` are for a connection with round trips to save (Postgres); unused here."""
+        `read` are read under the lock (`take_read`). `since`, `reserve`, `vectors`
+        and `list_kinds` are for a connection with round trips to save or fold-in
+        postings to keep (Postgres); unused here."""
         self.execute("BEGIN IMMEDIATE")
         try:
             top = self.top(scope_id)

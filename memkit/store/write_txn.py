@@ -54,8 +54,11 @@ class Write:
         scope_id: str,
         rows: int = 0,
         read: Statement | None = None,
+        list_kinds: frozenset[str] = frozenset(),
     ):
         self.rows = rows
+        self.list_kinds = list_kinds
+        """Kinds whose postings the write starts listing ahead (`begin_write`)."""
         """Rows the write will insert at most (`begin_write` may reserve their rowids)."""
         self.read = read
         """A statement read under the lock, in the lock's round trip: its rows are
@@ -84,7 +87,9 @@ class Write:
             since = ix.since(self.scope_id) if self.conn.per_scope else None
             self._entered_at = ix.seen.get(ix.key(self.scope_id), 0)
             vectors = ix.holds_vectors(ix.key(self.scope_id))
-            top = self.conn.begin_write(self.scope_id, since, self.rows, vectors, self.read)
+            top = self.conn.begin_write(
+                self.scope_id, since, self.rows, vectors, self.read, self.list_kinds
+            )
             try:
                 changes = self.conn.take_changes()
                 self.read_rows = self.conn.take_read()
