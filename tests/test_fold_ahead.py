@@ -15,7 +15,7 @@ import pytest
 from test_postgres_round_trips import traced
 
 from memkit.errors import ConfigError, MemkitError
-from memkit.store import fold_postings
+from memkit.store import fold_listed
 from memkit.store.fold_local import LIST_AT, LOCAL_ROWS, ahead_rows, check_share
 from memkit.store.fold_postings import scope_key
 from memkit.store.postgres import PostgresStore
@@ -179,7 +179,7 @@ def test_a_write_that_fails_while_starting_a_listing_leaves_nothing(schemas, mon
             def boom(*a, **k):
                 raise MemkitError("posting failed")
 
-            m.setattr(fold_postings.Postings, "insert_rows", boom)
+            m.setattr(fold_listed, "post_rows", boom)
             with pytest.raises(MemkitError, match="posting failed"):
                 s.remember("s", _text(rng, 10))
         assert _state(dsn) == {} and _posted_rows(dsn) == 0

@@ -46,6 +46,7 @@ PG_PINNED = {
     5: "479daafa106fc59cb44561a064e0f4ee4039ca7b5dee665b50f03eb7ea016ec6",
     6: "83a19c025709704c6aa93fd82d3b4f791012d8345ea3b02d979b89f9cff88d79",
     7: "0ec4e4bdadc9b988b0ee24bc3cb5287ea6d11a9d134d49ab01ec38fe0e049573",
+    8: "9d1fac0acaef8fbc6a5b9477d6c01524b4aa94292beadcba4090a27e35cfce25",
 }
 """sha256 of each shipped Postgres migration's DDL text: never edit one, append one
 (and pin it here)."""

@@ -53,9 +53,11 @@ write happens:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from typing import Any
 
+from memkit.store.fold_local import LocalCap
 from memkit.store.fold_postings import Postings, bigint_array, row_postings, scope_key
 from memkit.types import KINDS
 
@@ -136,6 +138,29 @@ def start_sql(scope_id: str, kinds: Iterable[str]) -> tuple[str, tuple[Any, ...]
     )
 
 
+def ahead(
+    postings: Postings | None,
+    cap: LocalCap | None,
+    held: Mapping[tuple[str, str], Sized],
+    scope_id: str,
+    kinds: Sequence[str],
+) -> frozenset[str]:
+    """The kinds whose keys a server-mode write of `kinds` (one a row) starts listing
+    ahead of the writer's cap: those whose `held` index would hold more than the
+    cap's `list_at` share after it, and not seen listed yet (none at share 1: the
+    crossing write lists; none in client mode)."""
+    if postings is None or cap is None or cap.list_at >= 1:
+        return frozenset()
+    adds = Counter(kinds)
+    return frozenset(
+        k
+        for k, n in adds.items()
+        if (gi := held.get((scope_id, k))) is not None
+        and len(gi) + n > cap.ahead
+        and scope_key(scope_id, k) not in postings.kept
+    )
+
+
 def kept_sql(scope_id: str, step: int) -> tuple[str, tuple[Any, ...]]:
     """The statement (in a write's lock round trip) reading the scope's listed kinds
     with their pending ranges, and for each key listed ahead up to `step` of its
@@ -150,6 +175,28 @@ def kept_sql(scope_id: str, step: int) -> tuple[str, tuple[Any, ...]]:
         "ORDER BY m.rowid LIMIT ?) c ON true ORDER BY k.kind, c.rowid",
         (list(KINDS), bigint_array(scope_key(scope_id, k) for k in KINDS), scope_id, int(step)),
     )
+
+
+def post_rows(db: Any, postings: Postings, rows: Sequence[tuple[Any, ...]]) -> int:
+    """Post rows (rowid, scope_id, kind, content) with one INSERT (not COPY: it goes
+    in a write's pipeline); the postings written. None of them may be posted
+    already: the primary key refuses a second posting, so a broken rule is an
+    error, not a skip."""
+    idx, codes, m = row_postings([r[3] for r in rows], postings.order, postings.floor)
+    if not codes.size:
+        return 0
+    ii = idx.tolist()
+    db.execute(
+        "INSERT INTO fold_postings (sk, gram, m, rowid) SELECT * FROM unnest("
+        "?::text::bigint[], ?::text::bigint[], ?::text::int[], ?::text::bigint[])",
+        (
+            bigint_array(scope_key(rows[i][1], rows[i][2]) for i in ii),
+            bigint_array(codes.tolist()),
+            bigint_array(int(m[i]) for i in ii),
+            bigint_array(int(rows[i][0]) for i in ii),
+        ),
+    )
+    return int(codes.size)
 
 
 def advance(
@@ -176,7 +223,7 @@ def advance(
         if kind not in fresh:
             postings.kept.add(sk)
         if lo < hi and step > 0:
-            postings.insert_rows(db, rows)
+            post_rows(db, postings, rows)
             lo = hi if len(rows) < step else int(rows[-1][0])
             db.execute("UPDATE fold_posted SET lo = ? WHERE sk = ?", (lo, sk))
         out[kind] = (lo, hi)

@@ -376,29 +376,6 @@ class Postings:
                 chunk = []
         return done + self._copy(db, chunk)
 
-    def insert_rows(self, db: Any, rows: Sequence[tuple[Any, ...]]) -> int:
-        """Post rows (rowid, scope_id, kind, content) with one INSERT (not COPY: it
-        may go in a write's pipeline, `memkit.store.fold_listed.advance`); the
-        postings written. None of them may be posted already (the primary key
-        refuses a second posting: a listing's rule broken is an error, not a skip)."""
-        if not rows:
-            return 0
-        idx, codes, m = row_postings([r[3] for r in rows], self.order, self.floor)
-        if not codes.size:
-            return 0
-        ii = idx.tolist()
-        db.execute(
-            "INSERT INTO fold_postings (sk, gram, m, rowid) SELECT * FROM unnest("
-            "?::text::bigint[], ?::text::bigint[], ?::text::int[], ?::text::bigint[])",
-            (
-                bigint_array(scope_key(rows[i][1], rows[i][2]) for i in ii),
-                bigint_array(codes.tolist()),
-                bigint_array(int(m[i]) for i in ii),
-                bigint_array(int(rows[i][0]) for i in ii),
-            ),
-        )
-        return int(codes.size)
-
     def _copy(self, db: Any, rows: Sequence[tuple[Any, ...]]) -> int:
         if not rows:
             return 0

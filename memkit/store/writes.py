@@ -17,7 +17,6 @@ taken, so a slow embedder never stalls other readers and writers.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -31,7 +30,7 @@ from memkit.store import fold_listed
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase, new_row_id
 from memkit.store.fold_local import OverCap
-from memkit.store.fold_postings import BATCH_PROBES, BatchProbe, refresh, scope_key
+from memkit.store.fold_postings import BATCH_PROBES, BatchProbe, refresh
 from memkit.store.gram_index import GramIndex
 from memkit.store.index import Indexes, LiveRow
 from memkit.store.rows import Row
@@ -418,8 +417,10 @@ class Writes(StoreBase):
         # the batch holds the statements and the COMMIT (`end_write`): one round trip
         read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else None
         read = read if probe is None else probe.statement
-        with self._lock:
-            start = self._list_ahead(scope_id, items) if local else frozenset()
+        with self._lock:  # kinds whose keys this write starts listing ahead of the cap
+            held, kinds = self._ix.grams, [it.kind for it in items]
+            start = fold_listed.ahead(postings, self._ix.capped(), held, scope_id, kinds)
+            start = start if local else frozenset()
         with self._lock, self._conn.batch(), self._write(scope_id, len(items), read, start) as w:
             reserved = iter(w.conn.reserve_rowids(len(items)))
             if probe is not None:
@@ -466,24 +467,6 @@ class Writes(StoreBase):
                 )
                 out.append(RememberResult(id=mid, folded=target is not None))
         return out
-
-    def _list_ahead(self, scope_id: str, items: Sequence[_Item]) -> frozenset[str]:
-        """Server mode, a write this writer's own indexes answer: the kinds whose keys
-        it starts listing ahead of its cap (`memkit.store.fold_listed`), those whose
-        index would hold more than the cap's `list_at` share after the write and
-        not seen listed yet (none at share 1: the crossing write lists)."""
-        postings = getattr(self._conn, "postings", None)
-        cap = self._ix.capped()
-        if postings is None or cap is None or cap.list_at >= 1:
-            return frozenset()
-        adds = Counter(it.kind for it in items)
-        return frozenset(
-            k
-            for k, n in adds.items()
-            if (gi := self._ix.grams.get((scope_id, k))) is not None
-            and len(gi) + n > cap.ahead
-            and scope_key(scope_id, k) not in postings.kept
-        )
 
     def _warm(self, scope_id: str, kinds: set[str], t: float, server: bool) -> bool:
         """Build the trigram indexes a write will ask (`Indexes.warm_grams`); whether
