@@ -250,12 +250,7 @@ def check_plan(cap: int, start: float, past: float, lists: Sequence[float]) -> s
 
 def open_options(cap: int, list_at: float, table: Table) -> dict[str, Any]:
     """`open_store`'s options for one configuration."""
-    opts: dict[str, Any] = {"embedder": table, "fold_local_rows": cap}
-    # Until PostgresStore.open takes fold_list_at (branch listahead), 1.0 is today's
-    # behaviour: the option is not passed. Delete this guard once main has it.
-    if list_at != 1.0:
-        opts["fold_list_at"] = list_at
-    return opts
+    return {"embedder": table, "fold_local_rows": cap, "fold_list_at": list_at}
 
 
 def _loadavg() -> str:

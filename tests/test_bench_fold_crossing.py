@@ -200,3 +200,19 @@ def test_recall_queries_say_they_measure_postgres_hnsw_only(capsys):
     assert "Postgres HNSW only (a SQLite-only run ignores" in " ".join(
         capsys.readouterr().out.split()
     )
+
+
+def test_a_small_run_lists_the_key_ahead_of_the_cap(pg_server_dsn, tmp_path):
+    """At 0.75 of cap 40 the write that leaves the index at 31 rows lists the key
+    ahead; 8 pending rows a write (`fold_listed.LIST_STEP`) list the 30 older rows
+    in 4 writes, so the write past the cap finds it listed and posts only its own."""
+    from evals.commands import bench_main
+
+    out = tmp_path / "ahead.json"
+    args = [*SMALL[:-1], "0.75", "--pg-dsn", pg_server_dsn, "--out", str(out)]
+    assert bench_main(args) == 0
+    (c,) = json.loads(out.read_text())["configs"]
+    s = c["summary"]
+    assert c["list_at"] == 0.75
+    assert s["listing_started_at"] == 30 and s["listed_at"] == 33
+    assert [s["phases"][p]["writes"] for p in b.PHASES] == [1, 3, 17]  # the first write apart
