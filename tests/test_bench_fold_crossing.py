@@ -216,3 +216,20 @@ def test_a_small_run_lists_the_key_ahead_of_the_cap(pg_server_dsn, tmp_path):
     assert c["list_at"] == 0.75
     assert s["listing_started_at"] == 30 and s["listed_at"] == 33
     assert [s["phases"][p]["writes"] for p in b.PHASES] == [1, 3, 17]  # the first write apart
+
+
+def test_each_configuration_runs_in_a_schema_of_its_own(pg_server_dsn, tmp_path):
+    """Both configurations of one run start from a key not kept (a schema shared
+    with the first would leave the second's key listed from the start) and post
+    the same rows by the end."""
+    from evals.commands import bench_main
+
+    out = tmp_path / "both.json"
+    args = [*SMALL[:-1], "1.0,0.75", "--pg-dsn", pg_server_dsn, "--out", str(out)]
+    assert bench_main(args) == 0
+    at_once, ahead = json.loads(out.read_text())["configs"]
+    assert (at_once["list_at"], ahead["list_at"]) == (1.0, 0.75)
+    for c in (at_once, ahead):
+        assert c["state_after_load"] == {"state": "not kept"} and c["loaded_rows"] == 28
+    assert at_once["summary"]["listed_at"] == 41 and ahead["summary"]["listed_at"] < 40
+    assert at_once["postings_rows"] == ahead["postings_rows"] > 0
