@@ -41,6 +41,7 @@ past the end (`--past`) or to a (scope, kind) that shrinks below the cap.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -372,7 +373,9 @@ def main(argv: list[str] | None = None) -> int:
         "crossing), one configuration each",
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the texts and vectors")
-    ap.add_argument("--out", help="write the raw rows and summaries here (JSON)")
+    ap.add_argument(
+        "--out", help="write the raw rows and summaries here (JSON; gzipped if it ends .gz)"
+    )
     ap.add_argument("--pg-dsn", help="a Postgres server to use (default: a private pgserver)")
     args = ap.parse_args(argv)
     if not 0 < args.past < float("inf"):
@@ -399,8 +402,12 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     def save() -> None:
-        if args.out:
-            Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        if args.out:  # a run at the default cap has ~70,000 rows a configuration
+            text = json.dumps(result, indent=1) + "\n"
+            if args.out.endswith(".gz"):
+                Path(args.out).write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
+            else:
+                Path(args.out).write_text(text)
 
     with local_postgres(args.pg_dsn, None if args.pg_dsn else "1GB") as base:
         for x in args.list_at:

@@ -3,6 +3,7 @@ its refusals, and one small run on Postgres where the crossing write lists the k
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -208,10 +209,10 @@ def test_a_small_run_lists_the_key_ahead_of_the_cap(pg_server_dsn, tmp_path):
     in 4 writes, so the write past the cap finds it listed and posts only its own."""
     from evals.commands import bench_main
 
-    out = tmp_path / "ahead.json"
+    out = tmp_path / "ahead.json.gz"
     args = [*SMALL[:-1], "0.75", "--pg-dsn", pg_server_dsn, "--out", str(out)]
     assert bench_main(args) == 0
-    (c,) = json.loads(out.read_text())["configs"]
+    (c,) = json.loads(gzip.decompress(out.read_bytes()))["configs"]  # (gzipped: .gz)
     s = c["summary"]
     assert c["list_at"] == 0.75
     assert s["listing_started_at"] == 30 and s["listed_at"] == 33

@@ -203,3 +203,35 @@ def test_a_remember_listing_ahead_makes_two_round_trips(schemas, monkeypatch):
                 s.remember("s", _text(rng, i))
             assert n == [2]
         assert 0 < _pending_rows(dsn, SK) < 50 and s.fold_postings_problems() == []
+
+
+def test_estimates_read_before_a_listing_ahead_are_refreshed_once_at_the_crossing(
+    schemas, monkeypatch
+):
+    """The writer opened on an empty table: its length estimates (`split_probe`'s)
+    are stale once the key is listed ahead, so its first probe of the key refreshes
+    them, once; a client opened after reads them fresh and refreshes nothing."""
+    from memkit.store import fold_postings, writes
+
+    monkeypatch.setattr("memkit.store.fold_listed.REFRESH_AT", 50)
+    calls: list[float] = []
+
+    def spy(conn, postings):
+        calls.append(postings.seen_bytes)
+        return fold_postings.refresh(conn, postings)
+
+    monkeypatch.setattr(writes, "refresh", spy)
+    dsn = schemas()
+    rng = random.Random(7)
+    with _open(dsn, 20, 0.5) as s:
+        for i in range(20):
+            s.remember("s", _text(rng, i))
+        assert _state(dsn)[SK][0] >= _state(dsn)[SK][1] and calls == []  # listed ahead
+        for i in range(20, 24):  # past the cap: the postings answer
+            s.remember("s", _text(rng, i))
+        assert s.fold_local_stats()["over"] == 1
+        assert calls == [0.0]  # read on the empty table, refreshed once
+        assert s.fold_postings_problems() == []
+    with _open(dsn, 20, 0.5) as later:
+        later.remember("s", _text(rng, 30))
+        assert calls == [0.0]

@@ -58,7 +58,13 @@ from collections.abc import Iterable, Mapping, Sequence, Sized
 from typing import Any
 
 from memkit.store.fold_local import LocalCap
-from memkit.store.fold_postings import Postings, bigint_array, row_postings, scope_key
+from memkit.store.fold_postings import (
+    Postings,
+    bigint_array,
+    row_postings,
+    scope_key,
+    table_bytes,
+)
 from memkit.types import KINDS
 
 REFRESH_AT = 100_000
@@ -115,6 +121,26 @@ def post_scope(db: Any, postings: Postings, scope_id: str, kind: str) -> int:
     )
     db.execute("UPDATE fold_posted SET lo = hi WHERE sk = ?", (sk,))
     return n
+
+
+POSTING_BYTES = 60
+"""A posting's heap row at least (24 bytes of header, 28 of data, aligned, and its
+line pointer): `stale` reads the table's growth in postings from its size."""
+
+
+def stale(conn: Any, postings: Postings, keys: Iterable[int]) -> bool:
+    """Whether a writer about to probe `keys` should refresh the postings' length
+    estimates first (`fold_postings.refresh`): once a key, when the table is now
+    over twice the size it was when they were read, by `REFRESH_AT` postings or
+    more (a key listed ahead, a few rows a write, never refreshed them: a probe
+    then reads its longest lists whole, ~10x as long). One statement, once per key
+    and client; the keys join `Postings.probed`."""
+    new = [k for k in keys if k not in postings.probed]
+    if not new:
+        return False
+    postings.probed.update(new)
+    now, then = table_bytes(conn), postings.seen_bytes
+    return now > 2 * then and now - then >= REFRESH_AT * POSTING_BYTES
 
 
 def cache(postings: Postings, keys: Iterable[tuple[str, str]]) -> None:

@@ -266,6 +266,10 @@ class Postings:
     kept: set[int] = field(default_factory=set, compare=False, repr=False)
     """Keys this client saw in `fold_posted`, listed or being listed ahead: a
     writer never starts listing these again."""
+    seen_bytes: float = 0.0
+    """The table's size when `lengths` were read (`table_bytes`)."""
+    probed: set[int] = field(default_factory=set, compare=False, repr=False)
+    """Keys whose postings this client asked for: `fold_listed.stale` checked once."""
 
     @property
     def order(self) -> GramOrder:
@@ -459,7 +463,15 @@ def read_mode(conn: Any) -> Postings | None:
             f"the store's fold-in postings use gram order {got['fold_order']!r}, this memkit "
             f"{order_id!r}: set the mode again (set_fold_search) to rebuild them"
         )
-    return Postings(float(got["fold_floor"]), order_id, read_lengths(conn))
+    return Postings(
+        float(got["fold_floor"]), order_id, read_lengths(conn), seen_bytes=table_bytes(conn)
+    )
+
+
+def table_bytes(conn: Any) -> float:
+    """The postings table's size on disk now (a file size: exact, no statistics)."""
+    got = conn.execute("SELECT pg_relation_size('fold_postings'::regclass)").fetchone()
+    return float(got[0])
 
 
 def read_lengths(conn: Any) -> dict[int, float]:
@@ -492,7 +504,8 @@ def refresh(conn: Any, postings: Postings) -> Postings:
         conn.execute("SET LOCAL synchronous_commit = on")
         conn.execute("SELECT pg_current_xact_id()")
     conn.execute("VACUUM (ANALYZE) fold_postings")
-    return replace(postings, lengths=read_lengths(conn))  # the client's caches kept
+    # the client's caches kept
+    return replace(postings, lengths=read_lengths(conn), seen_bytes=table_bytes(conn))
 
 
 def check_mode(mode: Any) -> None:

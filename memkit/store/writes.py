@@ -30,7 +30,7 @@ from memkit.store import fold_listed
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase, new_row_id
 from memkit.store.fold_local import OverCap
-from memkit.store.fold_postings import BATCH_PROBES, BatchProbe, refresh
+from memkit.store.fold_postings import BATCH_PROBES, BatchProbe, refresh, scope_key
 from memkit.store.gram_index import GramIndex
 from memkit.store.index import Indexes, LiveRow
 from memkit.store.rows import Row
@@ -254,18 +254,19 @@ class Writes(StoreBase):
 
     def _list(self, scope_id: str, kinds: Iterable[str]) -> None:
         """Server mode, before a write that probes the postings of (scope, kind)s:
-        list those not listed yet, posting their rows, in a write of its own under
-        the scope's lock (`memkit.store.fold_listed`); then, after many postings,
-        the table vacuumed and analysed (`fold_postings.refresh`)."""
-        postings = self._conn.postings
+        list those not fully listed yet, posting their rows, in a write of its own
+        under the scope's lock (`memkit.store.fold_listed`); then, after many
+        postings or estimates grown stale, the table vacuumed and analysed
+        (`fold_postings.refresh`)."""
+        postings, n = self._conn.postings, 0
         todo = sorted(k for k in kinds if not fold_listed.listed(self._conn, postings, scope_id, k))
-        if not todo:
-            return
-        with self._write(scope_id) as w:
-            n = sum(fold_listed.post_scope(w.conn, postings, scope_id, k) for k in todo)
-        fold_listed.cache(postings, [(scope_id, k) for k in todo])
-        if n >= fold_listed.REFRESH_AT:
-            self._conn.postings = refresh(self._conn.conn, postings)
+        if todo:
+            with self._write(scope_id) as w:
+                n = sum(fold_listed.post_scope(w.conn, postings, scope_id, k) for k in todo)
+            fold_listed.cache(postings, [(scope_id, k) for k in todo])
+        keys = [scope_key(scope_id, k) for k in kinds]  # (and estimates read before a listing
+        if n >= fold_listed.REFRESH_AT or fold_listed.stale(self._conn.conn, postings, keys):
+            self._conn.postings = refresh(self._conn.conn, postings)  # ahead: `stale`)
 
     def _local(self, scope_id: str, kind: str) -> bool:
         """In server mode: whether this writer's own trigram index may answer
