@@ -74,10 +74,10 @@ table after it (`fold_postings.refresh`: index-only probes, length estimates);
 
 
 LIST_STEP = 8
-"""Pending rows a write posts (`advance`) per row it may write: ~1.7 ms of the
-machine's CPU a remember while a key is listed ahead (0.22 ms a row of the
-bench's texts, measured at 200k rows), 400,000 rows in the 50,000 writes
-between the default's 0.75 of the cap and the cap."""
+"""Pending rows a write posts (`advance`) per row it may write: 400,000 rows in
+the 50,000 writes between the default's 0.75 of the cap and the cap. A remember
+then takes ~4 ms more (6.15 against 2.03 ms p50, one process, 150,000 rows
+pending at the default cap: `memkit bench fold-crossing`, docs/postgres-scale.md)."""
 
 
 def _state(db: Any, sk: int) -> tuple[int, int] | None:
