@@ -76,8 +76,9 @@ table after it (`fold_postings.refresh`: index-only probes, length estimates);
 LIST_STEP = 8
 """Pending rows a write posts (`advance`) per row it may write: 400,000 rows in
 the 50,000 writes between the default's 0.75 of the cap and the cap. A remember
-then takes ~4 ms more (6.15 against 2.03 ms p50, one process, 150,000 rows
-pending at the default cap: `memkit bench fold-crossing`, docs/postgres-scale.md)."""
+then takes ~4 ms more (5.48-6.15 against 1.78-2.03 ms p50 in two runs, one
+process, 150,000 rows pending at the default cap: `memkit bench fold-crossing`,
+docs/postgres-scale.md)."""
 
 
 def _state(db: Any, sk: int) -> tuple[int, int] | None:
@@ -133,8 +134,9 @@ def stale(conn: Any, postings: Postings, keys: Iterable[int]) -> bool:
     estimates first (`fold_postings.refresh`): once a key, when the table is now
     over twice the size it was when they were read, by `REFRESH_AT` postings or
     more (a key listed ahead, a few rows a write, never refreshed them: a probe
-    then reads its longest lists whole, ~10x as long). One statement, once per key
-    and client; the keys join `Postings.probed`."""
+    then reads its longest lists whole; past a 200,000-row cap, p95 71.6 against
+    29.4 ms a write once refreshed, docs/postgres-scale.md). One statement, once
+    per key and client; the keys join `Postings.probed`."""
     new = [k for k in keys if k not in postings.probed]
     if not new:
         return False
