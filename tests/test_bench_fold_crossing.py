@@ -66,6 +66,22 @@ def test_the_summary_by_hand_first_write_apart():
     assert s["slowest_over_baseline"] == pytest.approx(10.0)
     assert (s["listing_started_at"], s["listed_at"]) == (14, 16)
     assert s["remember_s"] == pytest.approx(0.575)
+    assert s["past_cap"] is None  # no cap given
+
+
+def test_the_writes_past_the_cap_by_hand_whatever_their_phase():
+    """Cap 15: the writes with 16 and 17 live rows before them (30 and 6 ms); the
+    one with 15 (at the cap: still the writer's index) is not past it."""
+    past = b.summarize(AHEAD, cap=15)["past_cap"]
+    assert past["writes"] == 2
+    assert (past["p50_ms"], past["p95_ms"], past["max_ms"]) == pytest.approx((18.0, 28.8, 30.0))
+    assert b.summarize(AHEAD, cap=17)["past_cap"] == {
+        "writes": 0,
+        "p50_ms": None,
+        "p95_ms": None,
+        "max_ms": None,
+    }
+    assert b.summarize(AHEAD, cap=9)["past_cap"]["writes"] == 7  # the first write apart
 
 
 def test_a_key_listed_at_once_has_no_listing_ahead_phase_and_no_baseline_without_writes():
@@ -152,6 +168,8 @@ def test_a_small_run_lists_the_key_in_the_write_past_the_cap(pg_server_dsn, tmp_
     assert c["postings_rows"] > 0
     table = capsys.readouterr().out
     assert "| 1.0 | listed | 9 |" in table and "| 41 / 41 |" in table
+    assert "| 1.0 | past the cap (any phase) | 9 |" in table  # 41..49 rows before, cap 40
+    assert s["past_cap"]["writes"] == 9
 
 
 def test_a_run_whose_key_is_never_listed_fails_and_keeps_its_rows(

@@ -134,9 +134,9 @@ def stale(conn: Any, postings: Postings, keys: Iterable[int]) -> bool:
     estimates first (`fold_postings.refresh`): once a key, when the table is now
     over twice the size it was when they were read, by `REFRESH_AT` postings or
     more (a key listed ahead, a few rows a write, never refreshed them: a probe
-    then reads its longest lists whole; past a 200,000-row cap, p95 71.6 against
-    29.4 ms a write once refreshed, docs/postgres-scale.md). One statement, once
-    per key and client; the keys join `Postings.probed`."""
+    then reads its longest lists whole; past a 200,000-row cap, 42.17 against
+    11.24 ms p50 a write once refreshed, docs/postgres-scale.md). One statement,
+    once per key and client; the keys join `Postings.probed`."""
     new = [k for k in keys if k not in postings.probed]
     if not new:
         return False
