@@ -217,13 +217,14 @@ class PgDb:
         and the lock, one round trip."""
         self._changes, self._reserved, self._implicit, self._read = None, [], False, []
         self.listed_now = None
+        step = fold_listed.LIST_STEP * max(int(reserve), 1)  # pending rows it posts
         try:
             with _text_errors():
                 if self._batch is not None and scope_id is not None:
                     self._implicit = True  # no BEGIN, no COMMIT: two statements fewer
                     cur = self._lock_scope(scope_id, since, reserve, vectors)
                     then = None if read is None else self.execute(*read)
-                    keys = self._listed_keys(scope_id, reserve, list_kinds)
+                    keys = self._listed_keys(scope_id, step, list_kinds)
                     rows = cur.fetchall()  # a flush: both statements' results come back
                 else:
                     with self.conn.pipeline():
@@ -233,13 +234,12 @@ class PgDb:
                             return 0
                         cur = self._lock_scope(scope_id, since, reserve, vectors)
                         then = None if read is None else self.execute(*read)
-                        keys = self._listed_keys(scope_id, reserve, list_kinds)
+                        keys = self._listed_keys(scope_id, step, list_kinds)
                     rows = cur.fetchall()
                 if then is not None:
                     self._read = then.fetchall()
                 if keys is not None:
                     assert self.postings is not None
-                    step = fold_listed.LIST_STEP * max(int(reserve), 1)
                     kept = fold_listed.advance(
                         self, self.postings, scope_id, keys.fetchall(), step, list_kinds
                     )
@@ -254,15 +254,14 @@ class PgDb:
             self.end_write(False)
             raise
 
-    def _listed_keys(self, scope_id: str, reserve: int, list_kinds: frozenset[str]) -> Any:
+    def _listed_keys(self, scope_id: str, step: int, list_kinds: frozenset[str]) -> Any:
         """In server mode, the statements (sent after the lock, in its round trip)
-        listing `list_kinds` ahead and reading the scope's listed keys with a few
-        pending rows each (`listed_now`: `fold_listed.kept_sql`); else None."""
+        listing `list_kinds` ahead and reading the scope's listed keys with up to
+        `step` pending rows each (`listed_now`: `fold_listed.kept_sql`); else None."""
         if self.postings is None:
             return None
         if list_kinds:
             self.execute(*fold_listed.start_sql(scope_id, list_kinds))
-        step = fold_listed.LIST_STEP * max(int(reserve), 1)
         return self.execute(*fold_listed.kept_sql(scope_id, step))
 
     def _lock_scope(self, scope_id: str, since: int | None, reserve: int, vectors: bool) -> Any:

@@ -57,9 +57,9 @@ class Write:
         list_kinds: frozenset[str] = frozenset(),
     ):
         self.rows = rows
+        """Rows the write will insert at most (`begin_write` may reserve their rowids)."""
         self.list_kinds = list_kinds
         """Kinds whose postings the write starts listing ahead (`begin_write`)."""
-        """Rows the write will insert at most (`begin_write` may reserve their rowids)."""
         self.read = read
         """A statement read under the lock, in the lock's round trip: its rows are
         `read_rows` ([] without one)."""

@@ -264,9 +264,9 @@ class Writes(StoreBase):
             with self._write(scope_id) as w:
                 n = sum(fold_listed.post_scope(w.conn, postings, scope_id, k) for k in todo)
             fold_listed.cache(postings, [(scope_id, k) for k in todo])
-        keys = [scope_key(scope_id, k) for k in kinds]  # (and estimates read before a listing
+        keys = [scope_key(scope_id, k) for k in kinds]  # estimates older than a listing ahead
         if n >= fold_listed.REFRESH_AT or fold_listed.stale(self._conn.conn, postings, keys):
-            self._conn.postings = refresh(self._conn.conn, postings)  # ahead: `stale`)
+            self._conn.postings = refresh(self._conn.conn, postings)
 
     def _local(self, scope_id: str, kind: str) -> bool:
         """In server mode: whether this writer's own trigram index may answer
@@ -418,10 +418,11 @@ class Writes(StoreBase):
         # the batch holds the statements and the COMMIT (`end_write`): one round trip
         read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else None
         read = read if probe is None else probe.statement
-        with self._lock:  # kinds whose keys this write starts listing ahead of the cap
-            held, kinds = self._ix.grams, [it.kind for it in items]
-            start = fold_listed.ahead(postings, self._ix.capped(), held, scope_id, kinds)
-            start = start if local else frozenset()
+        start: frozenset[str] = frozenset()  # kinds whose keys it lists ahead of the cap
+        if local:
+            with self._lock:
+                ix, kinds = self._ix, [it.kind for it in items]
+                start = fold_listed.ahead(postings, ix.capped(), ix.grams, scope_id, kinds)
         with self._lock, self._conn.batch(), self._write(scope_id, len(items), read, start) as w:
             reserved = iter(w.conn.reserve_rowids(len(items)))
             if probe is not None:
