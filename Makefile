@@ -9,7 +9,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 LOCAL_STAMP := $(VENV)/.installed-local
 PYTEST_ARGS ?=
 
-.PHONY: eval test test-fold-server test-fold-client test-local lint bench bench-backends bench-corpus notebooks clean
+.PHONY: eval test test-fold-server test-fold-client test-fold-capped test-local lint bench bench-backends bench-corpus notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -48,6 +48,12 @@ test-fold-server: $(STAMP)
 
 test-fold-client: $(STAMP)
 	MEMKIT_TEST_FOLD_SEARCH=client $(BIN)/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS) tests
+
+# And server mode with each writer's cap at 4 rows (listing ahead from 3, fold_list_at
+# 0.75): nearly every scope is listed ahead a few rows a write, then crosses the cap.
+test-fold-capped: $(STAMP)
+	MEMKIT_TEST_FOLD_SEARCH=server MEMKIT_TEST_FOLD_LOCAL_ROWS=4 $(BIN)/python -m pytest -n 2 \
+		--dist loadfile $(PYTEST_ARGS) tests
 
 # The real-model test: starts the bundled SmolLM2 server itself, runs passes through
 # LiteLLM, stops it (skipped by `make test`, which never needs the extra).

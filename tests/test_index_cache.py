@@ -176,7 +176,7 @@ def test_capped_store_evicts_lru_and_answers_as_uncapped(make_store):
 def test_cap_at_the_bound_and_one_byte_past(make_store):
     texts = _texts()
     free = _opened(make_store, index_cache_mb=None)
-    _needs_fold_index(free)
+    _needs_fold_index(free, 30)
     for scope in SCOPES:
         free.remember_many(scope, texts[scope][:30])
     total = free.cache_stats()["bytes"]
@@ -195,7 +195,7 @@ def test_cap_at_the_bound_and_one_byte_past(make_store):
 def test_zero_cap_keeps_only_the_scope_in_use(make_store):
     texts = _texts()
     s = _opened(make_store, index_cache_mb=0)
-    _needs_fold_index(s)
+    _needs_fold_index(s, 30)
     for scope in SCOPES:
         s.remember_many(scope, texts[scope][:30])
         assert list(s.cache_stats()["scopes"]) == [scope]  # bigger than the cap, in use
@@ -205,15 +205,19 @@ def test_zero_cap_keeps_only_the_scope_in_use(make_store):
     assert s.cache_stats()["evicted"] == 3
 
 
-def reader_holds_nothing(store) -> bool:
-    """A Postgres store in `fold_search="server"` mode (MEMKIT_TEST_FOLD_SEARCH=server):
-    recall and fold-in load no index in the client (`fold_local_rows` 0)."""
-    return getattr(store, "fold_search", "client") == "server" and store.fold_local_rows == 0
+def reader_holds_nothing(store, rows: int) -> bool:
+    """A Postgres store in `fold_search="server"` mode whose client loads no index for
+    a scope of `rows` rows: its writer's cap `fold_local_rows` is below them (0 in
+    `make test-fold-server`, MEMKIT_TEST_FOLD_LOCAL_ROWS in a run that names one)."""
+    return getattr(store, "fold_search", "client") == "server" and store.fold_local_rows < rows
 
 
-def _needs_fold_index(store) -> None:
-    if reader_holds_nothing(store):
-        pytest.skip("fold_search='server': a writer holds no index to bound (test_fold_server)")
+def _needs_fold_index(store, rows: int) -> None:
+    if reader_holds_nothing(store, rows):
+        pytest.skip(
+            f"fold_search='server', cap {store.fold_local_rows} < {rows} rows: a writer holds"
+            " no index to bound (test_fold_server, test_fold_local)"
+        )
 
 
 def _other_process_writes(url: str, out) -> None:
@@ -237,7 +241,7 @@ def test_evicted_scope_sees_another_processes_writes(make_store, store_url):
         reader.recall(scope, texts[scope][0])
         reader.fold_target(scope, texts[scope][0])  # Postgres's recall loads no index
     held = [s for s, n in reader.cache_stats()["scopes"].items() if n]
-    assert held == ([] if reader_holds_nothing(reader) else ["c"])
+    assert held == ([] if reader_holds_nothing(reader, 20) else ["c"])
     # another process changes an evicted scope (a) and the loaded one (c)
     ctx = mp.get_context("fork")
     out = ctx.Queue()
