@@ -33,10 +33,17 @@ it ended; the remember phase's total seconds (all writes); the postings rows
 at the end.
 `--out` keeps the raw rows (per write: live rows before, seconds, state).
 
-Loud failures (exit 1): a store not in server mode, or a key not fully
-listed when the writes end. Leaves out: concurrent writers (what the others
-wait on the scope's lock), real text and embedders, recall, and what happens
-past the end (`--past`) or to a (scope, kind) that shrinks below the cap.
+`--writers N` (N >= 2) times the same path from N processes writing the one
+scope at once (`evals.bench_fold_writers`): each writer's first write is
+reported apart (the slowest of them), a write's time includes its wait for
+the scope's lock (so the crossing write at 1.0 shows in the others' writes
+too), and `wall_s` with writes/s is the timed writes' span.
+
+Loud failures (exit 1): a store not in server mode, a writer that fails or
+dies, or a key not fully listed when the writes end. Leaves out: what a
+writer waited for (lock or cores), real text and embedders, recall, and what
+happens past the end (`--past`) or to a (scope, kind) that shrinks below the
+cap.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from evals.bench_data import Table, synthetic_texts, unit_vectors
+from evals.bench_fold_writers import Job, run_writers
 from evals.cli.base import RunFailed
 from memkit.errors import ConfigError
 from memkit.store.fold_postings import scope_key
@@ -110,23 +118,31 @@ def _first(writes: Sequence[dict[str, Any]], pred: Callable[[dict[str, Any]], bo
     return next((w["rows_before"] for w in writes if pred(w)), None)
 
 
-def summarize(writes: Sequence[dict[str, Any]], cap: int | None = None) -> dict[str, Any]:
-    """The first write apart (it builds the writer's index: a restart's cost, not
-    the cap's); over the others, per phase the writes and their p50 / p95 / max ms
+def summarize(
+    writes: Sequence[dict[str, Any]], cap: int | None = None, firsts: int = 1
+) -> dict[str, Any]:
+    """The first `firsts` writes apart (each writer's first: it builds the writer's
+    index, a restart's cost, not the cap's; `first_write_ms` is the slowest of
+    them); over the others, per phase the writes and their p50 / p95 / max ms
     (numpy's linear percentiles), and the slowest write with its ratio to the "not
     listed" p50 (the baseline; None without such writes). With the `cap`, the
     same figures over the writes past it (`past_cap`: more than `cap` live rows
     before them, so the postings decide), whatever their phase. Over all writes:
     the live rows before the write that started listing and the one that ended
-    it (None: never), and their total seconds."""
-    if len(writes) < 2:
-        raise ConfigError(f"{len(writes)} writes: want 2 or more to summarize")
-    rest = writes[1:]
+    it (None: never), and their total seconds; with end times (`end`, seconds on
+    one clock), the others' span from the first's start to the last's end
+    (`wall_s`) and their writes a second over it (None without)."""
+    if len(writes) < firsts + 1:
+        raise ConfigError(f"{len(writes)} writes: want {firsts + 1} or more to summarize")
+    rest = writes[firsts:]
     by = split_phases(rest)
     slow = max(rest, key=lambda w: w["s"])
     base = _ms_stats(by["not listed"])["p50_ms"]
+    wall = None
+    if all("end" in w for w in rest):
+        wall = max(w["end"] for w in rest) - min(w["end"] - w["s"] for w in rest)
     return {
-        "first_write_ms": writes[0]["s"] * 1e3,
+        "first_write_ms": max(w["s"] for w in writes[:firsts]) * 1e3,
         "phases": {p: _ms_stats(ws) for p, ws in by.items()},
         "past_cap": None if cap is None else _ms_stats([w for w in rest if w["rows_before"] > cap]),
         "slowest_ms": slow["s"] * 1e3,
@@ -137,6 +153,8 @@ def summarize(writes: Sequence[dict[str, Any]], cap: int | None = None) -> dict[
         "listing_started_at": _first(writes, lambda w: w["state"] != "not kept"),
         "listed_at": _first(writes, lambda w: w["state"] == "listed"),
         "remember_s": float(sum(w["s"] for w in writes)),
+        "wall_s": wall,
+        "writes_per_s": len(rest) / wall if wall else None,
     }
 
 
@@ -179,8 +197,8 @@ def render(configs: Sequence[dict[str, Any]]) -> str:
         "",
         "| list at | bulk load s | first write ms | slowest ms (rows before, phase) "
         "| slowest / not-listed p50 | listing started / ended (rows before) "
-        "| remember s | postings rows |",
-        "|---|---|---|---|---|---|---|---|",
+        "| remember s | postings rows | writers | wall s (writes/s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in configs:
         s = c["summary"]
@@ -189,7 +207,8 @@ def render(configs: Sequence[dict[str, Any]]) -> str:
             f"| {s['slowest_ms']:.1f} ({s['slowest_rows_before']:,}, {s['slowest_phase']}) "
             f"| {_fmt(s['slowest_over_baseline'], '.1f')} "
             f"| {_fmt(s['listing_started_at'], ',')} / {_fmt(s['listed_at'], ',')} "
-            f"| {s['remember_s']:.1f} | {c['postings_rows']:,} |"
+            f"| {s['remember_s']:.1f} | {c['postings_rows']:,} | {c.get('writers', 1)} "
+            f"| {_fmt(s.get('wall_s'), '.1f')} ({_fmt(s.get('writes_per_s'), ',.0f')}) |"
         )
     return "\n".join(lines)
 
@@ -237,11 +256,18 @@ def _share(text: str) -> float:
     return x
 
 
-def check_plan(cap: int, start: float, past: float, lists: Sequence[float]) -> str | None:
+def check_plan(
+    cap: int, start: float, past: float, lists: Sequence[float], writers: int = 1
+) -> str | None:
     """Why these values cannot measure the crossing (a usage error), or None."""
     load, end = plan(cap, start, past)
     if load < 1:
         return f"--start {start} of --cap {cap} loads no row"
+    if end - load < 2 * writers:
+        return (
+            f"--writers {writers}: {end - load:,} new rows give a writer fewer than 2 "
+            "(its first write, then a timed one)"
+        )
     if end < cap + 2:
         return f"--past {past}: the writes end at {end:,} rows, want past {cap + 1:,} (the cap + 1)"
     over = [x for x in lists if load >= x * cap]
@@ -284,9 +310,10 @@ def timed_writes(
         if rows >= end:
             return writes
         t0 = time.perf_counter()
-        res = store.remember(SCOPE, text, kind=KIND)
-        dt = time.perf_counter() - t0
-        writes.append({"rows_before": rows, "s": dt, "folded": res.folded, **state()})
+        res = remember(store, text)
+        t1 = time.perf_counter()
+        dt = t1 - t0
+        writes.append({"rows_before": rows, "s": dt, "end": t1, "folded": res.folded, **state()})
         rows += 0 if res.folded else 1
         if len(writes) % every == 0 or rows >= end:
             w = writes[-1]
@@ -298,6 +325,11 @@ def timed_writes(
         return writes
     folded = sum(w["folded"] for w in writes)
     raise RunFailed(f"{label}: texts ran out at {rows:,} live rows ({folded} writes folded)")
+
+
+def remember(store: Any, text: str) -> Any:
+    """One timed write: a new text in the bench's (scope, kind)."""
+    return store.remember(SCOPE, text, kind=KIND)
 
 
 def _scalar(conn: Any, sql: str, args: tuple[Any, ...] = ()) -> Any:
@@ -315,27 +347,30 @@ def run_config(
     load: int,
     end: int,
     log: Callable[[str], None],
+    writers: int = 1,
 ) -> dict[str, Any]:
     """One configuration in a fresh schema of `base` (dropped afterwards): the bulk
-    load, then timed remembers until the scope holds `end` live rows."""
+    load, then timed remembers until the scope holds `end` live rows, from this
+    process or from `writers` processes at once (`run_writers`)."""
     import psycopg
 
     from evals.pg_local import fresh_schema
     from memkit.store import open_store
 
     url = fresh_schema(base)
-    out: dict[str, Any] = {"list_at": list_at, "cap": cap, "load_start": _loadavg()}
+    out: dict[str, Any] = {"list_at": list_at, "cap": cap, "writers": writers}
+    out["load_start"] = _loadavg()
     label = f"fold-crossing --list-at {list_at}"
-    sk = scope_key(SCOPE, KIND)
+    state_sql = ("SELECT to_jsonb(p) FROM fold_posted p WHERE sk = %s", (scope_key(SCOPE, KIND),))
+    options = open_options(cap, list_at, Table(texts, vecs))
     with psycopg.connect(url, autocommit=True) as conn:
         schema = _scalar(conn, "SELECT current_schema()")
 
         def state() -> dict[str, Any]:
-            sql = "SELECT to_jsonb(p) FROM fold_posted p WHERE sk = %s"
-            return key_state(_scalar(conn, sql, (sk,)))
+            return key_state(_scalar(conn, *state_sql))
 
         try:
-            with open_store(url, **open_options(cap, list_at, Table(texts, vecs))) as store:
+            with open_store(url, **options) as store:
                 if store.fold_search != "server":
                     raise RunFailed(
                         f"{label}: the store is in {store.fold_search!r} mode, "
@@ -346,12 +381,16 @@ def run_config(
                 out["bulk_load_s"] = time.perf_counter() - t0
                 rows = int(store.stats(SCOPE)["live"])
                 out["loaded_rows"], out["state_after_load"] = rows, state()
-                out["writes"] = timed_writes(store, state, texts[load:], rows, end, log, label)
+                if writers == 1:
+                    out["writes"] = timed_writes(store, state, texts[load:], rows, end, log, label)
+            if writers > 1:  # after the loader's store is closed
+                job = Job(url, options, remember, state_sql, key_state, label)
+                out["writes"] = run_writers(writers, job, texts[load:], end - rows, rows)
             out["postings_rows"] = int(_scalar(conn, "SELECT count(*) FROM fold_postings"))
         finally:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     out["load_end"] = _loadavg()
-    out["summary"] = summarize(out["writes"], cap)
+    out["summary"] = summarize(out["writes"], cap, firsts=writers)
     return out
 
 
@@ -379,6 +418,12 @@ def main(argv: list[str] | None = None) -> int:
         help="fold_list_at values, comma-separated (0 < x <= 1; 1.0: all rows at the "
         "crossing), one configuration each",
     )
+    ap.add_argument(
+        "--writers",
+        type=_positive_int,
+        default=1,
+        help="processes writing the scope at once (each its own store; default 1)",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the texts and vectors")
     ap.add_argument(
         "--out", help="write the raw rows and summaries here (JSON; gzipped if it ends .gz)"
@@ -387,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 0 < args.past < float("inf"):
         ap.error(f"--past {args.past}: want a number > 0")
-    why = check_plan(args.cap, args.start, args.past, args.list_at)
+    why = check_plan(args.cap, args.start, args.past, args.list_at, args.writers)
     if why:
         ap.error(why)
     load, end = plan(args.cap, args.start, args.past)
@@ -400,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         "start": args.start,
         "past": args.past,
         "seed": args.seed,
+        "writers": args.writers,
         "loaded": load,
         "end_rows": end,
         "configs": [],
@@ -418,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with local_postgres(args.pg_dsn, None if args.pg_dsn else "1GB") as base:
         for x in args.list_at:
-            config = run_config(base, x, args.cap, texts, vecs, load, end, log)
+            config = run_config(base, x, args.cap, texts, vecs, load, end, log, args.writers)
             result["configs"].append(config)
             save()
             try:
