@@ -211,15 +211,16 @@ def test_estimates_read_before_a_listing_ahead_are_refreshed_once_at_the_crossin
     """The writer opened on an empty table: its length estimates (`split_probe`'s)
     are stale once the key is listed ahead, so its first probe of the key refreshes
     them, once; a client opened after reads them fresh and refreshes nothing."""
+    from memkit.store import fold_postings, writes
+
     monkeypatch.setattr("memkit.store.fold_listed.REFRESH_AT", 50)
     calls: list[float] = []
-    real = fold_listed.refresh
 
-    def spy(conn, postings, listed):
+    def spy(conn, postings):
         calls.append(postings.seen_bytes)
-        return real(conn, postings, listed)
+        return fold_postings.refresh(conn, postings)
 
-    monkeypatch.setattr(fold_listed, "refresh", spy)
+    monkeypatch.setattr(writes, "refresh", spy)
     dsn = schemas()
     rng = random.Random(7)
     with _open(dsn, 20, 0.5) as s:
@@ -234,54 +235,3 @@ def test_estimates_read_before_a_listing_ahead_are_refreshed_once_at_the_crossin
     with _open(dsn, 20, 0.5) as later:
         later.remember("s", _text(rng, 30))
         assert calls == [0.0]
-
-
-def _vacuums(c) -> int:
-    sql = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'fold_postings'::regclass"
-    return int(c.execute(sql).fetchone()[0])
-
-
-def test_clients_refresh_in_turn_and_one_after_another_only_reads_the_estimates(
-    schemas, monkeypatch
-):
-    """Writers crossing the cap together each vacuumed the postings, one after the
-    other (4 writers at 200k: their first writes past the cap 1.28-4.54 s). Now
-    they take turns (`REFRESH_LOCK`: a client waits while another refreshes), and
-    one that finds the table vacuumed since it grew reads the estimates again
-    without vacuuming: the same estimates; one that listed `REFRESH_AT` postings
-    itself vacuums whatever."""
-    import threading
-    import time
-
-    from memkit.store.fold_postings import read_mode
-
-    monkeypatch.setattr("memkit.store.fold_listed.REFRESH_AT", 50)
-    dsn = schemas()
-    rng = random.Random(8)
-    with _open(dsn, 0, 0.5) as s:  # cap 0: every row posted by its write
-        for i in range(40):
-            s.remember("s", _text(rng, i))
-    with psycopg.connect(dsn, autocommit=True) as a, psycopg.connect(dsn, autocommit=True) as b:
-        for _ in range(100):  # the closed writer's counts reach the statistics
-            if not fold_listed.vacuumed_since(a):
-                break
-            time.sleep(0.05)
-        assert not fold_listed.vacuumed_since(a)  # ~1,000 postings since any vacuum
-        n = _vacuums(a)
-        a.execute("SELECT pg_advisory_lock(%s)", (fold_listed.REFRESH_LOCK,))
-        got: list = []
-        waiting = threading.Thread(
-            target=lambda: got.append(fold_listed.refresh(b, read_mode(b), 0))
-        )
-        waiting.start()
-        waiting.join(0.5)
-        assert waiting.is_alive() and got == []  # another client holds the turn
-        first = fold_listed.refresh(a, read_mode(a), 0)  # (its own lock again: re-entrant)
-        assert _vacuums(a) == n + 1 and first.lengths
-        a.execute("SELECT pg_advisory_unlock(%s)", (fold_listed.REFRESH_LOCK,))
-        waiting.join(30)
-        (second,) = got
-        assert _vacuums(a) == n + 1  # read again only
-        assert (second.lengths, second.seen_bytes) == (first.lengths, first.seen_bytes)
-        fold_listed.refresh(b, second, 50)  # it listed REFRESH_AT postings itself
-        assert _vacuums(a) == n + 2

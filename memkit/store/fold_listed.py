@@ -55,15 +55,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Sized
-from dataclasses import replace
 from typing import Any
 
-from memkit.store import fold_postings
 from memkit.store.fold_local import LocalCap
 from memkit.store.fold_postings import (
     Postings,
     bigint_array,
-    read_lengths,
     row_postings,
     scope_key,
     table_bytes,
@@ -146,43 +143,6 @@ def stale(conn: Any, postings: Postings, keys: Iterable[int]) -> bool:
     postings.probed.update(new)
     now, then = table_bytes(conn), postings.seen_bytes
     return now > 2 * then and now - then >= REFRESH_AT * POSTING_BYTES
-
-
-REFRESH_LOCK = 0x6D656D726673
-"""Advisory key held by a client while it refreshes the postings' estimates
-(`refresh`): one refresh at a time, the others wait for it."""
-
-
-def vacuumed_since(conn: Any) -> bool:
-    """Whether `fold_postings` was vacuumed and analysed (by a client's refresh or by
-    autovacuum) fewer than `REFRESH_AT` postings ago: the server's statistics are
-    then as fresh as a refresh would leave them. Read from `pg_stat_user_tables`,
-    whose insert counts may lag a writer's commits by a second (they count fewer,
-    never more)."""
-    got = conn.execute(
-        "SELECT n_ins_since_vacuum, n_mod_since_analyze, coalesce(last_vacuum, "
-        "last_autovacuum) IS NOT NULL AND coalesce(last_analyze, last_autoanalyze) IS NOT NULL "
-        "FROM pg_stat_user_tables WHERE relid = 'fold_postings'::regclass"
-    ).fetchone()
-    return got is not None and bool(got[2]) and max(got[0], got[1]) < REFRESH_AT
-
-
-def refresh(conn: Any, postings: Postings, listed: int) -> Postings:
-    """The postings with fresh length estimates, by one client at a time
-    (`REFRESH_LOCK`, taken outside any transaction and outside the scope's lock:
-    a writer that arrives while another refreshes waits for it). A client that
-    wrote `listed` >= `REFRESH_AT` postings itself vacuums and analyses
-    (`fold_postings.refresh`); any other finding the table `vacuumed_since` only
-    reads the estimates again. Four writers crossing the cap together had
-    vacuumed one after the other: their first writes past it 1.28, 2.34, 3.40
-    and 4.54 s (docs/postgres-scale.md)."""
-    conn.execute("SELECT pg_advisory_lock(%s)", (REFRESH_LOCK,))
-    try:
-        if listed < REFRESH_AT and vacuumed_since(conn):
-            return replace(postings, lengths=read_lengths(conn), seen_bytes=table_bytes(conn))
-        return fold_postings.refresh(conn, postings)
-    finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (REFRESH_LOCK,))
 
 
 def cache(postings: Postings, keys: Iterable[tuple[str, str]]) -> None:
