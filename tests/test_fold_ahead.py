@@ -211,16 +211,15 @@ def test_estimates_read_before_a_listing_ahead_are_refreshed_once_at_the_crossin
     """The writer opened on an empty table: its length estimates (`split_probe`'s)
     are stale once the key is listed ahead, so its first probe of the key refreshes
     them, once; a client opened after reads them fresh and refreshes nothing."""
-    from memkit.store import fold_postings, writes
-
     monkeypatch.setattr("memkit.store.fold_listed.REFRESH_AT", 50)
     calls: list[float] = []
+    real = fold_listed.refresh
 
     def spy(conn, postings):
         calls.append(postings.seen_bytes)
-        return fold_postings.refresh(conn, postings)
+        return real(conn, postings)
 
-    monkeypatch.setattr(writes, "refresh", spy)
+    monkeypatch.setattr(fold_listed, "refresh", spy)
     dsn = schemas()
     rng = random.Random(7)
     with _open(dsn, 20, 0.5) as s:
@@ -235,3 +234,51 @@ def test_estimates_read_before_a_listing_ahead_are_refreshed_once_at_the_crossin
     with _open(dsn, 20, 0.5) as later:
         later.remember("s", _text(rng, 30))
         assert calls == [0.0]
+
+
+def _counts(c) -> tuple[int, int, int]:
+    """fold_postings' (vacuums, analyses, rows changed since the last analysis)."""
+    sql = (
+        "SELECT vacuum_count, analyze_count, n_mod_since_analyze FROM pg_stat_user_tables "
+        "WHERE relid = 'fold_postings'::regclass"
+    )
+    return tuple(int(x) for x in c.execute(sql).fetchone())
+
+
+def test_clients_refresh_in_turn_and_the_second_vacuums_without_analysing(schemas, monkeypatch):
+    """Writers crossing the cap together each vacuumed and analysed the postings,
+    one after the other (4 writers at 200k: their first writes past the cap
+    1.28-4.54 s). Now they take turns (`REFRESH_LOCK`: a client waits while
+    another refreshes), and one finding the table analysed since it grew only
+    vacuums (the visibility map) and reads the same estimates."""
+    import threading
+    import time
+
+    from memkit.store.fold_postings import read_mode
+
+    monkeypatch.setattr("memkit.store.fold_listed.REFRESH_AT", 50)
+    dsn = schemas()
+    rng = random.Random(8)
+    with _open(dsn, 0, 0.5) as s:  # cap 0: every row posted by its write
+        for i in range(40):
+            s.remember("s", _text(rng, i))
+    with psycopg.connect(dsn, autocommit=True) as a, psycopg.connect(dsn, autocommit=True) as b:
+        for _ in range(100):  # the closed writer's counts reach the statistics
+            if _counts(a)[2] >= 50:
+                break
+            time.sleep(0.05)
+        assert not fold_listed.analysed_since(a)  # ~1,000 postings since any analysis
+        vacuums, analyses, _ = _counts(a)
+        a.execute("SELECT pg_advisory_lock(%s)", (fold_listed.REFRESH_LOCK,))
+        got: list = []
+        waiting = threading.Thread(target=lambda: got.append(fold_listed.refresh(b, read_mode(b))))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive() and got == []  # another client holds the turn
+        first = fold_listed.refresh(a, read_mode(a))  # (its own lock again: re-entrant)
+        assert _counts(a)[:2] == (vacuums + 1, analyses + 1) and first.lengths
+        a.execute("SELECT pg_advisory_unlock(%s)", (fold_listed.REFRESH_LOCK,))
+        waiting.join(30)
+        (second,) = got
+        assert _counts(a)[:2] == (vacuums + 2, analyses + 1)  # vacuumed, not analysed
+        assert second.lengths == first.lengths

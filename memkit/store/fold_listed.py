@@ -57,6 +57,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Sized
 from typing import Any
 
+from memkit.store import fold_postings
 from memkit.store.fold_local import LocalCap
 from memkit.store.fold_postings import (
     Postings,
@@ -143,6 +144,40 @@ def stale(conn: Any, postings: Postings, keys: Iterable[int]) -> bool:
     postings.probed.update(new)
     now, then = table_bytes(conn), postings.seen_bytes
     return now > 2 * then and now - then >= REFRESH_AT * POSTING_BYTES
+
+
+REFRESH_LOCK = 0x6D656D726673
+"""Advisory key held by a client while it refreshes the postings' estimates
+(`refresh`): one refresh at a time, the others wait for it."""
+
+
+def analysed_since(conn: Any) -> bool:
+    """Whether `fold_postings` was analysed (by a client's refresh or autovacuum)
+    fewer than `REFRESH_AT` postings ago: its length estimates are then as a
+    refresh would leave them (`pg_stat_user_tables`: an ANALYZE resets its count
+    at once; writers' counts may lag their commits by a second, counting fewer)."""
+    got = conn.execute(
+        "SELECT n_mod_since_analyze, coalesce(last_analyze, last_autoanalyze) IS NOT NULL "
+        "FROM pg_stat_user_tables WHERE relid = 'fold_postings'::regclass"
+    ).fetchone()
+    return got is not None and bool(got[1]) and got[0] < REFRESH_AT
+
+
+def refresh(conn: Any, postings: Postings) -> Postings:
+    """The postings with fresh length estimates (`fold_postings.refresh`), one client
+    at a time (`REFRESH_LOCK`, taken outside any transaction and outside the
+    scope's lock: a writer arriving while another refreshes waits for it). A
+    client finding the table `analysed_since` only vacuums (the visibility map,
+    which another's vacuum may have left unmarked: one run beside writers with
+    older snapshots cannot mark the newest postings' pages) and reads the shared
+    estimates. Four writers crossing the cap together had each vacuumed and
+    analysed after the other: their first writes past it 1.28, 2.34, 3.40 and
+    4.54 s (docs/postgres-scale.md)."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (REFRESH_LOCK,))
+    try:
+        return fold_postings.refresh(conn, postings, analyze=not analysed_since(conn))
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (REFRESH_LOCK,))
 
 
 def cache(postings: Postings, keys: Iterable[tuple[str, str]]) -> None:

@@ -493,17 +493,17 @@ def read_lengths(conn: Any) -> dict[int, float]:
     return {v: float(f) * float(got[2]) for v, f in zip(vals, got[1], strict=True)}
 
 
-def refresh(conn: Any, postings: Postings) -> Postings:
+def refresh(conn: Any, postings: Postings, analyze: bool = True) -> Postings:
     """After many postings were written (a backfill): VACUUM (the visibility map,
-    so a probe's count is an index-only scan) and ANALYZE (the length
-    estimates), outside any transaction; the postings with the new estimates.
+    so a probe's count is an index-only scan) and ANALYZE (the length estimates;
+    not when `analyze` is False), outside any transaction; the new estimates.
     VACUUM marks a page all-visible only once its rows' commit is flushed (a
     hint bit of an asynchronous commit waits for its WAL), so a durable commit
     of a transaction with an id flushes the WAL first."""
     with conn.transaction():
         conn.execute("SET LOCAL synchronous_commit = on")
         conn.execute("SELECT pg_current_xact_id()")
-    conn.execute("VACUUM (ANALYZE) fold_postings")
+    conn.execute("VACUUM (ANALYZE) fold_postings" if analyze else "VACUUM fold_postings")
     # the client's caches kept
     return replace(postings, lengths=read_lengths(conn), seen_bytes=table_bytes(conn))
 

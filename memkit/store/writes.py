@@ -30,7 +30,7 @@ from memkit.store import fold_listed
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase, new_row_id
 from memkit.store.fold_local import OverCap
-from memkit.store.fold_postings import BATCH_PROBES, BatchProbe, refresh, scope_key
+from memkit.store.fold_postings import BATCH_PROBES, BatchProbe, scope_key
 from memkit.store.gram_index import GramIndex
 from memkit.store.index import Indexes, LiveRow
 from memkit.store.rows import Row
@@ -256,8 +256,8 @@ class Writes(StoreBase):
         """Server mode, before a write that probes the postings of (scope, kind)s:
         list those not fully listed yet, posting their rows, in a write of its own
         under the scope's lock (`memkit.store.fold_listed`); then, after many
-        postings or estimates grown stale, the table vacuumed and analysed
-        (`fold_postings.refresh`)."""
+        postings or estimates grown stale, the table vacuumed and analysed, by
+        one client at a time (`fold_listed.refresh`)."""
         postings, n = self._conn.postings, 0
         todo = sorted(k for k in kinds if not fold_listed.listed(self._conn, postings, scope_id, k))
         if todo:
@@ -266,7 +266,7 @@ class Writes(StoreBase):
             fold_listed.cache(postings, [(scope_id, k) for k in todo])
         keys = [scope_key(scope_id, k) for k in kinds]  # estimates older than a listing ahead
         if n >= fold_listed.REFRESH_AT or fold_listed.stale(self._conn.conn, postings, keys):
-            self._conn.postings = refresh(self._conn.conn, postings)
+            self._conn.postings = fold_listed.refresh(self._conn.conn, postings)
 
     def _local(self, scope_id: str, kind: str) -> bool:
         """In server mode: whether this writer's own trigram index may answer
