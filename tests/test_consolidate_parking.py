@@ -426,7 +426,7 @@ def test_sigkill_while_splitting_and_parking_never_loses_or_duplicates_a_rollout
         target_inside=KILLS_INSIDE,
         target_each=KILLS_EACH,
         more=lambda: in_split[0] < KILLS_IN_SPLIT,
-        max_kills=6 * KILLS_INSIDE,
+        max_kills=12 * KILLS_INSIDE,  # record_failed_pass is hit ~1 in 20-40 under load
         seed=20261203,
     )
     print(
