@@ -55,8 +55,11 @@ def order(per_writer: Sequence[Sequence[dict[str, Any]]], load: int) -> list[dic
     for w in tagged:
         w["rows_before"] = rows
         rows += 0 if w["folded"] else 1
-    firsts = [w for w in tagged if w.pop("first")]
-    return firsts + [w for w in tagged if w not in firsts]
+    firsts = [w for w in tagged if w["first"]]
+    rest = [w for w in tagged if not w["first"]]
+    for w in tagged:
+        del w["first"]
+    return firsts + rest
 
 
 @dataclass(frozen=True)
