@@ -282,3 +282,56 @@ def test_clients_refresh_in_turn_and_the_second_vacuums_without_analysing(schema
         (second,) = got
         assert _counts(a)[:2] == (vacuums + 2, analyses + 1)  # vacuumed, not analysed
         assert second.lengths == first.lengths
+
+
+INLINE_KEPT = (
+    "SELECT k.kind, f.lo, f.hi, c.rowid, c.content "
+    "FROM unnest(%s::text[], %s::text::bigint[]) AS k(kind, sk) "
+    "JOIN fold_posted f ON f.sk = k.sk LEFT JOIN LATERAL (SELECT m.rowid, m.content "
+    "FROM memories m WHERE f.lo < f.hi AND m.scope_id = %s AND m.kind = k.kind "
+    "AND m.rowid > f.lo AND m.rowid <= f.hi AND m.superseded_by IS NULL "
+    "ORDER BY m.rowid LIMIT %s) c ON true ORDER BY k.kind, c.rowid"
+)
+"""`memkit_kept`'s query as a plain statement (what a write sent before migration 9)."""
+
+
+def test_the_kept_function_reads_what_the_plain_query_reads(schemas):
+    """`memkit_kept` (migration 9, held on its generic plan) gives the inline query's
+    rows in every state of a key: not listed, fully listed, listed ahead with fewer
+    pending rows than the step, exactly the step, more, and with superseded rows
+    inside its range; and for a scope with none listed, none."""
+    dsn = schemas()
+    rng = random.Random(5)
+    with _open(dsn, 1000, 1.0) as s:
+        for i in range(30):
+            s.remember("s", _text(rng, i), kind="fact" if i % 3 else "procedure")
+        s.remember("t", _text(rng, 99))
+        gone = s.remember("s", _text(rng, 100))
+        s.retract("s", gone.id)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        rowids = [int(r[0]) for r in c.execute("SELECT rowid FROM memories ORDER BY rowid")]
+        lo, hi = rowids[0] - 1, rowids[-1]
+
+        def both(scope: str, step: int) -> list[tuple]:
+            sql, args = fold_listed.kept_sql(scope, step)
+            fn = c.execute(sql.replace("?", "%s"), args).fetchall()
+            inline = c.execute(INLINE_KEPT, args).fetchall()
+            assert fn == inline
+            return fn
+
+        assert both("s", 8) == []
+        proc = scope_key("s", "procedure")
+        c.execute("INSERT INTO fold_posted (sk, lo, hi) VALUES (%s, %s, %s)", (SK, lo, hi))
+        c.execute("INSERT INTO fold_posted (sk, lo, hi) VALUES (%s, %s, %s)", (proc, hi, hi))
+        pending_facts = [
+            r
+            for (r,) in c.execute(
+                "SELECT rowid FROM memories WHERE scope_id = 's' AND kind = 'fact' "
+                "AND superseded_by IS NULL ORDER BY rowid"
+            )
+        ]
+        for step in (1, 8, len(pending_facts), len(pending_facts) + 1):
+            got = both("s", step)
+            assert [r[3] for r in got if r[0] == "fact"] == pending_facts[:step]
+            assert [r[:4] for r in got if r[0] == "procedure"] == [("procedure", hi, hi, None)]
+        assert both("t", 8) == []

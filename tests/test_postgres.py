@@ -47,6 +47,7 @@ PG_PINNED = {
     6: "83a19c025709704c6aa93fd82d3b4f791012d8345ea3b02d979b89f9cff88d79",
     7: "0ec4e4bdadc9b988b0ee24bc3cb5287ea6d11a9d134d49ab01ec38fe0e049573",
     8: "9d1fac0acaef8fbc6a5b9477d6c01524b4aa94292beadcba4090a27e35cfce25",
+    9: "d51b1e8713e4e13c534c0b4bcaf0e246b9bba1e7d9a1b9f27a2ec8c5fe8202a5",
 }
 """sha256 of each shipped Postgres migration's DDL text: never edit one, append one
 (and pin it here)."""
@@ -565,7 +566,7 @@ def _store_at_migration(dsn: str, last: int) -> None:
             "DROP TABLE IF EXISTS memories, rollouts, scopes, meta, schema_version, "
             "fold_postings, fold_posted"
         )
-        c.execute("DROP FUNCTION IF EXISTS memkit_lock_scope")
+        c.execute("DROP FUNCTION IF EXISTS memkit_lock_scope, memkit_kept")
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")
         c.execute("CREATE TABLE schema_version (version integer NOT NULL)")
         for version, ddl in MIGRATIONS[:last]:

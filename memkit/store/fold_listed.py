@@ -228,14 +228,11 @@ def kept_sql(scope_id: str, step: int) -> tuple[str, tuple[Any, ...]]:
     """The statement (in a write's lock round trip) reading the scope's listed kinds
     with their pending ranges, and for each key listed ahead up to `step` of its
     pending live rows, lowest rowid first: (kind, lo, hi, rowid, content) rows,
-    rowid and content None when there are none."""
+    rowid and content None when there are none. The query is the server's
+    function `memkit_kept` (`memkit.store.pg_schema`, migration 9), held on its
+    generic plan: sent as a statement, it was planned afresh at every write."""
     return (
-        "SELECT k.kind, f.lo, f.hi, c.rowid, c.content "
-        "FROM unnest(?::text[], ?::text::bigint[]) AS k(kind, sk) "
-        "JOIN fold_posted f ON f.sk = k.sk LEFT JOIN LATERAL (SELECT m.rowid, m.content "
-        "FROM memories m WHERE f.lo < f.hi AND m.scope_id = ? AND m.kind = k.kind "
-        "AND m.rowid > f.lo AND m.rowid <= f.hi AND m.superseded_by IS NULL "
-        "ORDER BY m.rowid LIMIT ?) c ON true ORDER BY k.kind, c.rowid",
+        "SELECT * FROM memkit_kept(?::text[], ?::text::bigint[], ?::text, ?::int)",
         (list(KINDS), bigint_array(scope_key(scope_id, k) for k in KINDS), scope_id, int(step)),
     )
 
