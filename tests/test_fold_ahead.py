@@ -19,6 +19,7 @@ from memkit.store import fold_listed
 from memkit.store.fold_local import LIST_AT, LOCAL_ROWS, ahead_rows, check_share
 from memkit.store.fold_postings import scope_key
 from memkit.store.postgres import PostgresStore
+from memkit.types import KINDS
 
 WORDS = ("deploy", "staging", "cache", "ticket", "shared", "naïve", "Đức", "disk", "tea")
 
@@ -286,7 +287,7 @@ def test_clients_refresh_in_turn_and_the_second_vacuums_without_analysing(schema
 
 INLINE_KEPT = (
     "SELECT k.kind, f.lo, f.hi, c.rowid, c.content "
-    "FROM unnest(%s::text[], %s::text::bigint[]) AS k(kind, sk) "
+    "FROM unnest(%s::text[], %s::bigint[]) AS k(kind, sk) "
     "JOIN fold_posted f ON f.sk = k.sk LEFT JOIN LATERAL (SELECT m.rowid, m.content "
     "FROM memories m WHERE f.lo < f.hi AND m.scope_id = %s AND m.kind = k.kind "
     "AND m.rowid > f.lo AND m.rowid <= f.hi AND m.superseded_by IS NULL "
@@ -315,7 +316,8 @@ def test_the_kept_function_reads_what_the_plain_query_reads(schemas):
         def both(scope: str, step: int) -> list[tuple]:
             sql, args = fold_listed.kept_sql(scope, step)
             fn = c.execute(sql.replace("?", "%s"), args).fetchall()
-            inline = c.execute(INLINE_KEPT, args).fetchall()
+            sks = [scope_key(scope, k) for k in KINDS]
+            inline = c.execute(INLINE_KEPT, (list(KINDS), sks, scope, step)).fetchall()
             assert fn == inline
             return fn
 

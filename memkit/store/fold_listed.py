@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Sized
+from functools import lru_cache
 from typing import Any
 
 from memkit.store import fold_postings
@@ -224,6 +225,18 @@ def ahead(
     )
 
 
+KINDS_SQL = "'{" + ",".join(KINDS) + "}'::text[]"
+"""The kinds as a literal of the statement's text (a list parameter costs a write's
+client ~0.09 ms to adapt)."""
+
+
+@lru_cache(maxsize=4096)
+def kind_keys(scope_id: str) -> str:
+    """The bigint[] literal of the scope's keys, one a kind in `KINDS` order (five
+    hashes a write otherwise)."""
+    return bigint_array(scope_key(scope_id, k) for k in KINDS)
+
+
 def kept_sql(scope_id: str, step: int) -> tuple[str, tuple[Any, ...]]:
     """The statement (in a write's lock round trip) reading the scope's listed kinds
     with their pending ranges, and for each key listed ahead up to `step` of its
@@ -232,8 +245,8 @@ def kept_sql(scope_id: str, step: int) -> tuple[str, tuple[Any, ...]]:
     function `memkit_kept` (`memkit.store.pg_schema`, migration 9), held on its
     generic plan: sent as a statement, it was planned afresh at every write."""
     return (
-        "SELECT * FROM memkit_kept(?::text[], ?::text::bigint[], ?::text, ?::int)",
-        (list(KINDS), bigint_array(scope_key(scope_id, k) for k in KINDS), scope_id, int(step)),
+        f"SELECT * FROM memkit_kept({KINDS_SQL}, ?::text::bigint[], ?::text, ?::int)",
+        (kind_keys(scope_id), scope_id, int(step)),
     )
 
 
