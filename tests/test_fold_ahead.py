@@ -337,5 +337,5 @@ def test_the_kept_function_reads_what_the_plain_query_reads(schemas):
             assert [r[3] for r in got if r[0] == "fact"] == pending_facts[:step]
             assert [r[:4] for r in got if r[0] == "procedure"] == [("procedure", hi, hi, None)]
         assert both("t", 8) == []
-        (config,) = c.execute("SELECT proconfig FROM pg_proc WHERE proname = 'memkit_kept'")
+        (config,) = c.execute("SELECT proconfig FROM pg_proc WHERE oid = 'memkit_kept'::regproc")
         assert config == (["plan_cache_mode=force_generic_plan"],)  # never planned a write
