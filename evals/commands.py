@@ -53,6 +53,7 @@ BENCH_COMMANDS: dict[str, str] = {
         "fold-crossing",
         "corpus",
         "geometry",
+        "targets",
     )
 }
 """`memkit bench <name>` -> the module whose `main(argv)` runs it (its docstring: the help)."""
@@ -88,7 +89,7 @@ def eval_main(argv: list[str] | None = None) -> int:
 
 def bench_main(argv: list[str] | None = None) -> int:
     """benchmarks: store, scopes, assemble, harness, redact, embed, fold-server, fold-crossing;
-    plot, corpus, geometry"""
+    plot, corpus, geometry, targets"""
     table = {name: _bench(name, module) for name, module in BENCH_COMMANDS.items()}
     return group(
         "memkit bench", "Speed benchmarks (ratios against baselines).", table, list(argv or [])
