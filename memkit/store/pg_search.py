@@ -18,7 +18,7 @@ import numpy as np
 
 from memkit.embed import normalize_rows
 from memkit.errors import ConfigError
-from memkit.store import rank
+from memkit.store import cosine
 from memkit.store.rows import nan
 
 COSINE_SLACK = 1e-3
@@ -75,21 +75,20 @@ LIVE = "memories WHERE scope_id = ? AND superseded_by IS NULL AND embedding IS N
 
 
 def candidate_arrays(
-    rows: Sequence[tuple[Any, ...]], q: np.ndarray, row_major: bool = False
+    rows: Sequence[tuple[Any, ...]], q: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`_ranked`'s cosines and arrays from (rowid, confidence, last_seen_at,
     created_at, embedding) rows. Vectors are normalised as the SQLite store loads
-    them and laid out as its matrix (its column matrix; `row_major`: the copy a
-    candidate cap selects), so the product runs the same kernel and the float32
-    cosines are its bits; None or another dimension is a zero row (cosine 0)."""
+    them, and each row's cosine is `memkit.store.cosine.row_cosines`': the bits
+    the SQLite store ranks it by, whichever other rows the database returned;
+    None or another dimension is a zero row (cosine 0)."""
     dim = q.shape[0]
     cols = np.zeros((dim, len(rows)), dtype=np.float32)
     vecs = {j: to_numpy(r[4]) for j, r in enumerate(rows) if r[4] is not None}
     ok = [j for j, v in vecs.items() if v.shape == (dim,)]
     if ok:  # one normalisation of the stacked rows: each row's bits as alone (tested)
         cols[:, ok] = normalize_rows(np.stack([vecs[j] for j in ok])).T
-    mat = np.ascontiguousarray(cols.T) if row_major else cols.T
-    cos = rank.cosine_scores(q, mat)
+    cos = cosine.row_cosines(q, cols.T)
     rowid = np.array([r[0] for r in rows], dtype=np.int64)
     conf = np.array([r[1] for r in rows], dtype=np.float64)
     last_seen = np.array([nan(r[2]) for r in rows])

@@ -796,7 +796,7 @@ class PostgresStore(SQLStore):
         degenerate = q.shape[0] != d or not np.any(q)
         capped = self._capped(scope_id, params.candidate_cap)
         if capped is not None:
-            return self._ranked(scope_id, *candidate_arrays(capped, q, True), limit, params)
+            return self._ranked(scope_id, *candidate_arrays(capped, q), limit, params)
         base, args = LIVE, (scope_id,)
         rows: list[tuple[Any, ...]] = []
         if floor <= 0:  # a cosine of 0 clears it (rank.rank_vector's cut)

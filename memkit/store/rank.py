@@ -13,6 +13,7 @@ import numpy as np
 
 from memkit.errors import ConfigError
 from memkit.params import DAY, DEFAULT_FLOOR, RecallParams
+from memkit.store.cosine import fast_cosines
 
 
 def decay(age_s: np.ndarray, half_life_days: float) -> np.ndarray:
@@ -104,20 +105,52 @@ def cosine_scores(query: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """Cosine of a normalised query against normalised rows; 0 for a mismatched length.
 
     In the matrix's precision (float32 in the store), not widened: `rank_vector`
-    widens only the rows that clear the floor."""
-    q = np.asarray(query, dtype=np.float32).ravel()
-    if matrix.shape[0] == 0:
-        return np.zeros(0, dtype=np.float32)
-    if matrix.ndim != 2 or q.shape[0] != matrix.shape[1]:
-        return np.zeros(matrix.shape[0], dtype=np.float32)
-    if matrix.shape[0] <= 2048 or not matrix.flags.c_contiguous:
-        # Small, or a transposed view of column storage (the store's layout):
-        # BLAS gemv streams each dimension's contiguous row, the fast case.
-        return matrix @ q
-    # Tall row-major: einsum's SIMD loop beats BLAS gemv on this layout (2-3x
-    # at 100k rows on a shared machine) and stays predictable.
-    scores: np.ndarray = np.einsum("ij,j->i", matrix, q)
-    return scores
+    widens only the rows that clear the floor. The fast product
+    (`memkit.store.cosine.fast_cosines`): a row's last bits may depend on the
+    matrix it sits in; a store ranks `near_top`'s rows by `row_cosines`."""
+    return fast_cosines(query, matrix)
+
+
+def near_top(
+    cos_fast: np.ndarray,
+    confidence: np.ndarray,
+    recency_ts: np.ndarray,
+    now: float,
+    params: RecallParams,
+    limit: int,
+    slack: float,
+) -> np.ndarray:
+    """Positions of the rows `rank_vector` could answer with, given cosines known
+    within `slack` (`memkit.store.cosine.slack`): those that may clear the floor,
+    and with `limit > 0` only those that may reach the limit-th score (ties
+    included). A superset of the answer's rows, so ranking them alone by their
+    exact cosines gives the answer ranking every row would.
+
+    Why it holds: a row's score is its cosine x its weight w (confidence x
+    recency), so a cosine off by `slack` moves a score by at most slack x |w|.
+    The rows sure to clear the floor (cosine >= floor + slack) already hold
+    `limit` scores of at least kth - slack x W (W the largest |w|), so a row of
+    the answer has an exact score at least that, and a fast one 2 x slack x W
+    under kth at worst."""
+    c = np.asarray(cos_fast, dtype=np.float64)
+    floor = DEFAULT_FLOOR if params.floor is None else params.floor
+    idx = np.flatnonzero(c >= floor - slack)
+    if limit <= 0 or idx.size <= limit:
+        return idx
+    share = params.recency_share
+    age = now - np.asarray(recency_ts, dtype=np.float64)[idx]
+    w = confidence_weight(np.asarray(confidence)[idx], params) * (
+        (1.0 - share) + share * decay(age, params.half_life_days)
+    )
+    big = float(np.max(np.abs(w)))
+    sure = c[idx] >= floor + slack
+    n_sure = int(np.count_nonzero(sure))
+    if not np.isfinite(big) or n_sure < limit:
+        return idx
+    score = c[idx] * w
+    kth = np.partition(score[sure], n_sure - limit)[n_sure - limit]
+    out: np.ndarray = idx[score >= kth - 2.0 * slack * big]
+    return out
 
 
 def keyword_matches(keywords: Sequence[str], content: str, tags: Sequence[str]) -> int:

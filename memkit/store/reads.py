@@ -18,7 +18,7 @@ from memkit import checks as ck
 from memkit.embed import default_floor_of, normalize_rows
 from memkit.errors import ConfigError, NotFound
 from memkit.params import RecallParams
-from memkit.store import rank
+from memkit.store import cosine, rank
 from memkit.store import rows as sql
 from memkit.store.base import StoreBase
 from memkit.store.rows import COLS, Row
@@ -114,8 +114,13 @@ class Reads(StoreBase):
             keep = np.lexsort((-rowid, -ts))[:cap]
             mat, rowid, conf = mat[keep], rowid[keep], conf[keep]
             last_seen, recency = last_seen[keep], recency[keep]
-        cos = rank.cosine_scores(q, mat)
-        return self._ranked(scope_id, cos, rowid, conf, last_seen, recency, limit, params)
+        now = float(self.clock())
+        near = rank.near_top(  # the fast product finds them, each row's own cosine ranks them
+            rank.cosine_scores(q, mat), conf, recency, now, params, limit, cosine.slack(q.shape[0])
+        )
+        cos = cosine.row_cosines(q, cosine.take_rows(mat, near))
+        rowid, conf, last_seen, recency = rowid[near], conf[near], last_seen[near], recency[near]
+        return self._ranked(scope_id, cos, rowid, conf, last_seen, recency, limit, params, now)
 
     def _ranked(
         self,
@@ -127,9 +132,11 @@ class Reads(StoreBase):
         recency: np.ndarray,
         limit: int,
         params: RecallParams,
+        now: float | None = None,
     ) -> list[Recalled]:
-        """The vector path's answer over these candidates and their cosines (SPEC §4.1)."""
-        now = float(self.clock())
+        """The vector path's answer over these candidates and their cosines (SPEC §4.1),
+        at `now` (None: the store's clock)."""
+        now = float(self.clock()) if now is None else now
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, max(limit, 0))
         if ranked.order.size == 0:
             return []
