@@ -96,8 +96,21 @@ def test_rss_needs_both_sizes_and_a_nan_or_string_is_not_a_number():
     assert status(bt.verdicts([big(hnsw_p50="7.8"), small()]), "1M scope") == "undefined"
 
 
-def test_sqlite_rows_and_other_sizes_are_not_judged():
-    assert bt.verdicts([big(backend="sqlite"), writes(rows=10_000)]) == []
+def lite(**kw):
+    row = {"backend": "sqlite", "rows": 1_000_000, "cold_first_s": 5.0, "client_rss_mb": 2000.0}
+    return row | {"file_mb": 1000.0} | kw
+
+
+def test_sqlite_cold_start_at_its_bounds():
+    assert [v.status for v in bt.verdicts([lite()])] == ["met", "met"]
+    assert [v.status for v in bt.verdicts([lite(cold_first_s=5.01)])] == ["not met", "met"]
+    assert [v.status for v in bt.verdicts([lite(client_rss_mb=2000.1)])] == ["met", "not met"]
+    assert [v.status for v in bt.verdicts([lite(file_mb=None)])] == ["met", "undefined"]
+
+
+def test_other_rows_and_sizes_are_not_judged():
+    no_cold = {k: v for k, v in lite().items() if k != "cold_first_s"}
+    assert bt.verdicts([no_cold, lite(rows=10_000), writes(rows=10_000)]) == []
 
 
 def test_the_command_reads_groups_and_exits_by_the_verdicts(tmp_path, capsys):
