@@ -95,7 +95,7 @@ CORPUS ?= $(HOME)/.cache/memkit/bench-corpus-debian.txt
 bench-corpus: $(STAMP)
 	$(BIN)/memkit bench corpus --out $(CORPUS)
 
-# Issue #36's acceptance runs in two parts (docs/postgres-scale.md, "Where it stands"),
+# Issue #36's acceptance runs in two parts (docs/postgres-scale.md, "The acceptance runs"),
 # each followed by `memkit bench targets`, which says of each point met / not met /
 # undefined. bench-1m: the 1M-row scope and its 1 %-scope on real text (make bench-corpus
 # first), and 10k for the recall client's RSS beside 1M; HNSW at the store's default
