@@ -4,6 +4,7 @@ exact fallback, schema migrations on Postgres."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -191,6 +192,35 @@ def test_an_ann_answer_below_the_floor_is_complete_and_a_limit_above_ef_widens_t
         got = ann.recall("big", "q", 8, RecallParams(floor=0.99), query_embedding=queries[0])
         assert {h.fallback for h in got} == {"below_floor"}
         assert ann.ann_counts == {"ann": 2, "exact_fallback": 0}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [RecallParams(floor=-1.0), RecallParams(floor=0.1, recency_share=1.0, half_life_days=0.5)],
+)
+def test_an_ann_scan_that_holds_the_scope_answers_the_exact_answer_to_the_bit(ann_table, params):
+    """The index's rows come with pgvector's distances only; the rows `near_top` keeps
+    are read with their vectors and ranked by their own cosines, so when the scan
+    holds the whole 50-row scope the answer is the exact path's: ids, scores,
+    cosines and weights, with 2 round trips."""
+    dsn, queries, clock = ann_table
+    emb = TableEmbedder(dim=DIM)
+    exact = PostgresStore.open(dsn, embedder=emb, clock=clock)
+    ann = PostgresStore.open(
+        dsn, embedder=emb, clock=clock, ann="hnsw", hnsw_min_rows=50, ef_search=100
+    )
+    try:
+        for limit in (1, 8, 50):
+            for q in queries:
+                got = ann.recall("small", "q", limit, params, query_embedding=q)
+                want = exact.recall("small", "q", limit, params, query_embedding=q)
+                assert [dataclasses.replace(h, path="") for h in got] == [
+                    dataclasses.replace(h, path="") for h in want
+                ]
+        assert ann.ann_counts["exact_fallback"] == 0 and ann.ann_counts["ann"] == 3 * 20
+    finally:
+        exact.close()
+        ann.close()
 
 
 def test_a_scratch_store_is_empty_and_gone_after_close(pg_server_dsn):

@@ -236,11 +236,13 @@ class AnnCache:
 
 
 def nearest_sql(conn: Any, scope_id: str, dim: int) -> str:
-    """The ANN query for one scope's index: its `ef` nearest live rows (the limit is
-    the one parameter besides the query vector)."""
+    """The ANN query for one scope's index: its `ef` nearest live rows, each with
+    pgvector's cosine distance and without its vector (the limit is the one
+    parameter besides the query vector): the store reads the vectors of the few
+    rows that can rank (`PostgresStore._recall_ann`), not of all `ef`."""
     d = int(dim)
     return (
-        "SELECT rowid, confidence, last_seen_at, created_at, embedding FROM memories "
-        f"WHERE {scope_predicate(conn, scope_id)} "
-        f"ORDER BY embedding::vector({d}) <=> %s::vector({d}) LIMIT %s"
+        "SELECT rowid, confidence, last_seen_at, created_at, "
+        f"embedding::vector({d}) <=> %s::vector({d}) AS dist FROM memories "
+        f"WHERE {scope_predicate(conn, scope_id)} ORDER BY dist LIMIT %s"
     )

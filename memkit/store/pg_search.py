@@ -88,10 +88,16 @@ def candidate_arrays(
     ok = [j for j, v in vecs.items() if v.shape == (dim,)]
     if ok:  # one normalisation of the stacked rows: each row's bits as alone (tested)
         cols[:, ok] = normalize_rows(np.stack([vecs[j] for j in ok])).T
-    cos = cosine.row_cosines(q, cols.T)
+    return (cosine.row_cosines(q, cols.T), *row_arrays(rows))
+
+
+def row_arrays(
+    rows: Sequence[tuple[Any, ...]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """rowid, confidence, last_seen_at and the recency timestamp (last_seen_at, else
+    created_at) of (rowid, confidence, last_seen_at, created_at, ...) rows."""
     rowid = np.array([r[0] for r in rows], dtype=np.int64)
     conf = np.array([r[1] for r in rows], dtype=np.float64)
     last_seen = np.array([nan(r[2]) for r in rows])
     made = np.array([nan(r[3]) for r in rows])
-    recency = np.where(np.isnan(last_seen), made, last_seen)
-    return cos, rowid, conf, last_seen, recency
+    return rowid, conf, last_seen, np.where(np.isnan(last_seen), made, last_seen)

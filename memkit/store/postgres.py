@@ -75,9 +75,10 @@ from memkit.store.pg_search import (
     SCORE_SLACK,
     build_session,
     candidate_arrays,
+    row_arrays,
     to_numpy,
 )
-from memkit.store.rows import COLS
+from memkit.store.rows import COLS, Row, nan
 from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
 from memkit.types import Recalled
 
@@ -921,13 +922,28 @@ class PostgresStore(SQLStore):
         ).fetchall()
         return rows
 
+    def _rows_with_vectors(self, rowids: np.ndarray) -> dict[int, tuple[Row, Any]]:
+        """The rows with these rowids and their vectors (binary), one statement."""
+        if rowids.size == 0:
+            return {}
+        ph = ",".join("?" * rowids.size)
+        found = self._conn.execute(
+            f"SELECT {COLS}, embedding FROM memories WHERE rowid IN ({ph})",
+            [int(x) for x in rowids],
+            binary=True,
+        ).fetchall()
+        return {int(r[0]): (Row._make(r[:-1]), r[-1]) for r in found}
+
     def _recall_ann(
         self, scope_id: str, q: np.ndarray, limit: int, params: RecallParams
     ) -> list[Recalled] | None:
         """The answer of the scope's HNSW index, or None (answer exactly): the scope
         has no index, or fewer than `limit` rows clear the floor while the scan
         came back full with its farthest row still above the floor (rows beyond
-        it might clear it too)."""
+        it might clear it too). Two round trips: the index's `ef` nearest rows with
+        pgvector's distances (no vectors), then the vectors and rows of those
+        `rank.near_top` keeps within `COSINE_SLACK` of the floor or the limit-th
+        score, ranked by their own cosines as the exact path ranks them."""
         d = self._embedding_dim()
         c = self._conn.conn
         if q.shape[0] != d or not self._ann.has_index(c, scope_id, d):
@@ -944,11 +960,29 @@ class PostgresStore(SQLStore):
             self._conn.end_write(False)  # a failed statement left the transaction open
             raise
         rows = cur.fetchall()
-        cos, rowid, conf, last_seen, recency = candidate_arrays(rows, q)
-        hits = self._ranked(scope_id, cos, rowid, conf, last_seen, recency, limit, params)
         floor = params.floor
         assert floor is not None  # SQLStore.recall resolves None to the embedder's default
-        if len(hits) >= limit or len(rows) < ef or float(cos[-1]) < float(floor):
+        server = 1.0 - np.array([nan(r[4]) for r in rows], dtype=np.float64)
+        rowid, conf, last_seen, recency = row_arrays(rows)
+        now = float(self.clock())
+        unknown = np.isnan(server)  # a zero vector's distance: scored by the client
+        near = np.union1d(
+            rank.near_top(
+                np.where(unknown, -np.inf, server), conf, recency, now, params, limit, COSINE_SLACK
+            ),
+            np.flatnonzero(unknown),
+        )
+        found = self._rows_with_vectors(rowid[near])
+        cos, *_ = candidate_arrays(
+            [(*rows[i][:4], found[int(rowid[i])][1] if int(rowid[i]) in found else None)
+             for i in near],
+            q,
+        )  # fmt: skip
+        hits = self._ranked(
+            scope_id, cos, rowid[near], conf[near], last_seen[near], recency[near], limit,
+            params, now, {k: r for k, (r, _) in found.items()},
+        )  # fmt: skip
+        if len(hits) >= limit or len(rows) < ef or float(server[-1]) < float(floor) - COSINE_SLACK:
             return hits
         return None
 

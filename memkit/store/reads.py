@@ -10,6 +10,7 @@ is taken.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -133,16 +134,18 @@ class Reads(StoreBase):
         limit: int,
         params: RecallParams,
         now: float | None = None,
+        found: Mapping[int, Row] | None = None,
     ) -> list[Recalled]:
         """The vector path's answer over these candidates and their cosines (SPEC §4.1),
-        at `now` (None: the store's clock)."""
+        at `now` (None: the store's clock), from the rows `found` already read
+        (None: read the winners' rows)."""
         now = float(self.clock()) if now is None else now
         ranked = rank.rank_vector(cos, conf, recency, last_seen, rowid, now, params, max(limit, 0))
         if ranked.order.size == 0:
             return []
         k = ranked.order.size if limit <= 0 else min(limit, ranked.order.size)
         top = rowid[ranked.order[:k]]
-        rows = sql.by_rowid(self._conn, top)
+        rows = sql.by_rowid(self._conn, top) if found is None else found
         out: list[Recalled] = []
         for j in range(k):
             r = rows.get(int(top[j]))
