@@ -119,6 +119,8 @@ def test_the_command_reads_groups_and_exits_by_the_verdicts(tmp_path, capsys):
     assert bt.main([str(good)]) == 0
     out = capsys.readouterr().out
     assert "**met**" in out and "7 of 7 points met, explained or reported" in out
+    assert "full ranking 1.000, random 0.000008" in out  # 8 of 1M rows
+    assert "random undefined" in out  # the 1 %-scope row names no size
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([big(hnsw_p50=12.0)]))
     assert bt.main([str(bad)]) == 1
