@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -48,6 +49,12 @@ def round_trips(trace: str) -> int:
     return n
 
 
+def statements(trace: str) -> int:
+    """The statements the client ran in a libpq trace: one Bind message each
+    (extended protocol, prepared or not)."""
+    return sum(1 for ln in trace.splitlines() if ln.split("\t")[:3:2] == ["F", "Bind"])
+
+
 def test_round_trips_counts_each_answer_to_what_was_sent():
     trace = "F\t9\tParse\nF\t4\tFlush\nB\t4\tParseComplete\nB\t5\tX\nF\t4\tSync\nB\t5\tReady\n"
     assert round_trips(trace) == 2
@@ -56,10 +63,10 @@ def test_round_trips_counts_each_answer_to_what_was_sent():
 
 
 @contextmanager
-def traced(conn) -> Iterator[list[int]]:
+def traced(conn, text: list[str] | None = None) -> Iterator[list[int]]:
     """The round trips the psycopg connection `conn` makes in the block (appended
-    at its end; none counted without one): libpq traces every message of the
-    connection to a file."""
+    at its end; none counted without one), and the trace into `text`: libpq traces
+    every message of the connection to a file."""
     from psycopg import pq
 
     got: list[int] = []
@@ -75,7 +82,10 @@ def traced(conn) -> Iterator[list[int]]:
         finally:
             pgconn.untrace()
             f.seek(0)
-            got.append(round_trips(f.read()))
+            trace = f.read()
+            got.append(round_trips(trace))
+            if text is not None:
+                text.append(trace)
 
 
 @pytest.fixture
@@ -113,6 +123,51 @@ def test_a_remember_makes_two_round_trips(clients, case):
     assert got.folded == (case != "insert")
     assert got.folded is False or got.id == first.id
     assert n == [2]
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("case", ["insert", "fold", "fold after another client wrote"])
+def test_a_remember_runs_two_statements(clients, case):
+    """The lock's round trip is one statement (`memkit_write_begin`: the lock, the
+    candidates' facts and, in server mode, the listed kinds); the commit's holds
+    the insert or the fold's update (memkit.store.pg_write)."""
+    a, b, conn = clients
+    a.remember(SCOPE, FACT)
+    if case == "fold after another client wrote":
+        b.remember(SCOPE, NEAR)
+    texts = [f"record {uuid.uuid4().hex} {k}" if case == "insert" else FACT for k in range(7)]
+    for text in texts[:6]:  # the statements are prepared by now: Binds without a Parse
+        a.remember(SCOPE, text)
+    parsed: list[str] = []
+    with traced(conn, parsed) as n:
+        got = a.remember(SCOPE, texts[6])
+    assert got.folded == (case != "insert") and n == [2]
+    assert statements(parsed[0]) == 2, parsed[0]
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_the_lock_read_and_listed_kinds_as_three_statements_count_four(clients, monkeypatch):
+    """The count is not blind: sent as the lock, the facts' read and the listed
+    kinds' read (what a write that lists kinds ahead still sends), a fold counts 4."""
+    import memkit.store.postgres as pg
+
+    a, _, conn = clients
+    for _ in range(6):
+        a.remember(SCOPE, FACT)
+    monkeypatch.setattr(pg, "ByRowid", type("NotARowidRead", (), {}))
+    parsed: list[str] = []
+    with traced(conn, parsed) as n:
+        assert a.remember(SCOPE, FACT).folded
+    assert n == [2] and statements(parsed[0]) == 4, parsed[0]
+
+
+def test_statements_counts_each_bind():
+    trace = (
+        'F\t20\tParse\t"" "SELECT 1" 0\nF\t12\tBind\t"" "" 0 0 1 0\n'
+        'F\t9\tBind\t"" "_pg3_0" 0 0\nF\t4\tSync\nB\t5\tBindComplete\n'
+    )
+    assert statements(trace) == 2
+    assert statements("B\t5\tBind\nF\t4\tSync\n") == 0  # the server's side is not counted
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)

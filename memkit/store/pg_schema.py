@@ -242,6 +242,87 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         $$;
         """,
     ),
+    (
+        10,
+        """
+        -- (issue #36) A write's lock round trip as one statement
+        -- (memkit.store.pg_write): memkit_lock_scope's rows (part 0: the number
+        -- taken and the rowids reserved, then the rows changed after p_since),
+        -- then, read after the lock, the fold-in candidates' facts by rowid
+        -- (part 1, when p_rowids is not NULL) and memkit_kept's rows (part 2,
+        -- when p_kinds is not NULL). Each query runs with a fresh snapshot under
+        -- READ COMMITTED, as the three statements it replaces did: two statements
+        -- fewer a remember. The bodies are written out, not called, and held on
+        -- their generic plans (migration 9): a call in a query costs the server
+        -- more than the statements it saves.
+        CREATE OR REPLACE FUNCTION memkit_write_begin(
+            p_scope text, p_since bigint, p_reserve integer, p_vectors boolean,
+            p_limit integer, p_rowids bigint[], p_kinds text[], p_sks bigint[],
+            p_step integer
+        ) RETURNS TABLE (
+            part integer, seq bigint, ids bigint[], change_seq bigint, rowid bigint,
+            id text, scope_id text, kind text, content text, tags text,
+            confidence double precision, source_run_id text,
+            created_at double precision, seen_count integer,
+            last_seen_at double precision, superseded_by text, embedding vector,
+            lo bigint, hi bigint
+        ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+        #variable_conflict use_column
+        DECLARE
+            taken bigint;
+        BEGIN
+            INSERT INTO scopes AS s (scope_id, seq) VALUES (p_scope, 1)
+                ON CONFLICT (scope_id) DO UPDATE SET seq = s.seq + 1
+                RETURNING s.seq INTO taken;
+            part := 0;
+            seq := taken;
+"""
+        + _ROWIDS_5
+        + """\
+            RETURN NEXT;
+            IF p_since IS NOT NULL AND taken - 1 <> p_since THEN
+                RETURN QUERY
+                    SELECT 0, NULL::bigint, NULL::bigint[], m.change_seq, m.rowid, m.id,
+                           m.scope_id, m.kind, m.content, m.tags, m.confidence,
+                           m.source_run_id, m.created_at, m.seen_count,
+                           m.last_seen_at, m.superseded_by,
+                           CASE WHEN p_vectors THEN m.embedding END,
+                           NULL::bigint, NULL::bigint
+                    FROM memories m
+                    WHERE m.scope_id = p_scope AND m.change_seq > p_since
+                    ORDER BY m.change_seq LIMIT p_limit;
+            END IF;
+            IF p_rowids IS NOT NULL THEN
+                RETURN QUERY
+                    SELECT 1, NULL::bigint, NULL::bigint[], NULL::bigint, m.rowid, m.id,
+                           m.scope_id, m.kind, m.content, m.tags, m.confidence,
+                           m.source_run_id, m.created_at, m.seen_count,
+                           m.last_seen_at, m.superseded_by, NULL::vector,
+                           NULL::bigint, NULL::bigint
+                    FROM memories m WHERE m.rowid = ANY (p_rowids);
+            END IF;
+            IF p_kinds IS NOT NULL THEN
+                RETURN QUERY
+                    SELECT 2, NULL::bigint, NULL::bigint[], NULL::bigint, c.rowid,
+                           NULL::text, NULL::text, k.kind, c.content, NULL::text,
+                           NULL::double precision, NULL::text, NULL::double precision,
+                           NULL::integer, NULL::double precision, NULL::text,
+                           NULL::vector, f.lo, f.hi
+                    FROM unnest(p_kinds, p_sks) AS k(kind, sk)
+                    JOIN fold_posted f ON f.sk = k.sk
+                    LEFT JOIN LATERAL (
+                        SELECT m.rowid, m.content FROM memories m
+                        WHERE f.lo < f.hi AND m.scope_id = p_scope AND m.kind = k.kind
+                          AND m.rowid > f.lo AND m.rowid <= f.hi
+                          AND m.superseded_by IS NULL
+                        ORDER BY m.rowid LIMIT p_step
+                    ) c ON true
+                    ORDER BY k.kind, c.rowid;
+            END IF;
+        END
+        $$;
+        """,
+    ),
 )
 """(version, DDL) pairs; version n is applied when schema_version < n."""
 

@@ -52,7 +52,7 @@ import numpy as np
 from memkit.embed import Embedder, get_embedder
 from memkit.errors import ConfigError
 from memkit.params import FoldParams, RecallParams, RedactionParams
-from memkit.store import fold_listed, fold_local, pg_ann, rank
+from memkit.store import fold_listed, fold_local, pg_ann, pg_write, rank
 from memkit.store.fold_local import LocalCap, check_rows
 from memkit.store.fold_postings import (
     MODE_LOCK,
@@ -78,7 +78,7 @@ from memkit.store.pg_search import (
     row_arrays,
     to_numpy,
 )
-from memkit.store.rows import COLS, Row, nan
+from memkit.store.rows import COLS, ByRowid, Row, nan
 from memkit.store.rules import SQLStore, check_recorded_embedder, record_embedder
 from memkit.types import Recalled
 
@@ -223,37 +223,78 @@ class PgDb:
             with _text_errors():
                 if self._batch is not None and scope_id is not None:
                     self._implicit = True  # no BEGIN, no COMMIT: two statements fewer
-                    cur = self._lock_scope(scope_id, since, reserve, vectors)
-                    then = None if read is None else self.execute(*read)
-                    keys = self._listed_keys(scope_id, step, list_kinds)
-                    rows = cur.fetchall()  # a flush: both statements' results come back
+                    answer = self._lock_scope(
+                        scope_id, since, reserve, vectors, read, step, list_kinds
+                    )
+                    parts = answer()  # a flush: the statements' results come back
                 else:
                     with self.conn.pipeline():
                         self.conn.execute("BEGIN")
                         if scope_id is None:
                             self.execute("SELECT pg_advisory_xact_lock(?)", (_STORE_LOCK,))
                             return 0
-                        cur = self._lock_scope(scope_id, since, reserve, vectors)
-                        then = None if read is None else self.execute(*read)
-                        keys = self._listed_keys(scope_id, step, list_kinds)
-                    rows = cur.fetchall()
-                if then is not None:
-                    self._read = then.fetchall()
-                if keys is not None:
+                        answer = self._lock_scope(
+                            scope_id, since, reserve, vectors, read, step, list_kinds
+                        )
+                    parts = answer()
+                self._read = parts.facts
+                if parts.kept is not None:
                     assert self.postings is not None
                     kept = fold_listed.advance(
-                        self, self.postings, scope_id, keys.fetchall(), step, list_kinds
+                        self, self.postings, scope_id, parts.kept, step, list_kinds
                     )
                     self.listed_now = (scope_id, kept)
-            head, *changed = rows
-            seq, ids = head[0], head[1]
+            seq, ids = parts.head
             if since is not None and int(seq) - 1 != since:
-                self._changes = [r[2:] for r in changed]
+                self._changes = parts.changed
             self._reserved = [int(i) for i in ids]
             return int(seq) - 1
         except BaseException:
             self.end_write(False)
             raise
+
+    def _lock_scope(
+        self,
+        scope_id: str,
+        since: int | None,
+        reserve: int,
+        vectors: bool,
+        read: Statement | None,
+        step: int,
+        list_kinds: frozenset[str],
+    ) -> Callable[[], pg_write.Parts]:
+        """Send a write's lock statements into the open pipeline; a function reading
+        their answer. One statement, `memkit_write_begin` (`memkit.store.pg_write`),
+        when `read` reads rows by rowid (or is None) and no kind is listed ahead;
+        else the lock (`memkit_lock_scope`), `read` and the listing's statements
+        (`_listed_keys`) one after another, in the same round trip."""
+        listed = self.postings is not None
+        limit = SYNC_MAX + 1
+        if not list_kinds and (read is None or isinstance(read, ByRowid)):
+            rowids = None if read is None else read.args
+            one = self.execute(
+                *pg_write.statement(
+                    scope_id, since, reserve, vectors, limit, rowids, step if listed else None
+                )
+            )
+            return lambda: pg_write.split(one.fetchall(), listed)
+        cur = self.execute(
+            "SELECT * FROM memkit_lock_scope(?::text, ?::bigint, ?::int, ?::boolean, ?::int)",
+            (scope_id, since, max(int(reserve), 0), vectors, limit),
+        )
+        then = None if read is None else self.execute(*read)
+        keys = self._listed_keys(scope_id, step, list_kinds)
+
+        def answer() -> pg_write.Parts:
+            head, *changed = cur.fetchall()
+            return pg_write.Parts(
+                (head[0], head[1]),
+                [tuple(r[2:]) for r in changed],
+                [] if then is None else then.fetchall(),
+                None if keys is None else keys.fetchall(),
+            )
+
+        return answer
 
     def _listed_keys(self, scope_id: str, step: int, list_kinds: frozenset[str]) -> Any:
         """In server mode, the statements (sent after the lock, in its round trip)
@@ -264,12 +305,6 @@ class PgDb:
         if list_kinds:
             self.execute(*fold_listed.start_sql(scope_id, list_kinds))
         return self.execute(*fold_listed.kept_sql(scope_id, step))
-
-    def _lock_scope(self, scope_id: str, since: int | None, reserve: int, vectors: bool) -> Any:
-        return self.execute(
-            "SELECT * FROM memkit_lock_scope(?::text, ?::bigint, ?::int, ?::boolean, ?::int)",
-            (scope_id, since, max(int(reserve), 0), vectors, SYNC_MAX + 1),
-        )
 
     def take_read(self) -> list[tuple[Any, ...]]:
         """The rows of `begin_write`'s `read` statement ([] without one)."""

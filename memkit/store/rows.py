@@ -89,10 +89,21 @@ def by_rowid(conn: Conn, rowids: Iterable[int]) -> dict[int, Row]:
     return out
 
 
-def by_rowid_statement(rowids: Sequence[int]) -> tuple[str, tuple[Any, ...]]:
+class ByRowid(NamedTuple):
+    """A statement reading rows by rowid (`by_rowid_statement`): a (sql, args)
+    pair any connection runs, which Postgres may fold into a write's lock
+    statement instead (`memkit.store.pg_write`); its args are the rowids."""
+
+    sql: str
+    args: tuple[int, ...]
+
+
+def by_rowid_statement(rowids: Sequence[int]) -> ByRowid:
     """The statement of `by_rowid` for 1 to `CHUNK` rowids."""
     ph = ",".join("?" * len(rowids))
-    return f"SELECT {COLS} FROM memories WHERE rowid IN ({ph})", tuple(int(x) for x in rowids)
+    return ByRowid(
+        f"SELECT {COLS} FROM memories WHERE rowid IN ({ph})", tuple(int(x) for x in rowids)
+    )
 
 
 def live_row(conn: Conn, scope_id: str, memory_id: str) -> Row | None:
