@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from memkit.errors import SchemaError
 from memkit.store import pg_write
 from memkit.store.rows import COLS
 
@@ -53,7 +54,7 @@ def test_listed_kinds_not_read_are_none_and_read_but_empty_are_empty():
 
 @pytest.mark.parametrize("rows", [[], [row(1, **MEMORY)], [row(0, change_seq=3, **MEMORY)]])
 def test_an_answer_without_the_head_row_is_an_error(rows):
-    with pytest.raises(RuntimeError, match="head row"):
+    with pytest.raises(SchemaError, match="head row"):
         pg_write.split(rows, listed=False)
 
 

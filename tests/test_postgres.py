@@ -49,6 +49,7 @@ PG_PINNED = {
     7: "0ec4e4bdadc9b988b0ee24bc3cb5287ea6d11a9d134d49ab01ec38fe0e049573",
     8: "9d1fac0acaef8fbc6a5b9477d6c01524b4aa94292beadcba4090a27e35cfce25",
     9: "d51b1e8713e4e13c534c0b4bcaf0e246b9bba1e7d9a1b9f27a2ec8c5fe8202a5",
+    10: "2acca788f3951677ff6300602de591127da2590f6874a213ccf42877527aa8f5",
 }
 """sha256 of each shipped Postgres migration's DDL text: never edit one, append one
 (and pin it here)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from memkit.errors import SchemaError
 from memkit.store.fold_listed import KINDS_SQL, kind_keys
 from memkit.store.fold_postings import bigint_array
 
@@ -76,7 +77,7 @@ def split(rows: Sequence[Sequence[Any]], listed: bool) -> Parts:
     `listed`: the statement read the listed kinds."""
     lock = [r for r in rows if r[0] == HEAD]
     if not lock or lock[0][1] is None:
-        raise RuntimeError("memkit_write_begin answered without the lock's head row")
+        raise SchemaError("memkit_write_begin answered without the lock's head row")
     head = (lock[0][1], lock[0][2])
     changed = [tuple(r[3:17]) for r in lock[1:]]
     facts = [tuple(r[4:16]) for r in rows if r[0] == FACTS]

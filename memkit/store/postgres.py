@@ -264,20 +264,28 @@ class PgDb:
         list_kinds: frozenset[str],
     ) -> Callable[[], pg_write.Parts]:
         """Send a write's lock statements into the open pipeline; a function reading
-        their answer. One statement, `memkit_write_begin` (`memkit.store.pg_write`),
-        when `read` reads rows by rowid (or is None) and no kind is listed ahead;
-        else the lock (`memkit_lock_scope`), `read` and the listing's statements
-        (`_listed_keys`) one after another, in the same round trip."""
+        their answer. `memkit_write_begin` (`memkit.store.pg_write`): the lock, the
+        listed kinds and, when `read` reads rows by rowid, that read, as one
+        statement; any other `read` (the postings' probe) follows it. A write that
+        lists kinds ahead sends the lock (`memkit_lock_scope`), `read` and the
+        listing's statements (`_listed_keys`) one after another. All go in the
+        same round trip."""
         listed = self.postings is not None
         limit = SYNC_MAX + 1
-        if not list_kinds and (read is None or isinstance(read, ByRowid)):
-            rowids = None if read is None else read.args
+        if not list_kinds:
+            rowids = read.args if isinstance(read, ByRowid) else None
             one = self.execute(
                 *pg_write.statement(
                     scope_id, since, reserve, vectors, limit, rowids, step if listed else None
                 )
             )
-            return lambda: pg_write.split(one.fetchall(), listed)
+            then = None if read is None or rowids is not None else self.execute(*read)
+
+            def merged() -> pg_write.Parts:
+                parts = pg_write.split(one.fetchall(), listed)
+                return parts if then is None else parts._replace(facts=then.fetchall())
+
+            return merged
         cur = self.execute(
             "SELECT * FROM memkit_lock_scope(?::text, ?::bigint, ?::int, ?::boolean, ?::int)",
             (scope_id, since, max(int(reserve), 0), vectors, limit),

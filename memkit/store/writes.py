@@ -32,7 +32,7 @@ from memkit.store.base import StoreBase, new_row_id
 from memkit.store.fold_local import OverCap
 from memkit.store.fold_postings import BATCH_PROBES, BatchProbe, scope_key
 from memkit.store.gram_index import GramIndex
-from memkit.store.index import Indexes, LiveRow
+from memkit.store.index import Indexes, LiveRow, Statement
 from memkit.store.rows import Row
 from memkit.store.write_txn import Write
 from memkit.text import jaccard, recent_trigrams, trigrams
@@ -416,7 +416,9 @@ class Writes(StoreBase):
             assert postings is not None
             probe = BatchProbe(postings, scope_id, [(it.kind, it.grams) for it in items], t)
         # the batch holds the statements and the COMMIT (`end_write`): one round trip
-        read = sql.by_rowid_statement(list(ahead.sims)) if ahead and ahead.sims else None
+        read: Statement | None = None
+        if ahead and ahead.sims:
+            read = sql.by_rowid_statement(list(ahead.sims))
         read = read if probe is None else probe.statement
         start: frozenset[str] = frozenset()  # kinds whose keys it lists ahead of the cap
         if local:
