@@ -19,7 +19,53 @@ from typing import Any
 
 from memkit.errors import SchemaError
 
-_LOCK_SCOPE = """\
+# Fragments the migrations share: each shipped DDL text is the same byte for byte
+# (tests/test_postgres.py pins every migration's sha256).
+_TAKE_SEQ = """\
+        #variable_conflict use_column
+        DECLARE
+            taken bigint;
+        BEGIN
+            INSERT INTO scopes AS s (scope_id, seq) VALUES (p_scope, 1)
+                ON CONFLICT (scope_id) DO UPDATE SET seq = s.seq + 1
+                RETURNING s.seq INTO taken;
+"""
+"""The scope's lock: its row bumped, the number taken (migrations 4, 5 and 10)."""
+
+_ROW_COLS = """\
+                           m.scope_id, m.kind, m.content, m.tags, m.confidence,
+                           m.source_run_id, m.created_at, m.seen_count,
+                           m.last_seen_at, m.superseded_by,
+"""
+"""A changed row's columns from its scope on, in the lock's read of the rows changed
+(migrations 4, 5 and 10)."""
+
+_CHANGED_FROM = """\
+                    FROM memories m
+                    WHERE m.scope_id = p_scope AND m.change_seq > p_since
+                    ORDER BY m.change_seq LIMIT p_limit;
+"""
+"""The scope's rows changed after p_since, in order, at most p_limit (migrations 4, 5, 10)."""
+
+_KEPT_FROM = """\
+                FROM unnest(p_kinds, p_sks) AS k(kind, sk)
+                JOIN fold_posted f ON f.sk = k.sk
+                LEFT JOIN LATERAL (
+                    SELECT m.rowid, m.content FROM memories m
+                    WHERE f.lo < f.hi AND m.scope_id = p_scope AND m.kind = k.kind
+                      AND m.rowid > f.lo AND m.rowid <= f.hi
+                      AND m.superseded_by IS NULL
+                    ORDER BY m.rowid LIMIT p_step
+                ) c ON true
+                ORDER BY k.kind, c.rowid;
+"""
+"""The scope's listed kinds, each with up to p_step of its pending live rows (migration 9;
+migration 10 holds it one level deeper, `_KEPT_FROM_IN_IF`)."""
+
+_KEPT_FROM_IN_IF = "".join("    " + line for line in _KEPT_FROM.splitlines(keepends=True))
+
+_LOCK_SCOPE = (
+    """\
         CREATE OR REPLACE FUNCTION memkit_lock_scope(
             p_scope text, p_since bigint, p_reserve integer, p_vectors boolean,
             p_limit integer
@@ -30,29 +76,26 @@ _LOCK_SCOPE = """\
             created_at double precision, seen_count integer,
             last_seen_at double precision, superseded_by text, embedding vector
         ) LANGUAGE plpgsql AS $$
-        #variable_conflict use_column
-        DECLARE
-            taken bigint;
-        BEGIN
-            INSERT INTO scopes AS s (scope_id, seq) VALUES (p_scope, 1)
-                ON CONFLICT (scope_id) DO UPDATE SET seq = s.seq + 1
-                RETURNING s.seq INTO taken;
+"""
+    + _TAKE_SEQ
+    + """\
             seq := taken;
 {rowids}            RETURN NEXT;
             IF p_since IS NOT NULL AND taken - 1 <> p_since THEN
                 RETURN QUERY
                     SELECT NULL::bigint, NULL::bigint[], m.change_seq, m.rowid, m.id,
-                           m.scope_id, m.kind, m.content, m.tags, m.confidence,
-                           m.source_run_id, m.created_at, m.seen_count,
-                           m.last_seen_at, m.superseded_by,
+"""
+    + _ROW_COLS
+    + """\
                            CASE WHEN p_vectors THEN m.embedding END
-                    FROM memories m
-                    WHERE m.scope_id = p_scope AND m.change_seq > p_since
-                    ORDER BY m.change_seq LIMIT p_limit;
+"""
+    + _CHANGED_FROM
+    + """\
             END IF;
         END
         $$
         """
+)
 """`memkit_lock_scope` (a write's lock step, `memkit.store.postgres.PgDb.begin_write`)
 with its rowid reservation left open: migrations 4 and 5 differ only there."""
 
@@ -228,16 +271,9 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         BEGIN
             RETURN QUERY
                 SELECT k.kind, f.lo, f.hi, c.rowid, c.content
-                FROM unnest(p_kinds, p_sks) AS k(kind, sk)
-                JOIN fold_posted f ON f.sk = k.sk
-                LEFT JOIN LATERAL (
-                    SELECT m.rowid, m.content FROM memories m
-                    WHERE f.lo < f.hi AND m.scope_id = p_scope AND m.kind = k.kind
-                      AND m.rowid > f.lo AND m.rowid <= f.hi
-                      AND m.superseded_by IS NULL
-                    ORDER BY m.rowid LIMIT p_step
-                ) c ON true
-                ORDER BY k.kind, c.rowid;
+"""
+        + _KEPT_FROM
+        + """\
         END
         $$;
         """,
@@ -267,13 +303,9 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             last_seen_at double precision, superseded_by text, embedding vector,
             lo bigint, hi bigint
         ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
-        #variable_conflict use_column
-        DECLARE
-            taken bigint;
-        BEGIN
-            INSERT INTO scopes AS s (scope_id, seq) VALUES (p_scope, 1)
-                ON CONFLICT (scope_id) DO UPDATE SET seq = s.seq + 1
-                RETURNING s.seq INTO taken;
+"""
+        + _TAKE_SEQ
+        + """\
             part := 0;
             seq := taken;
 """
@@ -283,14 +315,14 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             IF p_since IS NOT NULL AND taken - 1 <> p_since THEN
                 RETURN QUERY
                     SELECT 0, NULL::bigint, NULL::bigint[], m.change_seq, m.rowid, m.id,
-                           m.scope_id, m.kind, m.content, m.tags, m.confidence,
-                           m.source_run_id, m.created_at, m.seen_count,
-                           m.last_seen_at, m.superseded_by,
+"""
+        + _ROW_COLS
+        + """\
                            CASE WHEN p_vectors THEN m.embedding END,
                            NULL::bigint, NULL::bigint
-                    FROM memories m
-                    WHERE m.scope_id = p_scope AND m.change_seq > p_since
-                    ORDER BY m.change_seq LIMIT p_limit;
+"""
+        + _CHANGED_FROM
+        + """\
             END IF;
             IF p_rowids IS NOT NULL THEN
                 RETURN QUERY
@@ -308,16 +340,9 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
                            NULL::double precision, NULL::text, NULL::double precision,
                            NULL::integer, NULL::double precision, NULL::text,
                            NULL::vector, f.lo, f.hi
-                    FROM unnest(p_kinds, p_sks) AS k(kind, sk)
-                    JOIN fold_posted f ON f.sk = k.sk
-                    LEFT JOIN LATERAL (
-                        SELECT m.rowid, m.content FROM memories m
-                        WHERE f.lo < f.hi AND m.scope_id = p_scope AND m.kind = k.kind
-                          AND m.rowid > f.lo AND m.rowid <= f.hi
-                          AND m.superseded_by IS NULL
-                        ORDER BY m.rowid LIMIT p_step
-                    ) c ON true
-                    ORDER BY k.kind, c.rowid;
+"""
+        + _KEPT_FROM_IN_IF
+        + """\
             END IF;
         END
         $$;
