@@ -100,9 +100,10 @@ bench-corpus: $(STAMP)
 # undefined. bench-1m: the 1M-row scope and its 1 %-scope on real text (make bench-corpus
 # first), and 10k for the recall client's RSS beside 1M; HNSW at the store's default
 # ef_search and at 200, 1,000 held-out queries a scope, a plain build under 4GB maintenance_work_mem (the 1M graph does not fit the default 1GB);
+# then a fresh server-mode writer (a new store's mode) at 10k and 1M rows, its peak RSS;
 # then SQLite's cold start at 1M rows (a fresh client's first recall, peak RSS, the file).
 # bench-writes: remembers/s at 100k from 1 and 4 processes beside the lock-shape and
-# bare-INSERT ceilings. Raw rows in $(BENCH_OUT); ~30 and ~5 min on 2 cores.
+# bare-INSERT ceilings. Raw rows in $(BENCH_OUT); ~45 and ~5 min on 2 cores.
 BENCH_OUT ?= reports/bench
 bench-1m: $(STAMP)
 	@test -s $(CORPUS) || { echo "bench-1m: no corpus at $(CORPUS); run make bench-corpus (root) first" >&2; exit 2; }
@@ -112,10 +113,13 @@ bench-1m: $(STAMP)
 		--vectors wordllama --texts file:$(CORPUS) --hnsw-build plain \
 		--maintenance-work-mem 4GB --pg-shared-buffers 8GB --fold-search client \
 		--ef-search 160,200 --json $(BENCH_OUT)/bench-1m.json
+	$(BIN)/memkit bench store --backend postgres --only postgres --sizes 10000,1000000 --writes 0 \
+		--skip-recall --fold-search server --json $(BENCH_OUT)/bench-1m-writer.json
 	$(BIN)/memkit bench store --backend postgres --only sqlite --sizes 1000000 --writes 0 \
 		--json $(BENCH_OUT)/bench-1m-sqlite.json
 	uptime
-	$(BIN)/memkit bench targets $(BENCH_OUT)/bench-1m.json $(BENCH_OUT)/bench-1m-sqlite.json
+	$(BIN)/memkit bench targets $(BENCH_OUT)/bench-1m.json $(BENCH_OUT)/bench-1m-writer.json \
+		$(BENCH_OUT)/bench-1m-sqlite.json
 
 bench-writes: $(STAMP)
 	@mkdir -p $(BENCH_OUT)

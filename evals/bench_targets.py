@@ -13,8 +13,14 @@ The points and their definitions (the bounds are the issue's):
 - **recall client RSS**: a fresh recall client's peak RSS at 1M rows is at most
   `RSS_GROWTH` x the one at 10,000 rows (both Postgres rows, any files): the
   client holds no vectors of the scope, so what is left is the interpreter's
-  and the libraries' own; a writer's memory is bounded by its fold window or
-  cap instead (docs/postgres-scale.md), and is shown, not judged, here.
+  and the libraries' own.
+- **writer RSS**: judged when the rows hold a fresh writer of a 1,000,000-row
+  scope in server mode (a new store's `fold_search`): its peak RSS is at most
+  `RSS_GROWTH` x a server-mode writer's at 10,000 rows (its trigram index is
+  capped, `fold_local_rows`; past the cap the database's postings answer).
+  A client-mode writer holds the fold window's trigram index, which grows with
+  the scope by design (docs/postgres-scale.md): shown beside the recall
+  client, not judged.
 - **writes**: a Postgres row of 100,000 rows: remembers/s durable from 4
   processes each writing its own scope >= 1,000 (met); for 4 processes of one
   scope the issue's alternative, "the reason it cannot, measured against a bare
@@ -142,7 +148,7 @@ def rss_point(rows: list[dict]) -> Verdict:
     writers = ", ".join(
         f"{r['rows']:,}: {r['writer_rss_mb']:.0f} MB ({r.get('fold_search', '?')} mode)"
         for r in rows
-        if _num(r, "writer_rss_mb") is not None
+        if _num(r, "writer_rss_mb") is not None and r.get("fold_search") != "server"
     )
     fig = f"{small:.0f} MB at 10k, {big:.0f} MB at 1M" + (
         f" (fresh writer, not judged: {writers})" if writers else ""
@@ -197,6 +203,27 @@ def sqlite_points(row: dict) -> list[Verdict]:
     return out
 
 
+def writer_point(rows: list[dict]) -> Verdict | None:
+    """A fresh server-mode writer's peak RSS at 1M against 10k (the last row of
+    each size); None when no server-mode writer of 1M rows was measured."""
+    at = {
+        r["rows"]: _num(r, "writer_rss_mb")
+        for r in rows
+        if r.get("fold_search") == "server" and _num(r, "writer_rss_mb")
+    }
+    if BIG not in at:
+        return None
+    label = f"server-mode writer RSS at 1M <= {RSS_GROWTH} x at 10k"
+    if SMALL not in at:
+        return Verdict(label, "undefined", f"no server-mode writer of {SMALL:,} rows")
+    small, big = at[SMALL], at[BIG]
+    assert small is not None and big is not None
+    fig = (
+        f"{small:.0f} MB at 10k, {big:.0f} MB at 1M (a fresh writer's first remember, server mode)"
+    )
+    return Verdict(label, "met" if big <= RSS_GROWTH * small else "not met", fig)
+
+
 def verdicts(rows: Iterable[dict]) -> list[Verdict]:
     """Every point the Postgres rows bear on, in the module docstring's order."""
     rows = list(rows)
@@ -207,6 +234,8 @@ def verdicts(rows: Iterable[dict]) -> list[Verdict]:
             out += big_points(r)
     if any(_num(r, "client_rss_mb") is not None for r in pg):
         out.append(rss_point(pg))
+    if (w := writer_point(pg)) is not None:
+        out.append(w)
     for r in pg:
         if r["rows"] == WRITES and "rem_4" in r:
             out += write_points(r)

@@ -96,6 +96,24 @@ def test_rss_needs_both_sizes_and_a_nan_or_string_is_not_a_number():
     assert status(bt.verdicts([big(hnsw_p50="7.8"), small()]), "1M scope") == "undefined"
 
 
+def writer(rows, mb, mode="server"):
+    return {"backend": "postgres", "rows": rows, "fold_search": mode, "writer_rss_mb": mb}
+
+
+def test_a_server_mode_writer_at_1m_is_judged_at_its_bound():
+    w = "server-mode writer RSS"
+    assert status(bt.verdicts([writer(10_000, 80.0), writer(1_000_000, 100.0)]), w) == "met"
+    past = bt.verdicts([writer(10_000, 80.0), writer(1_000_000, 100.01)])
+    assert status(past, w) == "not met"  # 1.25 x 80 MB is the bound
+    assert status(bt.verdicts([writer(1_000_000, 62.0)]), w) == "undefined"  # no 10k writer
+    # not judged: no server-mode writer of 1M rows (a client-mode one grows by design,
+    # and the writes bench's 100k writer is no pair)
+    assert bt.verdicts([writer(10_000, 80.0), writer(100_000, 133.0)]) == []
+    client = bt.verdicts([small(), big(), writer(1_000_000, 690.0, "client")])
+    assert not [v for v in client if v.point.startswith(w)]
+    assert "690 MB (client mode)" in next(v.figure for v in client if v.point[:6] == "recall")
+
+
 def lite(**kw):
     row = {"backend": "sqlite", "rows": 1_000_000, "cold_first_s": 5.0, "client_rss_mb": 2000.0}
     return row | {"file_mb": 1000.0} | kw
