@@ -136,24 +136,28 @@ def big_points(row: dict) -> list[Verdict]:
     return out
 
 
-def rss_point(rows: list[dict]) -> Verdict:
-    """The recall client's peak RSS at 1M against 10k (the last row of each size)."""
-    label = f"recall client RSS at 1M <= {RSS_GROWTH} x at 10k"
-    at = {r["rows"]: _num(r, "client_rss_mb") for r in rows if _num(r, "client_rss_mb")}
+def _growth(label: str, rows: list[dict], key: str, tail: str = "") -> Verdict:
+    """`key` (MB) at 1M against 10k, the last row of each size: met when at most
+    `RSS_GROWTH` x; undefined when a size has no number."""
+    at = {r["rows"]: _num(r, key) for r in rows if _num(r, key)}
     if SMALL not in at or BIG not in at:
         missing = " and ".join(f"{n:,}" for n in (SMALL, BIG) if n not in at)
-        return Verdict(label, "undefined", f"no Postgres row of {missing} rows with client_rss_mb")
+        return Verdict(label, "undefined", f"no Postgres row of {missing} rows with {key}")
     small, big = at[SMALL], at[BIG]
     assert small is not None and big is not None
+    fig = f"{small:.0f} MB at 10k, {big:.0f} MB at 1M{tail}"
+    return Verdict(label, "met" if big <= RSS_GROWTH * small else "not met", fig)
+
+
+def rss_point(rows: list[dict]) -> Verdict:
+    """The recall client's peak RSS at 1M against 10k (the last row of each size)."""
     writers = ", ".join(
         f"{r['rows']:,}: {r['writer_rss_mb']:.0f} MB ({r.get('fold_search', '?')} mode)"
         for r in rows
         if _num(r, "writer_rss_mb") is not None and r.get("fold_search") != "server"
     )
-    fig = f"{small:.0f} MB at 10k, {big:.0f} MB at 1M" + (
-        f" (fresh writer, not judged: {writers})" if writers else ""
-    )
-    return Verdict(label, "met" if big <= RSS_GROWTH * small else "not met", fig)
+    tail = f" (fresh writer, not judged: {writers})" if writers else ""
+    return _growth(f"recall client RSS at 1M <= {RSS_GROWTH} x at 10k", rows, "client_rss_mb", tail)
 
 
 def write_points(row: dict) -> list[Verdict]:
@@ -206,22 +210,11 @@ def sqlite_points(row: dict) -> list[Verdict]:
 def writer_point(rows: list[dict]) -> Verdict | None:
     """A fresh server-mode writer's peak RSS at 1M against 10k (the last row of
     each size); None when no server-mode writer of 1M rows was measured."""
-    at = {
-        r["rows"]: _num(r, "writer_rss_mb")
-        for r in rows
-        if r.get("fold_search") == "server" and _num(r, "writer_rss_mb")
-    }
-    if BIG not in at:
+    server = [r for r in rows if r.get("fold_search") == "server"]
+    if not any(r["rows"] == BIG and _num(r, "writer_rss_mb") for r in server):
         return None
     label = f"server-mode writer RSS at 1M <= {RSS_GROWTH} x at 10k"
-    if SMALL not in at:
-        return Verdict(label, "undefined", f"no server-mode writer of {SMALL:,} rows")
-    small, big = at[SMALL], at[BIG]
-    assert small is not None and big is not None
-    fig = (
-        f"{small:.0f} MB at 10k, {big:.0f} MB at 1M (a fresh writer's first remember, server mode)"
-    )
-    return Verdict(label, "met" if big <= RSS_GROWTH * small else "not met", fig)
+    return _growth(label, server, "writer_rss_mb", " (a fresh writer's first remember)")
 
 
 def verdicts(rows: Iterable[dict]) -> list[Verdict]:
